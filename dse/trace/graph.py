@@ -54,7 +54,9 @@ class TraceNode:
     comm_kind: CollectiveKind | None = None
     comm_bytes: float = 0.0
     group: tuple[int, ...] = ()
+    group_dim: str = ""        # "tp" | "cp" | "dp" | "ep" | "pp": which RankGrid axis
     peer: int = -1
+    peer_delta: int = 0        # SEND/RECV: peer = neighbour along group_dim by this step
     tag: int = 0
     stream: int = 0
     data_deps: list[int] = field(default_factory=list)
@@ -82,3 +84,49 @@ class TraceSet:
     @property
     def num_ranks(self) -> int:
         return len(self.rank_role)
+
+
+@dataclass(frozen=True)
+class RankGrid:
+    """Megatron-LM's rank order: tensor-parallel fastest, then context, data, pipeline
+    (``megatron/core/parallel_state.py``, order "tp-cp-ep-dp-pp"; EP is folded inside DP
+    for the expert layers).  Rank r has coordinates
+    ``tp = r % TP, cp = (r // TP) % CP, dp = (r // (TP*CP)) % DP, pp = r // (TP*CP*DP)``.
+    """
+
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+    ep: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    def _strides(self) -> dict[str, tuple[int, int]]:
+        t, c, d = self.tp, self.cp, self.dp
+        return {"tp": (1, t), "cp": (t, c), "dp": (t * c, d), "pp": (t * c * d, self.pp),
+                "ep": (t * c, self.ep)}
+
+    def coord(self, rank: int, dim: str) -> int:
+        stride, n = self._strides()[dim]
+        return (rank // stride) % n
+
+    def group(self, rank: int, dim: str) -> tuple[int, ...]:
+        """All ranks that differ from ``rank`` only in coordinate ``dim`` (EP groups are
+        the first ``ep`` DP coordinates of each aligned block)."""
+        stride, n = self._strides()[dim]
+        if dim == "ep":
+            dp_stride, _ = self._strides()["dp"]
+            dpc = self.coord(rank, "dp")
+            base = rank - (dpc % self.ep) * dp_stride
+            return tuple(base + i * dp_stride for i in range(self.ep))
+        base = rank - self.coord(rank, dim) * stride
+        return tuple(base + i * stride for i in range(n))
+
+    def neighbor(self, rank: int, dim: str, delta: int) -> int:
+        """The rank ``delta`` steps along ``dim`` (no wrap; -1 when off the grid)."""
+        stride, n = self._strides()[dim]
+        c = self.coord(rank, dim) + delta
+        return rank + delta * stride if 0 <= c < n else -1
