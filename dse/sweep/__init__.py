@@ -1,0 +1,1 @@
+"""Vectorized sweep: grid building, feasibility masks, jit+vmap in chunks, top-k."""

@@ -1,0 +1,135 @@
+"""`dse` command line.  Bad input exits with status 2 and one line (dse.errors)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from dse.errors import InputError
+
+SHOW = ["hardware", "tp", "pp", "dp", "cp", "mbs", "vpp", "recompute", "zero", "sp",
+        "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
+        "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "cp_comm_s", "optimizer_s"]
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}")
+    return v
+
+
+def cmd_sweep(a) -> int:
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import precision_code
+    from dse.spec.model import get_model
+    from dse.sweep.run import sweep
+    model = get_model(a.model)
+    hws = [get_hardware(h) for h in a.hardware]
+    df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
+               precision_code(a.precision), progress=True)
+    if df.empty or not df["feasible"].any():
+        reason = "no valid layout" if df.empty else df["status"].iloc[0]
+        print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
+        return 1
+    if a.output:
+        df.to_csv(a.output, index=False)
+    ok = df[df["feasible"]]
+    print(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {a.top}:")
+    with pd.option_context("display.width", 250, "display.max_columns", 40,
+                           "display.float_format", "{:.3f}".format):
+        print(ok[SHOW].head(a.top).to_string(index=False))
+    return 0
+
+
+def cmd_predict(a) -> int:
+    from dse.predict import predict_frame, read_csv
+    df = predict_frame(read_csv(a.input), a.input)
+    df.to_csv(a.output, index=False)
+    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok)")
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from dse.validate import run_validation
+    run_validation(a.input, a.out)
+    return 0
+
+
+def cmd_bench(a) -> int:
+    from dse.bench import run_bench
+    run_bench(points=a.points)
+    return 0
+
+
+def cmd_study(a) -> int:
+    from dse.study import run_study
+    run_study(a.study, storage=a.storage, trials=a.trials)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dse", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("sweep", help="every valid layout for one workload; the fastest that fit")
+    s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
+    s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
+    s.add_argument("--gpus", required=True, type=_positive_int)
+    s.add_argument("--global-batch", required=True, type=_positive_int)
+    s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
+    s.add_argument("--precision", default="bf16")
+    s.add_argument("--top", type=_positive_int, default=10)
+    s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
+    s.set_defaults(fn=cmd_sweep)
+
+    s = sub.add_parser("predict", help="predict rows of the validation schema")
+    s.add_argument("input")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(fn=cmd_predict)
+
+    s = sub.add_parser("validate", help="MAPE against measured runs; plots in --out")
+    s.add_argument("input")
+    s.add_argument("--out", default="results/validation")
+    s.set_defaults(fn=cmd_validate)
+
+    s = sub.add_parser("bench", help="sweep throughput (configs/s) vs a Python loop")
+    s.add_argument("--points", type=_positive_int, default=1_048_576)
+    s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("study", help="run a study file (studies/<name>.toml)")
+    s.add_argument("study")
+    s.add_argument("--storage", default=None, help="Optuna storage URL (searches)")
+    s.add_argument("--trials", type=_positive_int, default=None, help="override search trials")
+    s.set_defaults(fn=cmd_study)
+
+    for mod in ("dse.trace.cli", "dse.search.cli"):
+        try:
+            __import__(mod, fromlist=["register"]).register(sub)
+        except ModuleNotFoundError:
+            pass
+    return p
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        a = parser.parse_args(argv)
+    except SystemExit as e:          # argparse already printed one line; status 2
+        return int(e.code or 0)
+    try:
+        return a.fn(a)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Attention core time on one GPU: FlashAttention tile loop, and the unfused path.
+
+FlashAttention-2 (Dao 2023, arXiv:2307.08691, Alg. 1-2).  One thread block owns a
+``Br``-row tile of Q for one (batch, head) and streams K/V in ``Bc``-row tiles through
+shared memory.  Block sizes come from the shared-memory budget:
+``Br = 128``, ``Bc = min(128, (smem/bytes - Br*d) / (2*d))`` (Q tile plus one K and one V
+tile resident).
+
+* FLOPs: forward ``4 * s_q * s_kv * d`` per head (QK^T and PV); causal masking skips the
+  tiles above the diagonal, ``causal_frac = 1 - 0.5*s_q/s_kv`` of the square for s_q=s_kv
+  chunked queries (=0.5 for plain causal self-attention).  Backward does five matmuls
+  of the same size (recomputed S, dP, dV, dQ, dK): 2.5x the forward FLOPs.
+* Work units ``batch*heads*ceil(s_q/Br)`` are spread in waves over the SMs (wave
+  quantization, as for GEMMs).
+* HBM traffic: Q and O once, K and V once per KV head if the K/V of the heads that run
+  concurrently fit in L2, otherwise once per Q tile (the FA2 paper's
+  Theta(N^2 d^2 / M) re-read term); backward also reads O, dO and writes dQ, dK, dV and
+  accumulates dQ in fp32 per KV tile (through L2).
+* Overlap: roofline max of compute, HBM and L2 time plus a launch cost.
+
+The unfused path (Megatron's fused softmax, Korthikanti et al. 2022 §4) runs QK^T and PV
+as batched GEMMs and writes the ``a*s_q*s_kv`` score matrix to HBM for softmax (and
+dropout): those bytes are what make it memory-bound at long sequence.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dse.cost.gemm import gemm_time_s
+
+FA_BLOCK_ROWS = 128.0
+
+
+def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):
+    bc = (smem_per_sm_bytes / bytes_per_el - FA_BLOCK_ROWS * d) / (2.0 * d)
+    return jnp.clip(bc, 16.0, 128.0)
+
+
+def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
+                           peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+                           l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
+                           kernel_launch_s, backward=False):
+    """Seconds for one FlashAttention forward (or backward) call on one GPU."""
+    bc = _fa_blocks(d, smem_per_sm_bytes, bytes_per_el)
+    q_tiles = jnp.ceil(s_q / FA_BLOCK_ROWS)
+    units = batch * heads * q_tiles
+    waves = jnp.ceil(units / num_sms)
+    mm = 5.0 if backward else 2.0          # matmuls of size Br x s_kv x d per unit
+    flops_per_unit = mm * 2.0 * FA_BLOCK_ROWS * s_kv * d * causal_frac
+    t_compute = waves * num_sms * flops_per_unit / (peak_flops_per_s * eff)
+
+    kv_bytes_per_head = 2.0 * s_kv * d * bytes_per_el
+    group = heads / kv_heads                              # query heads per KV head
+    concurrent_kv_heads = jnp.maximum(num_sms / (q_tiles * group), 1.0)
+    miss = jnp.clip(1.0 - l2_bytes / (concurrent_kv_heads * kv_bytes_per_head), 0.0, 1.0)
+    kv_hbm = batch * kv_heads * kv_bytes_per_head * (1.0 + (q_tiles * group - 1.0) * miss * causal_frac)
+    qo_bytes = batch * heads * s_q * d * bytes_per_el
+    io = (2.0 if not backward else 4.0) * qo_bytes      # bwd: Q, O, dO in; dQ out
+    kv_out = kv_hbm if backward else 0.0                 # bwd writes dK, dV
+    t_hbm = (io + kv_hbm + kv_out) / hbm_bw_bytes_per_s
+    l2_traffic = units * kv_bytes_per_head * causal_frac
+    dq_accum = jnp.where(backward, batch * heads * s_q * d * 4.0 * jnp.ceil(s_kv / bc) * causal_frac, 0.0)
+    t_l2 = (l2_traffic + dq_accum) / l2_bw_bytes_per_s
+    return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s * (2.0 if backward else 1.0)
+
+
+def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
+                             peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+                             l2_bytes, num_sms, tile_m, tile_n, bytes_per_el,
+                             kernel_launch_s, backward=False):
+    """Seconds for the unfused attention core: two batched GEMMs plus a softmax (and
+    dropout) pass over the materialized ``heads x s_q x s_kv`` scores."""
+    count = batch * heads
+    g = lambda m, n, k: gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s,
+                                    l2_bw_bytes_per_s, l2_bytes, num_sms, tile_m, tile_n,
+                                    bytes_per_el, kernel_launch_s, count=count)
+    mm = g(s_q, s_kv, d) + g(s_q, d, s_kv)
+    scores = count * s_q * s_kv * bytes_per_el
+    passes = 2.0 + 2.0 * dropout     # softmax read+write, dropout read+write (+mask)
+    if backward:
+        mm = 2.0 * mm
+        passes = 3.0 + 2.0 * dropout
+    return mm + passes * scores / hbm_bw_bytes_per_s + 2.0 * kernel_launch_s

@@ -1,0 +1,93 @@
+"""Collective communication time, alpha-beta model with nccl-tests conventions.
+
+For a buffer of ``size_bytes`` (the full, un-sharded buffer as nccl-tests reports it) on
+``n`` ranks over links of bandwidth ``bw`` (bytes/s per direction) and per-step latency
+``alpha`` (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009; NCCL
+``doc/PERFORMANCE.md`` for the bus-bandwidth factors):
+
+* ring all-reduce       ``2(n-1)/n * S/bw + 2(n-1)*alpha``      (busbw factor 2(n-1)/n)
+* reduce-scatter,
+  all-gather            ``(n-1)/n * S/bw + (n-1)*alpha``        (busbw factor (n-1)/n)
+* tree all-reduce       ``2 * S/bw + 2*log2(n)*alpha`` (NCCL double binary tree:
+                        bandwidth-optimal to a factor n/(n-1), latency log n)
+* all-to-all            ``(n-1)/n * S/bw + (n-1)*alpha``
+* point-to-point        ``S/bw + alpha``
+
+NCCL picks ring or tree by size; we take the faster (``min``).
+
+Placement: Megatron orders ranks tp-cp-dp-pp (``RankGrid``), so a group whose members
+are ``stride`` ranks apart has ``local = clip(D/stride, 1, n)`` members inside one NVLink
+domain of D GPUs.  Groups that span domains run NCCL's hierarchical algorithm: the
+intra-domain phase over NVLink and the inter-domain phase with every local GPU driving
+its own NIC on a 1/local share (rail-optimized fabrics, NVIDIA DGX SuperPOD reference
+architecture).  Latency per inter-node step is the NIC latency.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def ring_allreduce_s(size_bytes, n, bw, alpha):
+    return jnp.where(n > 1, 2.0 * (n - 1) / n * size_bytes / bw + 2.0 * (n - 1) * alpha, 0.0)
+
+
+def tree_allreduce_s(size_bytes, n, bw, alpha):
+    return jnp.where(n > 1, 2.0 * size_bytes / bw + 2.0 * jnp.log2(jnp.maximum(n, 1.0)) * alpha, 0.0)
+
+
+def allreduce_s(size_bytes, n, bw, alpha):
+    """NCCL-style choice of ring or tree, whichever is faster."""
+    return jnp.minimum(ring_allreduce_s(size_bytes, n, bw, alpha),
+                       tree_allreduce_s(size_bytes, n, bw, alpha))
+
+
+def scatter_gather_s(size_bytes, n, bw, alpha):
+    """Reduce-scatter or all-gather of a ``size_bytes`` buffer (also all-to-all)."""
+    return jnp.where(n > 1, (n - 1) / n * size_bytes / bw + (n - 1) * alpha, 0.0)
+
+
+def p2p_s(size_bytes, bw, alpha):
+    return size_bytes / bw + alpha
+
+
+def _split(n, stride, domain):
+    """(members per NVLink domain, number of domains the group spans)."""
+    local = jnp.clip(jnp.floor(domain / stride), 1.0, n)
+    return local, n / local
+
+
+def group_collective_s(kind: str, size_bytes, n, stride, hw):
+    """Time of collective ``kind`` ("all_reduce", "reduce_scatter", "all_gather",
+    "all_to_all") on a group of ``n`` ranks ``stride`` apart, on hardware ``hw``.
+
+    Hierarchical decomposition (NCCL across nodes):
+      all-reduce  = RS(local, NVLink) + AR(S/local over `inter` domains, NIC) + AG(local)
+      RS / AG     = RS/AG(local, NVLink) on S, then RS/AG(inter, NIC) on S/local
+      all-to-all  = the (inter-1)/inter share of the data crosses the NIC, the rest
+                    NVLink; the two phases overlap, so the max.
+    """
+    nv_bw = hw.nvlink_bw_bytes_per_s * hw.eff_nvlink
+    nic_bw = hw.nic_bw_bytes_per_s * hw.eff_nic
+    local, inter = _split(n, stride, hw.nvlink_domain_gpus)
+    a_nv, a_nic = hw.nvlink_latency_s, hw.nic_latency_s
+    if kind == "all_reduce":
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0
+                + allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
+    if kind in ("reduce_scatter", "all_gather"):
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv)
+                + scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
+    if kind == "all_to_all":
+        cross = size_bytes * (inter - 1.0) / jnp.maximum(inter, 1.0)
+        t_nic = jnp.where(inter > 1, cross / nic_bw + (inter - 1.0) * a_nic, 0.0)
+        t_nv = scatter_gather_s(size_bytes - cross, local, nv_bw, a_nv)
+        return jnp.maximum(t_nic, t_nv)
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def group_p2p_s(size_bytes, stride, hw):
+    """Point-to-point between ranks ``stride`` apart: NVLink if both sit in one domain."""
+    inside = stride < hw.nvlink_domain_gpus
+    bw = jnp.where(inside, hw.nvlink_bw_bytes_per_s * hw.eff_nvlink, hw.nic_bw_bytes_per_s * hw.eff_nic)
+    alpha = jnp.where(inside, hw.nvlink_latency_s, hw.nic_latency_s)
+    return p2p_s(size_bytes, bw, alpha)

@@ -1,0 +1,153 @@
+"""`dse predict` / `dse validate`: one prediction per row of the validation schema
+(../shared/validation/README.md).
+
+A blank layout field is *unknown*: the sweep searches every value the grid allows for it
+(with the given fields held) and keeps the fastest layout that fits in memory, as a
+practitioner tuning that run would; the chosen values are written back in
+``chosen_<field>`` columns.  Architecture heuristics the schema leaves implicit, each
+documented: a gated (SwiGLU) MLP when ``ffn_hidden_size != 4*hidden_size``; dropout for
+non-gated (GPT-style) models; tied embeddings never (Megatron unties by default).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import InputError, require
+from dse.spec.hardware import get_hardware
+from dse.spec.layout import PRECISION, RECOMPUTE, Workload
+from dse.spec.model import Model, validate_model
+from dse.sweep.grid import GridOptions, enumerate_layouts
+from dse.sweep.run import GIB, sweep_points, to_dataframe
+
+REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+            "vocab_size", "seq_length", "global_batch_size", "gpu", "num_gpus", "precision")
+LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
+               "micro_batch_size": "mbs", "vpp": "vpp"}
+CHUNK = 1 << 14
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
+
+
+def _int(row, col, where, positive=True):
+    v = row[col]
+    try:
+        f = float(v)
+        require(f == int(f) and (f > 0 or not positive), where, col,
+                f"must be a positive integer, but got {v!r}")
+        return int(f)
+    except (TypeError, ValueError):
+        raise InputError(where, col, f"must be a positive integer, but got {v!r}") from None
+
+
+def row_model(row, where) -> Model:
+    h = _int(row, "hidden_size", where)
+    f = _int(row, "ffn_hidden_size", where)
+    heads = _int(row, "num_attention_heads", where)
+    kv = heads if _blank(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
+    gated = f != 4 * h
+    m = Model(num_layers=_int(row, "num_layers", where), hidden_size=h, ffn_hidden_size=f,
+              num_attention_heads=heads, num_kv_heads=kv, vocab_size=_int(row, "vocab_size", where),
+              seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated),
+              name=str(row.get("model", "")))
+    validate_model(m, where)
+    return m
+
+
+def row_options(row, where) -> tuple[GridOptions, dict]:
+    """Grid restricted to the row's known fields; returns (options, fixed values)."""
+    fixed = {}
+    for col, f in LAYOUT_COLS.items():
+        if col in row and not _blank(row[col]):
+            fixed[f] = _int(row, col, where)
+    kw = {k: (v,) for k, v in fixed.items() if k != "dp"}
+    if "vpp" in kw and kw["vpp"] == (1,):
+        kw["vpp"] = (1,)
+    sp = row.get("sequence_parallel")
+    if not _blank(sp):
+        s = str(sp).strip().lower()
+        require(s in ("true", "false"), where, "sequence_parallel", f"must be true or false, but got {sp!r}")
+        kw["sp"] = (1,) if s == "true" else (0,)
+        fixed["sp"] = kw["sp"][0]
+    rc = row.get("recompute")
+    if not _blank(rc):
+        require(str(rc) in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc!r}")
+        kw["recompute"] = (RECOMPUTE[str(rc)],)
+    z = row.get("zero_stage")
+    if not _blank(z):
+        zi = _int(row, "zero_stage", where, positive=False)
+        require(zi in (0, 1, 2, 3), where, "zero_stage", f"must be 0, 1, 2 or 3, but got {z!r}")
+        kw["zero"] = (zi,)
+    return GridOptions(pow2_only=False, max_tp=1024, max_cp=64, max_mbs=64, max_vpp=64, **kw), fixed
+
+
+def predict_row(row: dict, where: str) -> dict:
+    """Prediction for one row: the fastest feasible layout consistent with its fields."""
+    out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
+    for c in REQUIRED:
+        require(c in row, where, c, "column is required")
+    hw = get_hardware(str(row["gpu"]), where=f"{where}: gpu")
+    prec = str(row["precision"]).strip()
+    require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
+    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    model = row_model(row, where)
+    gpus = _int(row, "num_gpus", where)
+    gbs = _int(row, "global_batch_size", where)
+    seq = _int(row, "seq_length", where)
+    opt, fixed = row_options(row, where)
+    cols = enumerate_layouts(model, gpus, gbs, seq, opt)
+    if "dp" in fixed:
+        keep = cols["dp"] == fixed["dp"]
+        cols = {k: v[keep] for k, v in cols.items()}
+    if len(cols["tp"]) == 0:
+        return {**out, "status": "infeasible: no valid layout matches the given fields "
+                                 "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
+                                 "kv heads; global batch must split into micro-batches)"}
+    wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec])
+    df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
+    ok = df[df["feasible"]]
+    if ok.empty:
+        best = df.nsmallest(1, "mem_gib").iloc[0]
+        return {**out, "predicted_mem_gib": best["mem_gib"], "status": best["status"]}
+    best = ok.nsmallest(1, "step_time_s").iloc[0]
+    res = {"predicted_iter_time_s": best["step_time_s"], "predicted_mem_gib": best["mem_gib"],
+           "predicted_mfu": best["mfu"], "status": "ok"}
+    for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"):
+        res[f"chosen_{f}"] = best[f]
+    return res
+
+
+def predict_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    rows = []
+    for i, row in enumerate(df.to_dict("records")):
+        rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})"))
+    return pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def read_csv(path: str) -> pd.DataFrame:
+    p = Path(path)
+    require(p.exists(), path, "file", "must exist")
+    try:
+        df = pd.read_csv(p)
+    except Exception as e:  # pandas raises many types for malformed CSV
+        raise InputError(path, "csv", f"must be a readable CSV ({type(e).__name__})") from None
+    for c in REQUIRED:
+        require(c in df.columns, path, c, "column is required by the validation schema")
+    return df
+
+
+def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per-source and overall MAPE of iteration time (rows with a prediction)."""
+    d = pred[pred["status"] == "ok"].copy()
+    d["ape"] = (d["predicted_iter_time_s"] - d["measured_iter_time_s"]).abs() / d["measured_iter_time_s"]
+    g = d.groupby("source")["ape"].agg(rows="count", mape="mean", max_err="max")
+    g.loc["overall"] = [len(d), d["ape"].mean(), d["ape"].max()]
+    g["rows"] = g["rows"].astype(int)
+    return g

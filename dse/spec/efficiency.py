@@ -1,0 +1,66 @@
+"""Global, per-GPU-generation efficiency constants — the only fitted numbers in dse.
+
+Each is a *physically meaningful* achieved fraction of a datasheet peak, the same for
+every model, layout and source (never keyed by model, row or paper).  The value, what it
+means and where it comes from:
+
+``gemm``
+    Fraction of dense tensor-core peak that a large, well-shaped cuBLAS/CUTLASS GEMM
+    sustains once tile and wave quantization are accounted for separately (those are
+    modelled in :mod:`dse.cost.gemm`).  Ampere: ~0.88 (A100 bf16 8192^3 runs at
+    ~275 TFLOP/s of 312; NVIDIA "Matrix multiplication background" guide and
+    Megatron SC'21 §5.1 report 90 %+ of peak on the largest GEMMs).  Hopper: ~0.78
+    (H100 SXM bf16 cuBLAS reaches ~750-780 TFLOP/s of 989 at 700 W, limited by power).
+    Blackwell: assumed equal to Hopper until measurements exist.
+``gemm_fp8``
+    The same for FP8 GEMMs (Transformer Engine); Hopper ~0.68 (~1350 TFLOP/s of 1979).
+``attn``
+    Fraction of tensor peak reached by the fused attention kernel's matmuls.
+    FlashAttention-2 (Dao 2023, arXiv:2307.08691, Fig. 5-6): forward ~70 % of A100 peak,
+    backward ~60 %; on H100 the cuDNN/FA3 kernels Megatron-Core uses reach ~55-75 %
+    (Shah et al. 2024, arXiv:2407.08608).  The backward pass uses ``attn`` x ``attn_bwd``.
+``hbm``
+    Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy;
+    ~0.9 on A100/H100 per the "Dissecting the Ampere/Hopper GPU architecture"
+    microbenchmark papers, arXiv:2402.13499).
+``nvlink`` / ``nic``
+    nccl-tests bus bandwidth divided by the per-direction link bandwidth for large
+    all-reduce (NCCL PERFORMANCE.md conventions): DGX A100 ~230 of 300 GB/s NVLink
+    (0.77); InfiniBand ~0.9 of line rate; DGX H100 ~360-400 of 450 GB/s NVLink.
+``kernel_launch_s``
+    Per-kernel fixed cost (launch + tail), ~4 us on CUDA 11/12 with CUDA graphs off.
+``tile_m`` / ``tile_n``
+    The GEMM output tile cuBLAS picks for large bf16 problems: 128x128 (Ampere,
+    mma.sync CUTLASS default) and 128x256 (Hopper/Blackwell wgmma warp-specialised).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GenerationEfficiency:
+    gemm: float
+    gemm_fp8: float
+    attn: float
+    attn_bwd: float
+    hbm: float
+    nvlink: float
+    nic: float
+    kernel_launch_s: float
+    tile_m: int
+    tile_n: int
+
+
+GENERATIONS: dict[str, GenerationEfficiency] = {
+    "ampere": GenerationEfficiency(gemm=0.88, gemm_fp8=0.88, attn=0.70, attn_bwd=0.85,
+                                   hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
+                                   tile_m=128, tile_n=128),
+    "hopper": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
+                                   hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
+                                   tile_m=128, tile_n=256),
+    "blackwell": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
+                                      hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
+                                      tile_m=128, tile_n=256),
+}

@@ -1,0 +1,60 @@
+"""Parallel layout and workload: the per-point integers of a sweep.
+
+Both are pytrees whose every field is a leaf, so a sweep vmaps over arrays of them.
+
+Layout fields (Megatron-LM names): ``tp`` tensor, ``pp`` pipeline, ``dp`` data, ``cp``
+context, ``ep`` expert parallel degree; ``mbs`` micro-batch size (sequences); ``vpp``
+virtual pipeline stages per rank (1 = plain 1F1B); ``recompute`` 0 none, 1 selective,
+2 full; ``zero`` 0 (DDP), 1 (distributed optimizer), 2 (+ gradients), 3 (+ parameters,
+FSDP); ``sp`` sequence parallelism 0/1.
+
+Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
+``precision`` 0 = fp32 (tf32 tensor cores), 1 = bf16/fp16, 2 = fp8 (Transformer Engine).
+"""
+
+from __future__ import annotations
+
+from dse.errors import InputError
+from dse.spec.pytree import pytree_dataclass
+
+RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
+PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2}
+PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8"}
+
+
+@pytree_dataclass
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    mbs: int = 1
+    vpp: int = 1
+    recompute: int = 0
+    zero: int = 0
+    sp: int = 0
+
+    @property
+    def gpus(self):
+        return self.tp * self.pp * self.dp * self.cp
+
+
+@pytree_dataclass
+class Workload:
+    global_batch: int
+    seq_len: int
+    precision: int = 1
+
+
+def precision_code(name: str, where: str = "--precision") -> int:
+    if name not in PRECISION:
+        raise InputError(where, "precision", f"must be one of {sorted(PRECISION)}, but got {name!r}")
+    return PRECISION[name]
+
+
+def recompute_code(name: str, where: str = "--recompute") -> int:
+    if name not in RECOMPUTE:
+        raise InputError(where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {name!r}")
+    return RECOMPUTE[name]

@@ -1,0 +1,159 @@
+"""The vectorized screen: memory first, then the time model on the survivors.
+
+Flow (DESIGN.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
+Points are the Cartesian product (hardware spec) x (layout).  Both passes run in
+fixed-size chunks through one ``jit(vmap(...))`` each, so a sweep compiles once per chunk
+size whatever its length; the last chunk is padded by repeating its first point.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dse.spec.hardware import Hardware, stack
+from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Layout, Workload
+from dse.spec.model import Model
+from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
+from dse.train.step import BREAKDOWN, StepResult, memory_bytes, train_step
+
+GIB = 2.0**30
+CHUNK = 1 << 15
+
+
+@jax.jit
+def _memory_chunk(model, wl, lay, hw):
+    return jax.vmap(memory_bytes, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
+
+
+@jax.jit
+def _time_chunk(model, wl, lay, hw):
+    return jax.vmap(train_step, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
+
+
+def _hw_arrays(hws: list[Hardware]) -> dict[str, np.ndarray]:
+    st = stack(hws)
+    return {f: np.asarray(getattr(st, f)) for f in Hardware._leaf_fields}
+
+
+def _gather(hw_cols, lay_cols, h_idx, l_idx, n):
+    """Fixed-size (n) pytrees for one chunk, padding with the chunk's first point."""
+    k = len(h_idx)
+    if k < n:
+        h_idx = np.concatenate([h_idx, np.full(n - k, h_idx[0])])
+        l_idx = np.concatenate([l_idx, np.full(n - k, l_idx[0])])
+    hw = Hardware(**{f: v[h_idx] for f, v in hw_cols.items()})
+    lay = Layout(**{f: v[l_idx] for f, v in lay_cols.items()})
+    return hw, lay
+
+
+def _run_chunks(fn, model, wl, hw_cols, lay_cols, h_idx, l_idx, chunk, progress=None):
+    outs = []
+    for s in range(0, len(h_idx), chunk):
+        hi, li = h_idx[s:s + chunk], l_idx[s:s + chunk]
+        hw, lay = _gather(hw_cols, lay_cols, hi, li, chunk)
+        res = fn(model, wl, lay, hw)
+        outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:len(hi)], res))
+        if progress is not None:
+            progress.update(len(hi))
+    if not outs:
+        return None
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+
+
+@dataclass
+class SweepResult:
+    """Arrays over all (hardware x layout) points; ``feasible`` is the memory mask and
+    time fields are NaN where infeasible."""
+
+    hw_index: np.ndarray
+    layouts: dict[str, np.ndarray]       # per point
+    mem_bytes: np.ndarray
+    hbm_bytes: np.ndarray
+    feasible: np.ndarray
+    result: dict[str, np.ndarray]        # StepResult fields, NaN where infeasible
+    hw_names: list[str]
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n_points(self) -> int:
+        return len(self.hw_index)
+
+
+def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict[str, np.ndarray],
+                 chunk: int = CHUNK, progress: bool = False) -> SweepResult:
+    """Evaluate every (hardware, layout) pair: memory for all, time for the feasible."""
+    hw_cols = _hw_arrays(hws)
+    n_l = len(next(iter(lay_cols.values())))
+    h_idx = np.repeat(np.arange(len(hws), dtype=np.int64), n_l)
+    l_idx = np.tile(np.arange(n_l, dtype=np.int64), len(hws))
+    bar = None
+    if progress and len(h_idx) > 200_000:
+        from tqdm import tqdm
+        bar = tqdm(total=2 * len(h_idx), desc="sweep", unit="pt", leave=False)
+    t0 = time.perf_counter()
+    mem = _run_chunks(_memory_chunk, model, wl, hw_cols, lay_cols, h_idx, l_idx, chunk, bar)
+    t1 = time.perf_counter()
+    cap = hw_cols["hbm_bytes"][h_idx]
+    feasible = mem <= cap
+    fi = np.nonzero(feasible)[0]
+    res = {f: np.full(len(h_idx), np.nan) for f in StepResult._fields}
+    if len(fi):
+        out = _run_chunks(_time_chunk, model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi], chunk, bar)
+        for f in StepResult._fields:
+            res[f][fi] = getattr(out, f)
+    if bar is not None:
+        bar.update(2 * len(h_idx) - bar.n)
+        bar.close()
+    t2 = time.perf_counter()
+    res["mem_bytes"] = mem
+    return SweepResult(h_idx, {f: v[l_idx] for f, v in lay_cols.items()}, mem, cap, feasible,
+                       res, [h.name for h in hws], {"memory_s": t1 - t0, "time_s": t2 - t1})
+
+
+def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_len: int,
+          precision: int = 1, opt: GridOptions = GridOptions(), progress: bool = False) -> pd.DataFrame:
+    """Every valid layout x hardware for one workload, as a DataFrame sorted fastest
+    first (infeasible rows last, with their reason in ``status``)."""
+    cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt)
+    wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision)
+    if len(cols["tp"]) == 0:
+        return pd.DataFrame()
+    sr = sweep_points(model, wl, hws, cols, progress=progress)
+    df = to_dataframe(sr)
+    df.insert(0, "model", model.name)
+    df.insert(2, "gpus", gpus)
+    df.insert(3, "global_batch", global_batch)
+    df.insert(4, "seq_len", seq_len)
+    df.insert(5, "precision", PRECISION_NAMES[precision])
+    return df.sort_values(["feasible", "step_time_s"], ascending=[False, True],
+                          kind="stable").reset_index(drop=True)
+
+
+def to_dataframe(sr: SweepResult) -> pd.DataFrame:
+    df = pd.DataFrame({"hardware": np.asarray(sr.hw_names, dtype=object)[sr.hw_index]})
+    for f in FIELDS:
+        df[f] = sr.layouts[f]
+    df["recompute"] = df["recompute"].map(RECOMPUTE_NAMES)
+    df["sp"] = df["sp"].astype(bool)
+    df["feasible"] = sr.feasible
+    df["mem_gib"] = sr.mem_bytes / GIB
+    df["hbm_gib"] = sr.hbm_bytes / GIB
+    status = np.full(sr.n_points, "ok", dtype=object)
+    bad = ~sr.feasible
+    if bad.any():
+        status[bad] = [f"out of memory: needs {m:.1f} GiB > {c:.1f} GiB HBM"
+                       for m, c in zip(df["mem_gib"][bad], df["hbm_gib"][bad])]
+    df["status"] = status
+    for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN:
+        df[f] = sr.result[f]
+    return df
+
+
+def top_k(df: pd.DataFrame, k: int = 10) -> pd.DataFrame:
+    return df[df["feasible"]].nsmallest(k, "step_time_s")

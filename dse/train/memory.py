@@ -1,0 +1,119 @@
+"""Peak memory per GPU for one training step (the heaviest pipeline stage).
+
+Model states (mixed-precision Adam; Rajbhandari et al. 2020, ZeRO, §3; Megatron-LM keeps
+fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
+  weights 2 B/param (bf16; +1 B fp8 copy of linear weights with TE fp8; 4 B for fp32),
+  gradients 4 B/param, optimizer 12 B/param (fp32 master, Adam m and v).
+  ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
+  the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
+  flight, the FSDP prefetch).
+Parameters per GPU: ``ceil(L/pp)`` layers (the documented uneven split: the heaviest
+stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
+embedding on the first stage and the LM head on the last (both when pp = 1, one shared
+matrix when tied), each V*h/tp.
+
+Activations per layer per micro-batch, generalising Korthikanti et al. 2022 (eq. 1-2,
+``sbh(34 + 5as/h)`` for GPT) to GQA, gated MLPs, models without dropout and
+FlashAttention (which stores O and the fp32 log-sum-exp instead of the s^2 scores):
+  replicated region  (8 + 2*dropout) * sbh  bytes  [/t with sequence parallelism]
+  TP region          2sb(a+2g)d + 2sbh + 4sba + 2sb*f*(1+gated) + 2sbf   [/t]
+(MoE: the MLP terms scale with top_k.)  Selective recompute stores the same with
+FlashAttention (the score matrix is never stored); full recompute stores only each
+layer's input, 2sbh [/t with SP], plus one layer's full set while it is recomputed.
+In flight on the first stage: ``min(m, pp)`` micro-batches with 1F1B, times
+``1 + (pp-1)/(pp*vpp)`` with interleaving (Narayanan et al. 2021, §2.2.2).
+LM head: fp32 logits and their gradient for one micro-batch, 2 * 4 * sb*V/t bytes.
+
+Allocator reserve: a fixed ``RESERVE_BYTES`` for the CUDA context, cuBLAS/NCCL
+workspaces, plus ``FRAGMENTATION`` of the allocated bytes for the PyTorch caching
+allocator's fragmentation (PyTorch docs, "CUDA memory management";
+``torch.cuda.memory_reserved`` typically exceeds ``memory_allocated`` by 5-10 %).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from dse.spec.layout import Layout, Workload
+from dse.spec.model import Model
+
+GIB = 2.0**30
+RESERVE_BYTES = 1.0 * GIB
+FRAGMENTATION = 0.05
+
+
+class MemoryBreakdown(NamedTuple):
+    weights_bytes: object
+    grads_bytes: object
+    optimizer_bytes: object
+    activations_bytes: object
+    total_bytes: object
+    params_per_gpu: object
+
+
+def layers_per_stage(model: Model, lay: Layout):
+    return jnp.ceil(model.num_layers / lay.pp)
+
+
+def params_per_gpu(model: Model, lay: Layout):
+    """Parameters held by one GPU of the heaviest stage (before ZeRO sharding)."""
+    h = model.hidden_size * 1.0
+    f = model.ffn_hidden_size * 1.0
+    d = h / model.num_attention_heads
+    kv = model.num_kv_heads * d
+    attn = h * (h + 2 * kv) + h * h
+    expert = (2.0 + model.gated_mlp) * h * f
+    E = model.num_experts * 1.0
+    dense = attn + jnp.where(E > 1, h * E, expert)
+    experts = jnp.where(E > 1, expert * E / lay.ep, 0.0)
+    per_layer = (dense + experts) / lay.tp + 2 * h
+    emb = model.vocab_size * h / lay.tp
+    emb_mats = jnp.where(lay.pp > 1, 1.0, 2.0 - model.tied_embeddings)
+    return layers_per_stage(model, lay) * per_layer + emb_mats * emb
+
+
+def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_bytes):
+    """Stored activation bytes of one layer for one micro-batch (no recompute)."""
+    s = wl.seq_len / lay.cp
+    b = lay.mbs * 1.0
+    h = model.hidden_size * 1.0
+    a = model.num_attention_heads * 1.0
+    g = model.num_kv_heads * 1.0
+    d = h / a
+    f = model.ffn_hidden_size * model.top_k * 1.0
+    t = lay.tp * 1.0
+    el = act_bytes / 2.0     # formulas below are in 2-byte units
+    replicated = (8.0 + 2.0 * model.dropout) * s * b * h * el
+    replicated = jnp.where(lay.sp > 0, replicated / t, replicated)
+    tp_region = (2 * s * b * (a + 2 * g) * d * el + 2 * s * b * h * el + 4 * s * b * a
+                 + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
+    return replicated + tp_region
+
+
+def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> MemoryBreakdown:
+    P = params_per_gpu(model, lay)
+    shard = lay.dp * lay.cp * 1.0
+    weight_b = jnp.where(act_bytes > 2, 4.0, jnp.where(wl.precision == 2, 3.0, 2.0))
+    weights = P * weight_b
+    L_st = layers_per_stage(model, lay)
+    per_layer_w = (P / L_st) * weight_b
+    weights = jnp.where(lay.zero >= 3, weights / shard + 2.0 * per_layer_w, weights)
+    grads = jnp.where(lay.zero >= 2, 4.0 * P / shard, 4.0 * P)
+    opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
+
+    m = wl.global_batch / (lay.dp * lay.mbs)
+    inflight = jnp.minimum(m, lay.pp * 1.0)
+    inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
+    full_layer = activation_bytes_per_layer(model, wl, lay, act_bytes)
+    T = lay.mbs * wl.seq_len / lay.cp
+    layer_input = 2.0 * T * model.hidden_size * (act_bytes / 2.0)
+    layer_input = jnp.where(lay.sp > 0, layer_input / lay.tp, layer_input)
+    per_layer = jnp.where(lay.recompute == 2, layer_input, full_layer)
+    acts = L_st * inflight * per_layer + jnp.where(lay.recompute == 2, full_layer, 0.0)
+    logits = 2.0 * 4.0 * T * model.vocab_size / lay.tp
+    acts = acts + logits
+    allocated = weights + grads + opt + acts
+    total = allocated * (1.0 + FRAGMENTATION) + RESERVE_BYTES
+    return MemoryBreakdown(weights, grads, opt, acts, total, P)

@@ -1,0 +1,48 @@
+"""Achieved rates of one design point: the throttled, efficiency-derated peaks that
+every cost function of a training step uses (computed once per point).
+
+* ``peak_flops_per_s`` by precision: fp32 runs on TF32 tensor cores, bf16/fp16 on the
+  16-bit path, fp8 linears on the FP8 path (attention stays bf16, as Transformer Engine
+  does; NVIDIA TE docs, "Using FP8 with Transformer Engine").
+* throttle: ``x_eff = x (1 - throttle)`` on HBM bandwidth, and on clock-derived rates
+  when ``throttle_clock`` (dse.spec.hardware.effective).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from dse.spec.hardware import Hardware, effective
+
+
+class Rates(NamedTuple):
+    peak_16_flops_per_s: object     # attention / non-fp8 matmuls (tf32 when precision 0)
+    peak_linear_flops_per_s: object  # linear layers (fp8 when precision 2)
+    eff_linear: object
+    hbm_bw_bytes_per_s: object       # achieved (eff_hbm) and throttled
+    hbm_bw_raw_bytes_per_s: object   # throttled only: the GEMM roofline uses the raw rate
+    l2_bw_bytes_per_s: object
+    act_bytes: object                # bytes per activation element
+    linear_bytes: object             # bytes per GEMM input element
+
+
+def rates(hw: Hardware, precision) -> Rates:
+    is32 = precision == 0
+    is8 = precision == 2
+    p16 = jnp.where(is32, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
+    p_lin = jnp.where(is8, hw.peak_fp8_flops_per_s, p16)
+    p16_e, hbm_e, l2_e = effective(hw, p16)
+    p_lin_e, _, _ = effective(hw, p_lin)
+    act_bytes = jnp.where(is32, 4.0, 2.0)
+    return Rates(
+        peak_16_flops_per_s=p16_e,
+        peak_linear_flops_per_s=p_lin_e,
+        eff_linear=jnp.where(is8, hw.eff_gemm_fp8, hw.eff_gemm),
+        hbm_bw_bytes_per_s=hbm_e * hw.eff_hbm,
+        hbm_bw_raw_bytes_per_s=hbm_e,
+        l2_bw_bytes_per_s=l2_e,
+        act_bytes=act_bytes,
+        linear_bytes=jnp.where(is8, 1.0, act_bytes),
+    )

@@ -1,0 +1,152 @@
+"""One training step (one global batch) for one design point — the scalar function the
+sweep vmaps.
+
+Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
+``distributed/`` for the overlaps):
+
+  m           = global_batch / (dp * mbs)                 micro-batches per pipeline
+  t_mb        = per-micro-batch time of the heaviest stage: ceil(L/pp) layers
+                x (fwd + bwd + recompute + exposed TP, CP, EP) + LM head/loss (last
+                stage) + embedding (first stage)
+  pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved)
+  DP          = gradient reduce-scatter/all-reduce overlapped with the last
+                micro-batch's backward, parameter all-gather overlapped with the first
+                forward (``overlap_grad_reduce``/``overlap_param_gather``);
+                ZeRO-3 gathers weights every micro-batch, overlapped layer by layer
+  step        = pipeline + exposed DP + optimizer step
+
+Overlap assumptions, each a ``max(0, comm - window)``:
+  CP ring exchange vs the attention compute of the layer (Liu et al. 2023);
+  DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
+Recompute: full re-runs each layer's forward (and its TP collectives) before backward;
+selective recomputes the attention core, which FlashAttention's backward already does.
+MFU counts model FLOPs only (6*N*tokens-style, plus attention), against the nominal
+16-bit dense peak (PaLM, Chowdhery et al. 2022, App. B).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from dse.cost.collectives import group_collective_s, group_p2p_s
+from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
+from dse.cost.gemm import gemm_flops, gemm_time_s
+from dse.spec.hardware import Hardware
+from dse.spec.layout import Layout, Workload
+from dse.spec.model import Model
+from dse.train.layer import layer_cost
+from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.rates import rates
+
+
+class StepResult(NamedTuple):
+    step_time_s: object
+    compute_s: object
+    recompute_s: object
+    tp_comm_s: object
+    cp_comm_s: object
+    ep_comm_s: object
+    pp_comm_s: object
+    bubble_s: object
+    dp_comm_s: object
+    optimizer_s: object
+    mem_bytes: object
+    model_flops: object
+    mfu: object
+    tokens_per_s: object
+
+
+BREAKDOWN = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
+             "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s")
+
+
+def memory_bytes(model: Model, wl: Workload, lay: Layout, hw: Hardware):
+    """Peak bytes per GPU (the sweep's first, cheap pass)."""
+    return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes).total_bytes
+
+
+def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
+    r = rates(hw, wl.precision)
+    lc = layer_cost(model, wl, lay, hw, r)
+    L_st = layers_per_stage(model, lay)
+    m = wl.global_batch / (lay.dp * lay.mbs)
+    T = lay.mbs * wl.seq_len / lay.cp
+    h = model.hidden_size * 1.0
+    V = model.vocab_size * 1.0
+    el = r.act_bytes
+
+    # LM head + cross-entropy (last stage), embedding (first stage)
+    head_f = gemm_time_s(T, V / lay.tp, h, r.peak_16_flops_per_s, hw.eff_gemm,
+                         r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
+                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s)
+    head_b = 2.0 * head_f
+    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
+                             hw.kernel_launch_s, 4.0)
+    emb = memory_bound_time_s(3.0 * T * h * el, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 2.0)
+    head = head_f + head_b + ce
+    head_stage = jnp.where(lay.pp > 1, jnp.maximum(head, emb), head + emb)
+
+    # exposed communication per layer per micro-batch
+    recompute_full = (lay.recompute == 2) * 1.0
+    tp_exposed = lc.tp_comm_s * (1.0 + 0.5 * recompute_full)
+    cp_exposed = jnp.maximum(lc.cp_comm_s - 3.0 * lc.attn_fwd_s, 0.0)
+    layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
+    layer_recompute = recompute_full * lc.fwd_compute_s
+
+    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage
+    t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
+                                 + lc.ep_comm_s) + head + emb) / lay.pp
+    bubble = (lay.pp - 1.0) / lay.vpp * t_avg
+
+    # pipeline p2p: activations of one micro-batch ([/tp with SP scatter-gather])
+    p2p_bytes = T * h * el / jnp.where(lay.sp > 0, lay.tp * 1.0, 1.0)
+    pp_stride = lay.tp * lay.cp * lay.dp * 1.0
+    t_p2p = jnp.where(lay.pp > 1, group_p2p_s(p2p_bytes, pp_stride, hw), 0.0)
+    pp_exposed = jnp.where(lay.vpp > 1, 2.0 * (lay.pp - 1.0) * lay.vpp * t_p2p,
+                           2.0 * (m + lay.pp - 1.0) * t_p2p)
+
+    # data parallel / ZeRO
+    mem = memory_per_gpu(model, wl, lay, el)
+    P = mem.params_per_gpu
+    n_dp = lay.dp * lay.cp * 1.0
+    dp_stride = lay.tp * 1.0
+    grad_bytes = 4.0 * P
+    param_bytes = 2.0 * P
+    ar = group_collective_s("all_reduce", grad_bytes, n_dp, dp_stride, hw)
+    rs = group_collective_s("reduce_scatter", grad_bytes, n_dp, dp_stride, hw)
+    ag = group_collective_s("all_gather", param_bytes, n_dp, dp_stride, hw)
+    bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
+    fwd_window = L_st * lc.fwd_compute_s
+    dp_z0 = jnp.maximum(ar - bwd_window, 0.0)
+    dp_z12 = jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
+    z3_per_mb = jnp.maximum(2.0 * ag + rs - L_st * (layer_compute + layer_recompute), 0.0)
+    dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, m * z3_per_mb, dp_z12))
+    dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
+
+    # optimizer step over this GPU's shard
+    opt_params = jnp.where(lay.zero >= 1, P / n_dp, P)
+    optimizer = memory_bound_time_s(ADAM_BYTES_PER_PARAM * opt_params, r.hbm_bw_bytes_per_s,
+                                    hw.kernel_launch_s, 4.0)
+
+    step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
+
+    # breakdown (steady-state shares of m * t_mb; bubble separate)
+    compute = m * (L_st * layer_compute + head_stage)
+    recompute = m * L_st * layer_recompute
+    tp_total = m * L_st * tp_exposed
+    cp_total = m * L_st * cp_exposed
+    ep_total = m * L_st * lc.ep_comm_s
+
+    # model FLOPs of the whole step over all GPUs
+    micro_total = wl.global_batch / lay.mbs
+    layer_flops_full = lc.model_flops * lay.tp * lay.cp
+    head_flops = 3.0 * gemm_flops(lay.mbs * wl.seq_len, V, h)
+    flops = micro_total * (model.num_layers * layer_flops_full + head_flops)
+    gpus = lay.tp * lay.pp * lay.dp * lay.cp * 1.0
+    peak_nominal = jnp.where(wl.precision == 0, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
+    mfu = flops / (step * gpus * peak_nominal)
+    tps = wl.global_batch * wl.seq_len / step
+    return StepResult(step, compute, recompute, tp_total, cp_total, ep_total, pp_exposed,
+                      bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps)
