@@ -1,5 +1,7 @@
+# dse — two commands on a fresh clone:  make study STUDY=llama70b  and  make test
 PY      := .venv/bin/python
 STUDY   ?= llama70b
+CSV     ?= ../shared/validation/calibration.csv
 .PHONY: setup test study bench validate dashboard clean
 
 setup: .venv/.installed
@@ -11,7 +13,7 @@ setup: .venv/.installed
 	touch $@
 
 test: setup
-	$(PY) -m pytest -q -n 2 tests 2>/dev/null || $(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 study: setup
 	$(PY) -m dse.cli study studies/$(STUDY).toml
@@ -20,10 +22,10 @@ bench: setup
 	$(PY) -m dse.cli bench
 
 validate: setup
-	$(PY) -m dse.cli validate ../shared/validation/calibration.csv
+	$(PY) -m dse.cli validate $(CSV) --out results/validation
 
 dashboard: setup
-	$(PY) -m dse.cli dashboard studies/$(STUDY).toml
+	$(PY) -m dse.cli dashboard $(STUDY)
 
 clean:
-	rm -rf .venv results/*/
+	rm -rf .venv

@@ -47,6 +47,56 @@ def cmd_sweep(a) -> int:
     return 0
 
 
+def layout_args(s: argparse.ArgumentParser) -> None:
+    """Flags of one explicit layout (shared by `estimate` and `trace`)."""
+    s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
+    s.add_argument("--hardware", required=True)
+    s.add_argument("--gpus", required=True, type=_positive_int)
+    s.add_argument("--global-batch", type=_positive_int, default=1024)
+    s.add_argument("--seq", type=_positive_int, default=None)
+    s.add_argument("--precision", default="bf16")
+    for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
+        s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
+    s.add_argument("--recompute", default="none", help="none | selective | full")
+    s.add_argument("--zero", type=int, default=1)
+    s.add_argument("--sp", action="store_true", help="sequence parallelism")
+
+
+def resolve_layout(a):
+    """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import Layout, Workload, precision_code, recompute_code
+    from dse.spec.model import get_model
+    from dse.sweep.grid import check_layout
+    model = get_model(a.model)
+    hw = get_hardware(a.hardware)
+    seq = a.seq or model.seq_length
+    dp = a.dp or max(a.gpus // (a.tp * a.pp * a.cp), 1)
+    lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
+                 recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
+    check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
+    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision))
+    return model, hw, wl, lay
+
+
+def cmd_estimate(a) -> int:
+    import jax
+    from dse.train.step import train_step
+    model, hw, wl, lay = resolve_layout(a)
+    r = jax.jit(train_step)(model, wl, lay, hw)
+    fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
+    print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
+          f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
+    print(f"  memory per GPU {float(r.mem_bytes) / 2**30:.1f} GiB of {float(hw.hbm_bytes) / 2**30:.1f} GiB"
+          f" ({'fits' if fits else 'DOES NOT FIT'})")
+    print(f"  step time {float(r.step_time_s):.3f} s, {float(r.tokens_per_s):,.0f} tokens/s, "
+          f"MFU {float(r.mfu):.1%}")
+    from dse.train.step import BREAKDOWN
+    for f in BREAKDOWN:
+        print(f"    {f[:-2]:<12} {float(getattr(r, f)):10.3f} s")
+    return 0 if fits else 1
+
+
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
     df = predict_frame(read_csv(a.input), a.input)
@@ -73,8 +123,15 @@ def cmd_study(a) -> int:
     return 0
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dse", description=__doc__)
+    p = _OneLineParser(prog="dse", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("sweep", help="every valid layout for one workload; the fastest that fit")
@@ -87,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top", type=_positive_int, default=10)
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_sweep)
+
+    s = sub.add_parser("estimate", help="step time, memory and breakdown of one explicit layout")
+    layout_args(s)
+    s.set_defaults(fn=cmd_estimate)
 
     s = sub.add_parser("predict", help="predict rows of the validation schema")
     s.add_argument("input")

@@ -14,8 +14,9 @@ For C[M,N] = A[M,K] @ B[K,N] in ``bytes_per_el`` precision:
   ``elems = M*N + max(M*K + K*N, 2*M*N*K/b_l2)``, with S the L2 capacity in elements.
   A bigger L2 therefore lowers HBM traffic for GEMMs that do not fit (DESIGN.md:
   "a bigger L2 must be able to matter").
-* L2 traffic: every SM tile streams its A and B panels from L2:
-  ``elems_l2 = M*N*K*(1/tile_n + 1/tile_m) + M*N``.
+* L2 traffic: every SM tile streams its A and B panels from L2, shared by the
+  ``cluster`` SMs of a TMA-multicast cluster (Hopper+):
+  ``elems_l2 = M*N*K*(1/tile_n + 1/tile_m)/cluster + M*N``.
 * Overlap: compute and memory overlap fully inside the kernel (roofline, Williams et al.
   2009): ``t = max(t_compute, t_hbm, t_l2) + kernel_launch_s``.
 
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 
 def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                 l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, kernel_launch_s,
-                count=1.0):
+                count=1.0, cluster=1.0):
     """Time of ``count`` identical GEMMs of shape (m, n, k); returns seconds."""
     tiles = jnp.ceil(m / tile_m) * jnp.ceil(n / tile_n)
     waves = jnp.ceil(tiles / num_sms)
@@ -37,7 +38,7 @@ def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_
     l2_block = jnp.sqrt(jnp.maximum(l2_bytes / (3.0 * bytes_per_el), 1.0))
     hbm_elems = m * n + jnp.maximum(m * k + k * n, 2.0 * m * n * k / l2_block)
     t_hbm = hbm_elems * bytes_per_el / hbm_bw_bytes_per_s
-    l2_elems = m * n * k * (1.0 / tile_n + 1.0 / tile_m) + m * n
+    l2_elems = m * n * k * (1.0 / tile_n + 1.0 / tile_m) / cluster + m * n
     t_l2 = l2_elems * bytes_per_el / l2_bw_bytes_per_s
     return count * (jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s)
 

@@ -30,8 +30,13 @@ means and where it comes from:
 ``kernel_launch_s``
     Per-kernel fixed cost (launch + tail), ~4 us on CUDA 11/12 with CUDA graphs off.
 ``tile_m`` / ``tile_n``
-    The GEMM output tile cuBLAS picks for large bf16 problems: 128x128 (Ampere,
-    mma.sync CUTLASS default) and 128x256 (Hopper/Blackwell wgmma warp-specialised).
+    The GEMM output tile (per SM) cuBLAS picks for large bf16 problems: 256x128 on
+    Ampere (kernel names ``ampere_bf16_s16816gemm_bf16_256x128_*``) and 128x256 on
+    Hopper/Blackwell (wgmma warp-specialised CUTLASS 3 kernels).
+``cluster``
+    SMs that share one A/B panel load from L2 (thread-block-cluster TMA multicast on
+    Hopper, 2-SM UMMA on Blackwell; CUTLASS 3 default cluster 2x1); 1 on Ampere.  It
+    divides the L2 -> SM traffic of a GEMM.
 """
 
 from __future__ import annotations
@@ -51,16 +56,17 @@ class GenerationEfficiency:
     kernel_launch_s: float
     tile_m: int
     tile_n: int
+    cluster: int
 
 
 GENERATIONS: dict[str, GenerationEfficiency] = {
     "ampere": GenerationEfficiency(gemm=0.88, gemm_fp8=0.88, attn=0.70, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=128, tile_n=128),
+                                   tile_m=256, tile_n=128, cluster=1),
     "hopper": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=128, tile_n=256),
+                                   tile_m=128, tile_n=256, cluster=2),
     "blackwell": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                      tile_m=128, tile_n=256),
+                                      tile_m=128, tile_n=256, cluster=2),
 }

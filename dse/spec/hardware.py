@@ -63,6 +63,7 @@ class Hardware:
     kernel_launch_s: float = 4e-6
     tile_m: float = 128.0
     tile_n: float = 128.0
+    gemm_cluster: float = 1.0
     name: str = ""
     generation: str = ""
     description: str = ""
@@ -136,7 +137,7 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw.update(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
               eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic,
               kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
-              tile_n=float(e.tile_n))
+              tile_n=float(e.tile_n), gemm_cluster=float(e.cluster))
     return Hardware(name=name, generation=gen, description=str(d.get("description", name)),
                     **kw)
 

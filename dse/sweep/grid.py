@@ -104,3 +104,39 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
 
 def layouts_to_pytree(cols: dict[str, np.ndarray]) -> Layout:
     return Layout(**{f: cols[f] for f in FIELDS})
+
+
+def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: Layout,
+                 where: str = "layout") -> None:
+    """Raise InputError (exit 2) unless one explicit layout obeys the rules above."""
+    from dse.errors import require
+    for f in FIELDS:
+        v = getattr(lay, f)
+        lo = 0 if f in ("recompute", "zero", "sp") else 1
+        require(isinstance(v, (int, np.integer)) and v >= lo, where, f, f"must be an integer >= {lo}, but got {v!r}")
+    require(lay.zero <= 3, where, "zero", f"`zero <= 3` must hold, but got (zero={lay.zero})")
+    require(lay.recompute <= 2, where, "recompute", "must be none, selective or full")
+    require(model.num_attention_heads % lay.tp == 0, where, "tp",
+            f"`num_attention_heads % tp == 0` must hold, but got (num_attention_heads="
+            f"{model.num_attention_heads}, tp={lay.tp})")
+    require(model.num_kv_heads % lay.tp == 0, where, "tp",
+            f"`num_kv_heads % tp == 0` must hold, but got (num_kv_heads={model.num_kv_heads}, tp={lay.tp})")
+    cells = lay.tp * lay.pp * lay.cp
+    require(gpus % cells == 0, where, "gpus",
+            f"`gpus % (tp*pp*cp) == 0` must hold, but got (gpus={gpus}, tp*pp*cp={cells})")
+    require(lay.dp * cells == gpus, where, "dp",
+            f"`dp*tp*pp*cp == gpus` must hold, but got (dp={lay.dp}, tp*pp*cp={cells}, gpus={gpus})")
+    require(lay.pp <= model.num_layers, where, "pp",
+            f"`pp <= num_layers` must hold, but got (pp={lay.pp}, num_layers={model.num_layers})")
+    require(seq_len % lay.cp == 0, where, "cp", f"`seq_len % cp == 0` must hold, but got (seq_len={seq_len}, cp={lay.cp})")
+    require(global_batch % (lay.dp * lay.mbs) == 0, where, "mbs",
+            f"`global_batch % (dp*mbs) == 0` must hold, but got (global_batch={global_batch}, dp={lay.dp}, mbs={lay.mbs})")
+    if lay.vpp > 1:
+        require(lay.pp > 1 and model.num_layers % (lay.pp * lay.vpp) == 0, where, "vpp",
+                f"`num_layers % (pp*vpp) == 0` with pp > 1 must hold, but got (num_layers={model.num_layers}, "
+                f"pp={lay.pp}, vpp={lay.vpp})")
+    require(not (lay.sp and lay.tp == 1), where, "sp", "sequence parallelism needs tp > 1")
+    require(not (lay.zero >= 2 and lay.pp > 1), where, "zero", f"`zero <= 1` must hold with pp > 1, but got (zero={lay.zero}, pp={lay.pp})")
+    require(model.num_experts % lay.ep == 0 and (lay.dp * lay.cp) % lay.ep == 0, where, "ep",
+            f"`num_experts % ep == 0` and `(dp*cp) % ep == 0` must hold, but got (num_experts={model.num_experts}, "
+            f"ep={lay.ep}, dp*cp={lay.dp * lay.cp})")

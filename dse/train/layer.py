@@ -43,7 +43,7 @@ from dse.train.rates import Rates
 class LayerCost(NamedTuple):
     fwd_compute_s: object   # GEMMs + attention + element-wise, forward
     bwd_compute_s: object   # same, backward
-    attn_fwd_s: object      # attention core forward (for CP overlap / selective recompute)
+    attn_s: object          # attention core forward + backward (the CP overlap window)
     tp_comm_s: object       # TP/SP collectives, forward + backward
     cp_comm_s: object       # ring-attention K/V exchange, forward + backward (raw)
     ep_comm_s: object       # MoE all-to-all, forward + backward
@@ -54,7 +54,7 @@ def _linear(m, n, k, r: Rates, hw: Hardware, count=1.0):
     return gemm_time_s(m, n, k, r.peak_linear_flops_per_s, r.eff_linear,
                        r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
                        hw.num_sms, hw.tile_m, hw.tile_n, r.linear_bytes,
-                       hw.kernel_launch_s, count)
+                       hw.kernel_launch_s, count, hw.gemm_cluster)
 
 
 def _fwd_bwd_linear(m, n, k, r, hw, count=1.0):
@@ -142,4 +142,4 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
                  + gemm_flops(tokens_per_expert, h, f / t, n_local))
     attn_flops = 4.0 * lay.mbs * heads_l * s_q * s_kv * d * causal
     flops = 3.0 * (lin_flops + attn_flops)
-    return LayerCost(fwd, bwd, attn_f, tp_comm, cp_comm, ep_comm, flops)
+    return LayerCost(fwd, bwd, attn_f + attn_b, tp_comm, cp_comm, ep_comm, flops)

@@ -80,7 +80,8 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     # LM head + cross-entropy (last stage), embedding (first stage)
     head_f = gemm_time_s(T, V / lay.tp, h, r.peak_16_flops_per_s, hw.eff_gemm,
                          r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
-                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s)
+                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s,
+                         cluster=hw.gemm_cluster)
     head_b = 2.0 * head_f
     ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
                              hw.kernel_launch_s, 4.0)
@@ -91,7 +92,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     # exposed communication per layer per micro-batch
     recompute_full = (lay.recompute == 2) * 1.0
     tp_exposed = lc.tp_comm_s * (1.0 + 0.5 * recompute_full)
-    cp_exposed = jnp.maximum(lc.cp_comm_s - 3.0 * lc.attn_fwd_s, 0.0)
+    cp_exposed = jnp.maximum(lc.cp_comm_s - lc.attn_s, 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = recompute_full * lc.fwd_compute_s
 

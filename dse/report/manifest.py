@@ -1,0 +1,50 @@
+"""Every results folder carries ``manifest.json``: git revision, study-file hash, package
+versions, command and time (DESIGN.md, "Style")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("dse", "jax", "jaxlib", "numpy", "pandas", "matplotlib", "optuna", "optuna-dashboard",
+            "protobuf", "pyarrow")
+
+
+def _git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[2], timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5,
+                               cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+        return rev + ("-dirty" if dirty else "") if rev else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def write_manifest(out_dir: Path, study_file: Path | None = None, extra: dict | None = None) -> Path:
+    versions = {}
+    for p in PACKAGES:
+        try:
+            versions[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            versions[p] = None
+    m = {
+        "git_revision": _git_rev(),
+        "study_file": str(study_file) if study_file else None,
+        "study_sha256": hashlib.sha256(Path(study_file).read_bytes()).hexdigest() if study_file else None,
+        "command": " ".join(sys.argv),
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if extra:
+        m.update(extra)
+    path = Path(out_dir) / "manifest.json"
+    path.write_text(json.dumps(m, indent=2) + "\n")
+    return path

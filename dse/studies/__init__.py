@@ -1,0 +1,1 @@
+"""Study runners, one module per study kind (``kind = ...`` in studies/<name>.toml)."""

@@ -1,0 +1,63 @@
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from dse.cost.attention import flash_attention_time_s
+from dse.cost.collectives import allreduce_s, group_collective_s, ring_allreduce_s, scatter_gather_s
+from dse.cost.gemm import gemm_time_s
+from tests.helpers import a100
+
+
+def g(m, n, k, l2=40e6, sms=108.0, peak=312e12, bw=2e12, l2_bw=5e12):
+    return float(gemm_time_s(m, n, k, peak, 1.0, bw, l2_bw, l2, sms, 128.0, 128.0, 2.0, 0.0))
+
+
+def test_large_gemm_approaches_peak():
+    m = n = k = 8192.0 * 2
+    t = g(m, n, k)
+    assert t == pytest.approx(2 * m * n * k / 312e12, rel=0.1)
+
+
+def test_wave_quantization():
+    # 108 SMs, 128x128 tiles here: 108 tiles take one wave, 109 tiles take two
+    one = g(128 * 108, 128, 4096, bw=1e16, l2_bw=1e16)
+    two = g(128 * 109, 128, 4096, bw=1e16, l2_bw=1e16)
+    assert two == pytest.approx(2 * one, rel=1e-6)
+
+
+def test_bigger_l2_helps_memory_bound_gemm():
+    args = (16384.0, 16384.0, 16384.0)
+    small = g(*args, l2=1e6, peak=1e18, l2_bw=1e18)
+    big = g(*args, l2=100e6, peak=1e18, l2_bw=1e18)
+    assert big < small
+
+
+def test_ring_allreduce_formula():
+    t = float(ring_allreduce_s(1e9, 8.0, 100e9, 1e-6))
+    assert t == pytest.approx(2 * 7 / 8 * 1e9 / 100e9 + 14e-6)
+    assert float(scatter_gather_s(1e9, 8.0, 100e9, 0.0)) == pytest.approx(7 / 8 * 0.01)
+    assert float(allreduce_s(1e9, 1.0, 100e9, 1e-6)) == 0.0
+
+
+def test_hierarchical_slower_across_nodes():
+    hw = a100()
+    inside = float(group_collective_s("all_reduce", 1e9, 8.0, 1.0, hw))
+    across = float(group_collective_s("all_reduce", 1e9, 16.0, 1.0, hw))
+    spread = float(group_collective_s("all_reduce", 1e9, 8.0, 8.0, hw))   # one rank per node
+    assert across > inside
+    assert spread > across
+
+
+@settings(max_examples=40, deadline=None)
+@given(s=st.sampled_from([512.0, 2048.0, 8192.0]), bw=st.floats(0.5e12, 8e12))
+def test_flash_attention_monotone_in_bandwidth(s, bw):
+    hw = a100()
+    f = lambda b: float(flash_attention_time_s(1.0, 64.0, 8.0, s, s, 128.0, 0.5, 312e12, 0.7, b, 5e12,
+                                               40e6, 108.0, 164 * 1024.0, 2.0, 0.0))
+    assert f(bw * 1.5) <= f(bw) + 1e-12
+
+
+def test_flash_backward_costs_more():
+    args = (1.0, 64.0, 8.0, 4096.0, 4096.0, 128.0, 0.5, 312e12, 0.7, 2e12, 5e12, 40e6, 108.0,
+            164 * 1024.0, 2.0, 0.0)
+    assert float(flash_attention_time_s(*args, backward=True)) > 2 * float(flash_attention_time_s(*args))

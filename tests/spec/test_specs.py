@@ -1,0 +1,82 @@
+import json
+
+import pytest
+
+from dse.errors import InputError
+from dse.spec.hardware import catalog as hw_catalog, get_hardware, hardware_from_dict
+from dse.spec.model import catalog as model_catalog, get_model
+
+REQUIRED_HW = ["a100-pcie-80gb", "a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
+               "h200-sxm-141gb", "b200", "gb200"]
+REQUIRED_MODELS = ["llama3-8b", "llama3-70b", "llama3-405b", "llama2-7b", "llama2-13b",
+                   "llama2-70b", "gpt3-175b"]
+
+
+def test_catalog_names_present():
+    assert set(REQUIRED_HW) <= set(hw_catalog())
+    assert set(REQUIRED_MODELS) <= set(model_catalog())
+
+
+@pytest.mark.parametrize("name,params_b", [("llama3-8b", 8.03), ("llama3-70b", 70.6),
+                                           ("llama2-7b", 6.74), ("gpt3-175b", 174.6)])
+def test_parameter_counts_match_published(name, params_b):
+    assert get_model(name).num_params() / 1e9 == pytest.approx(params_b, rel=0.01)
+
+
+def test_a100_numbers_in_si():
+    hw = get_hardware("a100-sxm-80gb")
+    assert hw.peak_bf16_flops_per_s == pytest.approx(312e12)
+    assert hw.hbm_bw_bytes_per_s == pytest.approx(2.039e12)
+    assert hw.nvlink_domain_gpus == 8
+
+
+def _base():
+    d = dict(hw_catalog_raw())
+    return d
+
+
+def hw_catalog_raw():
+    import tomllib
+    from dse.spec.hardware import CATALOG
+    return tomllib.loads(CATALOG.read_text())["a100-sxm-80gb"]
+
+
+@pytest.mark.parametrize("key,val,msg", [
+    ("hbm_bw_tb_s", 0, "hbm_bw_tb_s > 0"),
+    ("nvlink_gb_s", -5, "nvlink_gb_s > 0"),
+    ("throttle", 1.5, "0 <= throttle <= 1"),
+    ("throttle", -0.1, "0 <= throttle <= 1"),
+    ("bogus_key", 1, "unknown key"),
+    ("num_sms", "many", "must be a number"),
+])
+def test_bad_hardware_fields(key, val, msg):
+    d = hw_catalog_raw()
+    d[key] = val
+    with pytest.raises(InputError, match=msg):
+        hardware_from_dict(d, "x.toml", "gpu")
+
+
+def test_malformed_toml(tmp_path):
+    p = tmp_path / "hw.toml"
+    p.write_text("[gpu\nnum_sms = 1")
+    with pytest.raises(InputError, match="valid TOML"):
+        get_hardware(str(p))
+
+
+def test_hf_config(tmp_path):
+    c = {"num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+         "max_position_embeddings": 8192, "hidden_act": "silu", "rms_norm_eps": 1e-5}
+    p = tmp_path / "llama" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(c))
+    m = get_model(str(p))
+    assert m.num_params() == get_model("llama3-8b").num_params()
+
+
+def test_hf_config_bad_heads(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 100, "num_attention_heads": 3,
+                             "vocab_size": 10}))
+    with pytest.raises(InputError, match="hidden_size % num_attention_heads"):
+        get_model(str(p))

@@ -1,0 +1,56 @@
+"""Bad input exits with status 2 and one line naming the field (DESIGN.md)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from dse.cli import main
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, "-m", "dse.cli", *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["sweep", "--model", "llama9-1t", "--hardware", "a100-sxm-80gb", "--gpus", "8", "--global-batch", "8"], "model"),
+    (["sweep", "--model", "llama3-8b", "--hardware", "tpu-v9", "--gpus", "8", "--global-batch", "8"], "hardware"),
+    (["estimate", "--model", "llama3-70b", "--hardware", "a100-sxm-80gb", "--gpus", "48", "--tp", "3"], "tp"),
+    (["estimate", "--model", "llama3-70b", "--hardware", "a100-sxm-80gb", "--gpus", "30", "--tp", "4"], "gpus"),
+    (["sweep", "--model", "llama3-8b", "--hardware", "a100-sxm-80gb", "--gpus", "0", "--global-batch", "8"], "gpus"),
+    (["sweep", "--model", "llama3-8b", "--hardware", "a100-sxm-80gb", "--gpus", "8", "--global-batch", "8",
+      "--precision", "int3"], "precision"),
+])
+def test_bad_input_exit_2(args, needle, capsys):
+    rc = main(args)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_bad_hardware_toml_files(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[x\n")
+    rc, _, err = run("sweep", "--model", "llama3-8b", "--hardware", str(bad), "--gpus", "8", "--global-batch", "8")
+    assert rc == 2 and "valid TOML" in err and len(err.strip().splitlines()) == 1
+    neg = tmp_path / "neg.toml"
+    import tomllib
+    from dse.spec.hardware import CATALOG
+    import re
+    txt = CATALOG.read_text()
+    # copy the a100 table with a negative HBM bandwidth
+    d = tomllib.loads(txt)["a100-sxm-80gb"]
+    d.pop("sources", None)
+    d["hbm_bw_tb_s"] = -1.0
+    lines = ["[mygpu]"] + [f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in d.items()]
+    neg.write_text("\n".join(lines).replace("True", "true").replace("False", "false"))
+    rc, _, err = run("sweep", "--model", "llama3-8b", "--hardware", str(neg), "--gpus", "8", "--global-batch", "8")
+    assert rc == 2 and "hbm_bw_tb_s > 0" in err
+
+
+def test_sweep_prints_top_layouts():
+    rc, out, err = run("sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "16",
+                       "--global-batch", "128", "--seq", "4096", "--top", "3")
+    assert rc == 0, err
+    assert "step_time_s" in out and "mfu" in out and "tp_comm_s" in out

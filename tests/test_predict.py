@@ -1,0 +1,32 @@
+import pandas as pd
+import pytest
+
+from dse.predict import predict_frame
+
+ROW = dict(id=1, source="T", model="GPT 7.5B", num_layers=36, hidden_size=4096, ffn_hidden_size=16384,
+           num_attention_heads=32, num_kv_heads=32, vocab_size=51200, seq_length=2048,
+           global_batch_size=512, micro_batch_size=16, gpu="a100-sxm-80gb", num_gpus=128, tp=4, pp=1,
+           dp=32, cp=1, ep=1, vpp=1, sequence_parallel="false", recompute="full", zero_stage=0,
+           precision="fp16", measured_iter_time_s=3.7)
+
+
+def test_predict_fixed_and_blank_fields():
+    blank = dict(ROW, id=2, micro_batch_size=None, recompute=None, zero_stage=None, vpp=None, sequence_parallel=None)
+    out = predict_frame(pd.DataFrame([ROW, blank]), "t.csv")
+    assert (out["status"] == "ok").all()
+    assert out.loc[0, "chosen_mbs"] == 16 and out.loc[0, "chosen_recompute"] == "full"
+    # searching blank fields can only be as fast or faster than the fixed choice
+    assert out.loc[1, "predicted_iter_time_s"] <= out.loc[0, "predicted_iter_time_s"] * (1 + 1e-6)
+    assert 0 < out.loc[0, "predicted_mfu"] < 1
+
+
+def test_infeasible_row_kept_with_reason():
+    bad = dict(ROW, tp=3)
+    oom = dict(ROW, tp=1, dp=128, micro_batch_size=4, recompute="none", num_layers=96, hidden_size=12288,
+               ffn_hidden_size=49152, num_attention_heads=96, num_kv_heads=96)
+    fp8 = dict(ROW, precision="fp8")
+    out = predict_frame(pd.DataFrame([bad, oom, fp8]), "t.csv")
+    assert len(out) == 3
+    assert out.loc[0, "status"].startswith("infeasible")
+    assert out.loc[1, "status"].startswith("out of memory")
+    assert "fp8" in out.loc[2, "status"]

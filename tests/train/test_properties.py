@@ -1,0 +1,108 @@
+"""Property tests of the training-step physics (hypothesis)."""
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from dse.spec.layout import Layout, Workload
+from dse.sweep.grid import enumerate_layouts
+from dse.sweep.run import sweep_points
+from dse.train.memory import memory_per_gpu
+from dse.train.step import train_step
+from tests.helpers import a100, h100, llama70b
+
+MODEL = llama70b()
+WL = Workload(global_batch=512, seq_len=4096, precision=1)
+GRID = enumerate_layouts(MODEL, 256, 512, 4096)
+N = len(GRID["tp"])
+STEP = jax.jit(train_step)
+SET = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def layout(i: int) -> Layout:
+    return Layout(**{f: int(v[i]) for f, v in GRID.items()})
+
+
+@SET
+@given(i=st.integers(0, N - 1))
+def test_vmapped_equals_scalar(i):
+    sr = sweep_points(MODEL, WL, [a100()], {f: v[[i]] for f, v in GRID.items()}, chunk=64)
+    r = STEP(MODEL, WL, layout(i), a100())
+    assert sr.mem_bytes[0] == pytest.approx(float(r.mem_bytes), rel=1e-6)
+    if sr.feasible[0]:
+        assert sr.result["step_time_s"][0] == pytest.approx(float(r.step_time_s), rel=1e-6)
+
+
+@SET
+@given(i=st.integers(0, N - 1), hwi=st.sampled_from([0, 1]))
+def test_time_at_least_roofline(i, hwi):
+    hw = [a100(), h100()][hwi]
+    r = STEP(MODEL, WL, layout(i), hw)
+    lay = layout(i)
+    gpus = lay.tp * lay.pp * lay.dp * lay.cp
+    compute_bound = float(r.model_flops) / (gpus * float(hw.peak_bf16_flops_per_s))
+    mem = memory_per_gpu(MODEL, WL, lay, 2.0)
+    # every weight on a GPU is read at least once per step
+    bytes_bound = float(mem.params_per_gpu) * 2.0 / float(hw.hbm_bw_bytes_per_s)
+    assert float(r.step_time_s) >= max(compute_bound, bytes_bound)
+
+
+KNOBS = {
+    "hbm": ("hbm_bw_bytes_per_s",),
+    "flops": ("peak_bf16_flops_per_s", "peak_fp16_flops_per_s", "peak_tf32_flops_per_s", "peak_fp8_flops_per_s"),
+    "nvlink": ("nvlink_bw_bytes_per_s",),
+    "nic": ("nic_bw_bytes_per_s",),
+    "l2": ("l2_bytes", "l2_bw_bytes_per_s"),
+}
+
+
+@SET
+@given(i=st.integers(0, N - 1), knob=st.sampled_from(sorted(KNOBS)), factor=st.floats(1.01, 8.0),
+       prec=st.sampled_from([1, 2]))
+def test_more_resource_never_slower(i, knob, factor, prec):
+    hw = h100()
+    faster = hw.replace(**{f: getattr(hw, f) * factor for f in KNOBS[knob]})
+    wl = Workload(global_batch=512, seq_len=4096, precision=prec)
+    t0 = float(STEP(MODEL, wl, layout(i), hw).step_time_s)
+    t1 = float(STEP(MODEL, wl, layout(i), faster).step_time_s)
+    assert t1 <= t0 * (1 + 1e-5)
+
+
+@SET
+@given(i=st.integers(0, N - 1), throttle=st.floats(0.0, 0.9))
+def test_throttle_never_faster(i, throttle):
+    hw = a100()
+    t0 = float(STEP(MODEL, WL, layout(i), hw).step_time_s)
+    t1 = float(STEP(MODEL, WL, layout(i), hw.replace(throttle=throttle, throttle_clock=1.0)).step_time_s)
+    assert t1 >= t0 * (1 - 1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4, 5]), dp=st.sampled_from([1, 2, 8]),
+       mbs=st.sampled_from([1, 2]), rc=st.sampled_from([0, 1, 2]), zero=st.sampled_from([0, 1]),
+       sp=st.booleans())
+def test_memory_falls_as_tp_or_pp_grow(tp, pp, dp, mbs, rc, zero, sp):
+    """Layers divide evenly (80 = 1,2,4,5,8,10 x ...); vpp = 1 (interleaving adds
+    (pp-1)/(pp*vpp) in-flight micro-batches by design)."""
+    wl = Workload(global_batch=64, seq_len=4096, precision=1)
+    base = Layout(tp=tp, pp=pp, dp=dp, mbs=mbs, recompute=rc, zero=zero, sp=int(sp and tp > 1))
+    m0 = float(memory_per_gpu(MODEL, wl, base, 2.0).total_bytes)
+    more_tp = Layout(tp=2 * tp, pp=pp, dp=dp, mbs=mbs, recompute=rc, zero=zero, sp=base.sp)
+    more_pp = Layout(tp=tp, pp=2 * pp, dp=dp, mbs=mbs, recompute=rc, zero=zero, sp=base.sp)
+    assert float(memory_per_gpu(MODEL, wl, more_tp, 2.0).total_bytes) <= m0 * (1 + 1e-6)
+    assert float(memory_per_gpu(MODEL, wl, more_pp, 2.0).total_bytes) <= m0 * (1 + 1e-6)
+
+
+def test_selective_recompute_saves_memory_without_flash_terms_full_saves_more():
+    wl = Workload(global_batch=64, seq_len=4096, precision=1)
+    mem = lambda rc: float(memory_per_gpu(MODEL, wl, Layout(tp=8, pp=4, dp=2, recompute=rc, sp=1), 2.0).activations_bytes)
+    assert mem(2) < mem(1) <= mem(0)
+
+
+def test_pipeline_bubble_formula():
+    """1F1B bubble = (pp-1)/vpp stage times: doubling vpp halves it."""
+    wl = Workload(global_batch=64, seq_len=4096, precision=1)
+    a = STEP(MODEL, wl, Layout(tp=8, pp=4, dp=1, vpp=1, sp=1), h100())
+    b = STEP(MODEL, wl, Layout(tp=8, pp=4, dp=1, vpp=2, sp=1), h100())
+    assert float(b.bubble_s) == pytest.approx(float(a.bubble_s) / 2, rel=1e-5)
