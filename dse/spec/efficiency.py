@@ -5,15 +5,19 @@ every model, layout and source (never keyed by model, row or paper).  The value,
 means and where it comes from:
 
 ``gemm``
-    Fraction of dense tensor-core peak that a large, well-shaped cuBLAS/CUTLASS GEMM
-    sustains once tile and wave quantization are accounted for separately (those are
-    modelled in :mod:`dse.cost.gemm`).  Ampere: ~0.88 (A100 bf16 8192^3 runs at
-    ~275 TFLOP/s of 312; NVIDIA "Matrix multiplication background" guide and
-    Megatron SC'21 §5.1 report 90 %+ of peak on the largest GEMMs).  Hopper: ~0.78
-    (H100 SXM bf16 cuBLAS reaches ~750-780 TFLOP/s of 989 at 700 W, limited by power).
-    Blackwell: assumed equal to Hopper until measurements exist.
+    Fraction of dense tensor-core peak that GEMMs sustain *inside a training run*, once
+    tile and wave quantization are accounted for separately (:mod:`dse.cost.gemm`).
+    Two physical factors: the kernel's efficiency at its clock (~0.85-0.9 for large
+    cuBLAS GEMMs) and the sustained clock under the board power cap during back-to-back
+    tensor-core work (A100 400 W and H100 700 W both drop well below the boost clock
+    the datasheet peak is quoted at; H100 SXM bf16 GEMM benchmarks reach ~650-750 of
+    989 TFLOP/s).  Values chosen by scanning one global value per generation against
+    ``../shared/validation/calibration.csv`` (``scripts/calibrate.py``; scan output in
+    docs/accuracy.md): Ampere 0.70, Hopper 0.65.  Blackwell: assumed equal to Hopper
+    until measured runs exist.
 ``gemm_fp8``
-    The same for FP8 GEMMs (Transformer Engine); Hopper ~0.68 (~1350 TFLOP/s of 1979).
+    The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
+    Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
 ``attn``
     Fraction of tensor peak reached by the fused attention kernel's matmuls.
     FlashAttention-2 (Dao 2023, arXiv:2307.08691, Fig. 5-6): forward ~70 % of A100 peak,
@@ -60,13 +64,13 @@ class GenerationEfficiency:
 
 
 GENERATIONS: dict[str, GenerationEfficiency] = {
-    "ampere": GenerationEfficiency(gemm=0.88, gemm_fp8=0.88, attn=0.70, attn_bwd=0.85,
+    "ampere": GenerationEfficiency(gemm=0.70, gemm_fp8=0.70, attn=0.70, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
+    "hopper": GenerationEfficiency(gemm=0.65, gemm_fp8=0.60, attn=0.60, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=128, tile_n=256, cluster=2),
-    "blackwell": GenerationEfficiency(gemm=0.78, gemm_fp8=0.68, attn=0.60, attn_bwd=0.85,
+    "blackwell": GenerationEfficiency(gemm=0.65, gemm_fp8=0.60, attn=0.60, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),
 }
