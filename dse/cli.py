@@ -130,6 +130,24 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
+def cmd_dashboard(a) -> int:
+    from dse.search.dashboard import serve
+    from dse.search.storage import default_storage_url
+    from dse.studies.common import load_study
+    from pathlib import Path
+    url = a.storage
+    if url is None:
+        d, _ = load_study(a.study)
+        url = default_storage_url(Path("results") / d["name"], d["name"])
+        db = Path("results") / d["name"] / f"{d['name']}.db"
+        if not db.exists():
+            from dse.errors import InputError
+            raise InputError(str(db), "storage", f"must exist: run `make study STUDY={d['name']}` first")
+    print(f"optuna-dashboard on http://{a.host}:{a.port}/dashboard  (storage {url}); Ctrl-C to stop")
+    serve(url, host=a.host, port=a.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="dse", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -169,7 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trials", type=_positive_int, default=None, help="override search trials")
     s.set_defaults(fn=cmd_study)
 
-    for mod in ("dse.trace.cli", "dse.search.cli"):
+    s = sub.add_parser("dashboard", help="serve optuna-dashboard on a study's storage")
+    s.add_argument("study", help="study name or file (its results/<name>/<name>.db)")
+    s.add_argument("--storage", default=None, help="any SQLAlchemy URL instead")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=_positive_int, default=8080)
+    s.set_defaults(fn=cmd_dashboard)
+
+    for mod in ("dse.trace.cli",):
         try:
             __import__(mod, fromlist=["register"]).register(sub)
         except ModuleNotFoundError:

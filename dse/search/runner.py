@@ -1,0 +1,357 @@
+"""Batched multi-objective Optuna search over continuous knobs, for one or many workers.
+
+:func:`run_search` asks ``batch_size`` trials at a time (every knob suggested at ask),
+evaluates them with *one* call of ``evaluate_batch`` (the vectorized screen evaluates a
+whole batch at once) and tells each result.  A result holding ``inf`` or ``nan``, or a
+string (the reason), is infeasible: its trial is told ``FAIL`` with the user attribute
+``reason``, never dropped.
+
+Many workers may share one study (same ``study_name`` and storage; processes or
+machines): ``n_trials`` is the *study-wide* target.  Under :func:`~dse.search.storage.
+claim_lock` each worker counts the trials already in the study (finished, running and
+waiting: a running one will end COMPLETE or FAIL) and asks only the remainder, so the
+study ends with exactly ``n_trials`` trials.  A killed run is resumed by running it
+again: the trials of a dead worker stop receiving heartbeats and are failed once their
+grace period has passed (:func:`optuna.storages.fail_stale_trials`), before each batch
+and, for those found running at start, at the end.  Such a trial has no ``reason``
+attribute; :func:`dse.search.pareto.trials_dataframe` reports it as abandoned.
+
+Module CLI (a worker process; the ``dse`` CLI calls :func:`run_search` directly)::
+
+    python -m dse.search.runner --storage URL --study NAME --objective module:function \\
+        --space JSON --directions minimize,minimize --trials N --batch B
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+from tqdm import tqdm
+
+from dse.errors import InputError, require
+from dse.search.storage import (DEFAULT_HEARTBEAT_INTERVAL_S, claim_lock, grace_period_s,
+                                open_storage, quiet, running_without_heartbeat)
+
+Params = dict[str, float]
+#: One result of ``evaluate_batch``: the objective values, or the reason it is infeasible.
+Outcome = tuple[float, ...] | str
+EvaluateBatch = Callable[[list[Params]], Sequence[Outcome]]
+SAMPLERS = ("nsga2", "tpe")
+_RUNNING = (TrialState.RUNNING,)
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One continuous search dimension: ``low <= value <= high`` in SI ``unit``."""
+
+    low: float
+    high: float
+    log: bool = False
+    unit: str = ""
+
+    def distribution(self) -> FloatDistribution:
+        """The Optuna distribution this knob is sampled from."""
+        return FloatDistribution(float(self.low), float(self.high), log=self.log)
+
+
+def validate_space(space: dict[str, Knob], where: str = "space") -> None:
+    """Raise :class:`InputError` unless every knob has finite ``low <= high`` (> 0 if log)."""
+    require(len(space) > 0, where, "knobs", "at least one knob must be given")
+    for name, k in space.items():
+        lo, hi = k.low, k.high
+        require(isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+                and math.isfinite(lo) and math.isfinite(hi), where, name,
+                f"`low` and `high` must be finite numbers, but got (low={lo!r}, high={hi!r})")
+        require(lo <= hi, where, name, f"`low <= high` must hold, but got (low={lo}, high={hi})")
+        require(not k.log or lo > 0, where, name,
+                f"`low > 0` must hold for a log knob, but got (low={lo})")
+
+
+def space_from_json(text: str, where: str = "--space") -> dict[str, Knob]:
+    """Parse ``{"name": {"low": .., "high": .., "log": false, "unit": ""}, ...}``."""
+    try:
+        raw = json.loads(text)
+        space = {str(n): Knob(**spec) for n, spec in raw.items()}
+    except (json.JSONDecodeError, AttributeError, TypeError) as e:
+        raise InputError(where, "space", "must be a JSON object of "
+                         f'{{"name": {{"low": .., "high": .., "log": .., "unit": ..}}}} ({e})'
+                         ) from None
+    validate_space(space, where)
+    return space
+
+
+def run_search(study_name: str, storage_url: str, space: dict[str, Knob],
+               evaluate_batch: EvaluateBatch, directions: list[str], n_trials: int,
+               batch_size: int = 32, sampler: str = "nsga2", seed: int | None = None,
+               progress: bool = True, *,
+               heartbeat_interval_s: int = DEFAULT_HEARTBEAT_INTERVAL_S,
+               objective_names: list[str] | None = None) -> optuna.Study:
+    """Run (or join, or resume) the study until it holds ``n_trials`` finished trials.
+
+    ``evaluate_batch`` gets a list of ``{knob: value}`` dicts and returns, in order,
+    one tuple of ``len(directions)`` floats per dict (or a reason string when the
+    point is infeasible).  Workers sharing a study should use different ``seed``\\ s.
+    ``objective_names`` become the study's metric names (shown by the dashboard).
+    Raises :class:`InputError` on bad arguments or a study whose directions or space
+    differ; re-raises what ``evaluate_batch`` raises after failing that batch.
+    """
+    return _search(study_name, storage_url, space, evaluate_batch, directions, n_trials,
+                   batch_size, sampler, seed, progress, heartbeat_interval_s,
+                   objective_names)[0]
+
+
+def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials,
+            batch_size, sampler, seed, progress, heartbeat_interval_s, objective_names
+            ) -> tuple[optuna.Study, int]:
+    """:func:`run_search`, also returning how many trials this worker told."""
+    _validate_args(space, directions, n_trials, batch_size, sampler, heartbeat_interval_s)
+    storage = open_storage(storage_url, heartbeat_interval_s)
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with quiet():
+            study = _open_study(storage, study_name, space, directions, batch_size, sampler,
+                                seed, objective_names)
+        deadline = time.monotonic() + grace_period_s(heartbeat_interval_s) + heartbeat_interval_s
+        with quiet():
+            optuna.storages.fail_stale_trials(study)
+        orphans = {t.number for t in study.get_trials(deepcopy=False, states=_RUNNING)}
+        n_told = 0
+        with tqdm(total=n_trials, initial=min(_n_finished(study), n_trials), unit="trial",
+                  desc=study_name, disable=not progress, file=sys.stderr) as bar:
+            while True:
+                trials = _claim(study, storage, study_name, n_trials, batch_size)
+                if not trials:
+                    break
+                with _Heartbeat(storage, [t._trial_id for t in trials], heartbeat_interval_s):
+                    n_told += _evaluate_and_tell(study, trials, space, evaluate_batch,
+                                                 len(directions))
+                bar.n = min(_n_finished(study), n_trials)
+                bar.refresh()
+        _await_orphans(study, orphans, deadline, heartbeat_interval_s)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    return study, n_told
+
+
+def _claim(study: optuna.Study, storage, study_name: str, n_trials: int, batch_size: int
+           ) -> list[optuna.Trial]:
+    """Under the claim lock: fail abandoned trials, then ask at most the remainder.
+
+    Each asked trial records its first heartbeat before the lock is released, so a
+    RUNNING trial without one, seen under the lock, was left by a worker that died
+    while holding it; it is failed at once.
+    """
+    with claim_lock(storage, study_name), quiet():
+        optuna.storages.fail_stale_trials(study)
+        study_id = storage.get_study_id_from_name(study_name)
+        for trial_id in running_without_heartbeat(storage, study_id):
+            try:
+                storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass
+        k = min(batch_size, n_trials - len(study.get_trials(deepcopy=False)))
+        trials = []
+        for _ in range(max(k, 0)):
+            trials.append(study.ask())
+            storage.record_heartbeat(trials[-1]._trial_id)  # Trial has no public id
+    return trials
+
+
+def _validate_args(space, directions, n_trials, batch_size, sampler, heartbeat_interval_s):
+    validate_space(space)
+    require(len(directions) > 0 and all(d in ("minimize", "maximize") for d in directions),
+            "--directions", "directions",
+            f"each must be minimize or maximize, but got {list(directions)}")
+    require(isinstance(n_trials, int) and n_trials >= 0, "--trials", "n_trials",
+            f"`n_trials >= 0` must hold, but got (n_trials={n_trials!r})")
+    require(isinstance(batch_size, int) and batch_size >= 1, "--batch", "batch_size",
+            f"`batch_size >= 1` must hold, but got (batch_size={batch_size!r})")
+    require(sampler in SAMPLERS, "--sampler", "sampler",
+            f"must be one of {', '.join(SAMPLERS)}, but got {sampler!r}")
+    require(isinstance(heartbeat_interval_s, int) and heartbeat_interval_s >= 1,
+            "--heartbeat-s", "heartbeat_interval_s",
+            f"`heartbeat_interval_s >= 1` must hold, but got ({heartbeat_interval_s!r})")
+
+
+def _make_sampler(name: str, seed: int | None, batch_size: int) -> optuna.samplers.BaseSampler:
+    """NSGA-II (population at least one batch) or multivariate TPE with a constant liar."""
+    with quiet():
+        if name == "nsga2":
+            return optuna.samplers.NSGAIISampler(population_size=max(50, batch_size), seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+
+
+def _open_study(storage, study_name, space, directions, batch_size, sampler, seed,
+                objective_names) -> optuna.Study:
+    """Create or load the study; refuse one whose directions or knobs differ."""
+    study = optuna.create_study(storage=storage, study_name=study_name, directions=directions,
+                                sampler=_make_sampler(sampler, seed, batch_size),
+                                load_if_exists=True)
+    have = [d.name.lower() for d in study.directions]
+    require(have == list(directions), "--study", study_name,
+            f"the stored study has directions {have}, but got {list(directions)}; "
+            "use another study name")
+    wanted = {name: asdict(knob) for name, knob in space.items()}
+    stored = study.user_attrs.get("dse_space")
+    if stored is None:
+        study.set_user_attr("dse_space", wanted)
+    else:
+        require(stored == wanted, "--study", study_name,
+                f"the stored study searches {stored}, but got {wanted}; use another study name")
+    if objective_names and study.metric_names is None:
+        study.set_metric_names(list(objective_names))
+    return study
+
+
+def _evaluate_and_tell(study: optuna.Study, trials: list[optuna.Trial],
+                       space: dict[str, Knob], evaluate_batch: EvaluateBatch,
+                       n_objectives: int) -> int:
+    """Suggest every knob, evaluate the whole batch in one call, tell each; count told."""
+    try:
+        points = [{name: t.suggest_float(name, float(k.low), float(k.high), log=k.log)
+                   for name, k in space.items()} for t in trials]
+        outcomes = list(evaluate_batch(points))
+        if len(outcomes) != len(trials):
+            raise ValueError(f"evaluate_batch returned {len(outcomes)} results "
+                             f"for {len(trials)} points")
+        results = [_classify(o, n_objectives) for o in outcomes]
+    except BaseException as e:
+        for t in trials:
+            _tell(study, t, None, f"evaluate_batch raised {type(e).__name__}: {e}")
+        raise
+    return sum(_tell(study, t, values, reason) for t, (values, reason) in zip(trials, results))
+
+
+def _classify(outcome: Outcome, n_objectives: int) -> tuple[list[float] | None, str]:
+    """``(values, "")`` for a feasible outcome, ``(None, reason)`` otherwise."""
+    if isinstance(outcome, str):
+        return None, outcome
+    values = [float(v) for v in outcome]
+    if len(values) != n_objectives:
+        raise ValueError(f"evaluate_batch returned {len(values)} values, "
+                         f"expected {n_objectives}")
+    if not all(math.isfinite(v) for v in values):
+        return None, f"infeasible: non-finite objective value(s) {values}"
+    return values, ""
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float] | None,
+          reason: str) -> bool:
+    """Tell COMPLETE, or FAIL with user attr ``reason``; False if already finished."""
+    try:
+        if values is None:
+            trial.set_user_attr("reason", reason)
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        else:
+            study.tell(trial, values, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False  # failed as stale by another worker while we evaluated
+    return True
+
+
+def _n_finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+
+
+def _await_orphans(study: optuna.Study, numbers: set[int], deadline: float,
+                   poll_s: float) -> None:
+    """Wait until the trials running at start are finished or failed as stale.
+
+    By ``deadline`` (start + grace period + one interval) every trial whose worker was
+    already dead at start is stale; trials of live workers are left to them.
+    """
+    while numbers:
+        with quiet():
+            optuna.storages.fail_stale_trials(study)
+        running = {t.number for t in study.get_trials(deepcopy=False, states=_RUNNING)}
+        numbers &= running
+        if not numbers or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s / 2)
+    if numbers:
+        _log.warning("trials %s are still RUNNING (another live worker, or no heartbeat)",
+                     sorted(numbers))
+
+
+class _Heartbeat:
+    """Record the heartbeat of ``trial_ids`` every ``interval_s`` in a daemon thread."""
+
+    def __init__(self, storage, trial_ids: list[int], interval_s: int):
+        self._storage, self._ids, self._interval_s = storage, trial_ids, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for trial_id in self._ids:
+                try:
+                    self._storage.record_heartbeat(trial_id)
+                except Exception as e:  # a lost beat is retried next interval
+                    _log.warning("heartbeat of trial id %s failed: %s", trial_id, e)
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _load_objective(spec: str) -> EvaluateBatch:
+    """Import ``module:function``."""
+    module, _, name = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        fn = None
+    require(callable(fn), "--objective", spec,
+            "must name an importable function as module:function")
+    return fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point; bad input prints one line and returns 2."""
+    p = argparse.ArgumentParser(prog="python -m dse.search.runner",
+                                description="Run one search worker on a shared study.")
+    p.add_argument("--storage", required=True, help="SQLAlchemy URL of the study storage")
+    p.add_argument("--study", required=True, help="study name")
+    p.add_argument("--objective", required=True, help="evaluate_batch as module:function")
+    p.add_argument("--space", required=True, help='JSON: {"x": {"low": 0, "high": 1}, ...}')
+    p.add_argument("--directions", required=True, help="comma list: minimize,maximize,...")
+    p.add_argument("--trials", type=int, required=True, help="study-wide trial target")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--sampler", default="nsga2", choices=SAMPLERS)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--heartbeat-s", type=int, default=DEFAULT_HEARTBEAT_INTERVAL_S)
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        study, n_told = _search(a.study, a.storage, space_from_json(a.space),
+                                _load_objective(a.objective), a.directions.split(","),
+                                a.trials, a.batch, a.sampler, a.seed, not a.no_progress,
+                                a.heartbeat_s, None)
+    except InputError as e:
+        print(e, file=sys.stderr)
+        return 2
+    print(f"{a.study}: this worker told {n_told} trials; "
+          f"{_n_finished(study)} of {a.trials} finished", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
