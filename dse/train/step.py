@@ -122,7 +122,8 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     fwd_window = L_st * lc.fwd_compute_s
     dp_z0 = jnp.maximum(ar - bwd_window, 0.0)
     dp_z12 = jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
-    z3_per_mb = jnp.maximum(2.0 * ag + rs - L_st * (layer_compute + layer_recompute), 0.0)
+    # the whole layer loop (incl. CP's exposed exchange) is the ZeRO-3 prefetch window
+    z3_per_mb = jnp.maximum(2.0 * ag + rs - L_st * (layer_compute + layer_recompute + cp_exposed), 0.0)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, m * z3_per_mb, dp_z12))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
