@@ -1,0 +1,75 @@
+"""Decode: one new token per sequence per step; time per output token.
+
+Per layer (micro-batch of b sequences, one token each, so T = b):
+
+* linears with M = b (:func:`dse.infer.forward.layer_linear_s`): memory-bound, the
+  weight bytes ``K x N`` dominate the HBM term of :func:`dse.cost.gemm.gemm_time_s`;
+* attention reads the whole KV cache once (FlashDecoding, Dao et al. 2023,
+  "Flash-Decoding for long-context inference": the KV sequence is split over the SMs,
+  a second kernel reduces the partial softmaxes, so even b = 1 streams at full
+  bandwidth).  Per GPU, context c, g_t KV heads, a/t query heads, head dim d:
+      bytes = 2 b c g_t d el + 2 b (a/t) d el          (K, V read; Q read, O write)
+      flops = 4 b (a/t) c d
+      t     = max(flops / (peak_16 * eff_attn), bytes / hbm_bw) + 2 launches
+  (roofline; with GQA the intensity is ~a/g FLOP/byte, far below the ridge point);
+* memory-bound kernels, two TP all-reduces of ``b x h`` (latency-dominated: 2(n-1)
+  alpha), a launch per kernel.
+
+The context c is the mean KV length over the generation,
+``prompt_len + (gen_len + 1) / 2`` (:class:`dse.infer.workload.InferenceWorkload`).
+
+Pipeline: the batch is split into ``m = min(batch, pp)`` micro-batches of
+``b = batch / m``; every stage works on a different micro-batch, and one sequence's next
+token needs a trip through all ``pp`` stages (Narayanan et al. 2021's pipelining applied
+to generation, as in FasterTransformer / TensorRT-LLM PP):
+
+    decode_s_per_token = pp * t_stage(b)          tokens_per_s = batch / decode_s_per_token
+
+(pp > 1 adds throughput only when batch >= pp; with batch < pp stages idle).
+Units: seconds.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dse.infer.forward import (OpTimes, embedding, layer_comm_s, layer_elementwise_s,
+                               layer_linear_s, lm_head, micro_batches,
+                               stage_pass)
+from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
+from dse.infer.workload import InferenceWorkload
+from dse.spec.hardware import Hardware
+from dse.spec.model import Model
+from dse.train.rates import Rates
+
+
+def decode_attention_s(model: Model, batch, context_len, tp, hw: Hardware, r: Rates):
+    """FlashDecoding over a ``context_len``-token KV cache for ``batch`` sequences."""
+    d = head_dim(model)
+    heads = model.num_attention_heads / tp
+    kv = kv_heads_per_gpu(model, tp)
+    el = r.act_bytes
+    bytes_ = 2.0 * batch * context_len * kv * d * el + 2.0 * batch * heads * d * el
+    flops = 4.0 * batch * heads * context_len * d
+    t = jnp.maximum(flops / (r.peak_16_flops_per_s * hw.eff_attn), bytes_ / r.hbm_bw_bytes_per_s)
+    return t + 2.0 * hw.kernel_launch_s
+
+
+
+def decode_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
+                 r: Rates) -> OpTimes:
+    """One decode step of a micro-batch of ``sequences`` through the heaviest stage."""
+    T = sequences * 1.0
+    layer = OpTimes(layer_linear_s(model, T, tp, hw, r),
+                    decode_attention_s(model, sequences, wl.mean_decode_context_len, tp, hw, r),
+                    layer_comm_s(model, T, tp, hw, r),
+                    layer_elementwise_s(model, T, tp, wl.precision, hw, r))
+    head = lm_head(model, T, sequences, tp, hw, r)
+    emb = embedding(model, T, tp, hw, r)
+    return stage_pass(model, layer, head, emb, T, tp, pp, hw, r)
+
+
+def decode(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:
+    """Seconds per output token of one sequence, by kind: ``pp * t_stage(b)``."""
+    _, b = micro_batches(wl.batch, pp)
+    return decode_stage(model, wl, b, tp, pp, hw, r).scale(pp * 1.0)

@@ -1,0 +1,84 @@
+"""Memory per GPU for serving one replica (the heaviest pipeline stage).
+
+* Weights in serving precision: ``ceil(L/pp)`` layers with the dense weights split over
+  ``tp`` (Q and output projections, MLP) and the K/V projections on ``g_t =
+  max(ceil(g/tp), 1)`` heads per GPU (replicated when tp > kv_heads, as the KV cache of
+  :mod:`dse.infer.kv_cache`), plus the embedding and LM head (``V h / tp`` each; both on
+  one GPU when pp = 1, one per end stage otherwise, one shared matrix when tied); this is
+  :func:`dse.train.memory.params_per_gpu` with KV replication and without any
+  gradient or optimizer state.  Bytes per parameter: linears ``Rates.linear_bytes`` (4
+  fp32, 2 bf16, 1 fp8), everything else ``Rates.act_bytes`` (fp8 checkpoints keep
+  embeddings, norms and the router in 16 bit).
+* KV cache for ``batch`` sequences of ``prompt_len + gen_len`` tokens
+  (:func:`dse.infer.kv_cache.kv_cache_bytes`, 16-bit cache, or 4-byte for fp32).
+* Activation workspace: the prefill of one micro-batch is the peak (layers run one at a
+  time and free their inputs; nothing is kept for a backward pass): with T = b S tokens,
+  ``el T (2h + (a/t + 2 g_t) d + a d/t + f_k (1+gated)/t + f_k/t)`` (residual stream and
+  norm output, QKV, attention output, FC1 output and activation; f_k = f * top_k) plus
+  the fp32 logits of the last tokens, ``4 b V``.
+* Allocator: ``allocated * (1 + FRAGMENTATION) + RESERVE_BYTES``, the constants of
+  :mod:`dse.train.memory` (CUDA context, cuBLAS/NCCL workspaces, caching-allocator
+  slack).  vLLM's paged KV cache wastes < 4 % (Kwon et al. 2023, §4.2), inside the 5 %.
+
+Units: bytes.  All arguments may be JAX arrays.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from dse.infer.forward import LOGIT_BYTES, micro_batches
+from dse.infer.kv_cache import head_dim, kv_cache_bytes, kv_heads_per_gpu
+from dse.infer.workload import InferenceWorkload
+from dse.spec.model import Model
+from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
+from dse.train.rates import Rates
+
+
+class ServingMemory(NamedTuple):
+    weights_bytes: object
+    kv_bytes: object
+    activations_bytes: object
+    total_bytes: object
+
+
+def weight_params_per_gpu(model: Model, tp, pp):
+    """(linear parameters, other parameters) on one GPU of the heaviest stage."""
+    h = model.hidden_size * 1.0
+    f = model.ffn_hidden_size * 1.0
+    d = head_dim(model)
+    heads = model.num_attention_heads / tp
+    kv = kv_heads_per_gpu(model, tp)
+    E = model.num_experts * 1.0
+    attn = 2.0 * h * heads * d + 2.0 * h * kv * d
+    mlp = (2.0 + model.gated_mlp) * h * f * E / tp
+    router = jnp.where(E > 1, h * E / tp, 0.0)
+    layers = jnp.ceil(model.num_layers / pp)
+    emb_mats = jnp.where(pp > 1, 1.0, 2.0 - model.tied_embeddings)
+    linear = layers * (attn + mlp)
+    other = layers * (router + 2.0 * h) + emb_mats * model.vocab_size * h / tp
+    return linear, other
+
+
+def activation_workspace_bytes(model: Model, wl: InferenceWorkload, tp, pp, act_bytes):
+    """Peak transient activations: one prefill micro-batch (formula above)."""
+    _, b = micro_batches(wl.batch, pp)
+    T = b * wl.prompt_len
+    h = model.hidden_size * 1.0
+    d = head_dim(model)
+    heads = model.num_attention_heads / tp
+    kv = kv_heads_per_gpu(model, tp)
+    fk = model.ffn_hidden_size * model.top_k / tp
+    per_token = 2.0 * h + (heads + 2.0 * kv) * d + heads * d + fk * (1.0 + model.gated_mlp) + fk
+    return act_bytes * T * per_token + LOGIT_BYTES * b * model.vocab_size
+
+
+def serving_memory(model: Model, wl: InferenceWorkload, tp, pp, r: Rates) -> ServingMemory:
+    linear, other = weight_params_per_gpu(model, tp, pp)
+    weights = linear * r.linear_bytes + other * r.act_bytes
+    kv = kv_cache_bytes(model, wl.batch, wl.max_context_len, tp, pp, r.act_bytes)
+    acts = activation_workspace_bytes(model, wl, tp, pp, r.act_bytes)
+    total = (weights + kv + acts) * (1.0 + FRAGMENTATION) + RESERVE_BYTES
+    return ServingMemory(weights, kv, acts, total)

@@ -1,0 +1,65 @@
+"""Prefill: the forward pass over ``batch x prompt_len`` tokens, ending in the first
+output token (time to first token, TTFT).
+
+Per layer (micro-batch of b sequences, T = b * S tokens, S = prompt_len): the linears
+with M = T (:func:`dse.infer.forward.layer_linear_s`, compute-bound for any real prompt),
+the FlashAttention-2 forward with causal masking (:func:`dse.cost.attention.flash_attention_time_s`,
+``causal_frac = min(0.5 + 0.5 * 128 / S, 1)`` — the diagonal tiles run in full, as
+:mod:`dse.train.layer`), the memory-bound kernels and two TP all-reduces.  The LM head
+runs on the last token of each sequence only (Pope et al. 2022, §3.4; vLLM
+``LogitsProcessor`` prunes to the sampled positions).
+
+Pipeline (Narayanan et al. 2021, §2.2; Huang et al. 2019, GPipe): the batch is split into
+``m = min(batch, pp)`` micro-batches of ``b = batch / m`` sequences; the last one leaves
+the last stage after ``(m + pp - 1)`` stage passes:
+
+    prefill_s = (m + pp - 1) * t_stage(b)
+
+(pp = 1: one pass over the whole batch).  Overlap: none inside a stage (sum of ops).
+Units: seconds.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s
+from dse.infer.forward import (OpTimes, embedding, layer_comm_s, layer_elementwise_s,
+                               layer_linear_s, lm_head, micro_batches,
+                               stage_pass)
+from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
+from dse.infer.workload import InferenceWorkload
+from dse.spec.hardware import Hardware
+from dse.spec.model import Model
+from dse.train.rates import Rates
+
+
+def prefill_attention_s(model: Model, batch, prompt_len, tp, hw: Hardware, r: Rates):
+    """Causal FlashAttention forward over ``prompt_len`` tokens for ``batch`` sequences
+    on one GPU's ``a/tp`` heads."""
+    causal = jnp.minimum(0.5 + 0.5 * FA_BLOCK_ROWS / prompt_len, 1.0)
+    return flash_attention_time_s(
+        batch, model.num_attention_heads / tp, kv_heads_per_gpu(model, tp), prompt_len * 1.0,
+        prompt_len * 1.0, head_dim(model), causal, r.peak_16_flops_per_s, hw.eff_attn,
+        r.hbm_bw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+        hw.smem_per_sm_bytes, r.act_bytes, hw.kernel_launch_s, backward=False)
+
+
+
+def prefill_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
+                  r: Rates) -> OpTimes:
+    """One micro-batch of ``sequences`` prompts through the heaviest stage."""
+    T = sequences * wl.prompt_len
+    layer = OpTimes(layer_linear_s(model, T, tp, hw, r),
+                    prefill_attention_s(model, sequences, wl.prompt_len, tp, hw, r),
+                    layer_comm_s(model, T, tp, hw, r),
+                    layer_elementwise_s(model, T, tp, wl.precision, hw, r))
+    head = lm_head(model, T, sequences, tp, hw, r)
+    emb = embedding(model, T, tp, hw, r)
+    return stage_pass(model, layer, head, emb, T, tp, pp, hw, r)
+
+
+def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:
+    """Time to first token of the whole batch, by kind: ``(m + pp - 1) * t_stage(b)``."""
+    m, b = micro_batches(wl.batch, pp)
+    return prefill_stage(model, wl, b, tp, pp, hw, r).scale(m + pp - 1.0)
