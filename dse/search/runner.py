@@ -1,6 +1,6 @@
 """Batched multi-objective Optuna search over continuous knobs, for one or many workers.
 
-:func:`run_search` asks ``batch_size`` trials at a time (every knob suggested at ask),
+:func:`run_search` asks ``batch_size`` trials at a time, suggests every knob for each,
 evaluates them with *one* call of ``evaluate_batch`` (the vectorized screen evaluates a
 whole batch at once) and tells each result.  A result holding ``inf`` or ``nan``, or a
 string (the reason), is infeasible: its trial is told ``FAIL`` with the user attribute
@@ -10,11 +10,17 @@ Many workers may share one study (same ``study_name`` and storage; processes or
 machines): ``n_trials`` is the *study-wide* target.  Under :func:`~dse.search.storage.
 claim_lock` each worker counts the trials already in the study (finished, running and
 waiting: a running one will end COMPLETE or FAIL) and asks only the remainder, so the
-study ends with exactly ``n_trials`` trials.  A killed run is resumed by running it
-again: the trials of a dead worker stop receiving heartbeats and are failed once their
-grace period has passed (:func:`optuna.storages.fail_stale_trials`), before each batch
-and, for those found running at start, at the end.  Such a trial has no ``reason``
-attribute; :func:`dse.search.pareto.trials_dataframe` reports it as abandoned.
+study ends with exactly ``n_trials`` trials and no point is evaluated twice.
+
+A killed run is resumed by running it again.  Every asked trial records a heartbeat
+(first one under the lock, then every ``heartbeat_interval_s`` from a thread), so the
+trials of a dead worker are failed, not re-run: those whose heartbeat went stale
+(:func:`optuna.storages.fail_stale_trials`, grace period
+:func:`~dse.search.storage.grace_period_s`) and those with none at all, which only a
+worker that died holding the lock can leave.  This happens before each batch and, for
+trials found running at start, once more at the end (waiting at most grace + one
+interval).  Such a trial has no ``reason``; :func:`dse.search.pareto.trials_dataframe`
+reports it as abandoned.  All workers of a study must use this module.
 
 Module CLI (a worker process; the ``dse`` CLI calls :func:`run_search` directly)::
 
@@ -125,7 +131,8 @@ def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials
         with quiet():
             study = _open_study(storage, study_name, space, directions, batch_size, sampler,
                                 seed, objective_names)
-        deadline = time.monotonic() + grace_period_s(heartbeat_interval_s) + heartbeat_interval_s
+        beat_s = storage.heartbeat_interval  # None for in-memory SQLite: one process
+        deadline = time.monotonic() + (grace_period_s(beat_s) + beat_s if beat_s else 0)
         with quiet():
             optuna.storages.fail_stale_trials(study)
         orphans = {t.number for t in study.get_trials(deepcopy=False, states=_RUNNING)}
@@ -136,12 +143,12 @@ def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials
                 trials = _claim(study, storage, study_name, n_trials, batch_size)
                 if not trials:
                     break
-                with _Heartbeat(storage, [t._trial_id for t in trials], heartbeat_interval_s):
+                with _Heartbeat(storage, [t._trial_id for t in trials], beat_s):
                     n_told += _evaluate_and_tell(study, trials, space, evaluate_batch,
                                                  len(directions))
                 bar.n = min(_n_finished(study), n_trials)
                 bar.refresh()
-        _await_orphans(study, orphans, deadline, heartbeat_interval_s)
+        _await_orphans(study, orphans, deadline, beat_s or 1)
     finally:
         optuna.logging.set_verbosity(verbosity)
     return study, n_told
@@ -155,19 +162,22 @@ def _claim(study: optuna.Study, storage, study_name: str, n_trials: int, batch_s
     RUNNING trial without one, seen under the lock, was left by a worker that died
     while holding it; it is failed at once.
     """
+    beat = storage.heartbeat_interval is not None
     with claim_lock(storage, study_name), quiet():
-        optuna.storages.fail_stale_trials(study)
-        study_id = storage.get_study_id_from_name(study_name)
-        for trial_id in running_without_heartbeat(storage, study_id):
-            try:
-                storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass
+        if beat:
+            optuna.storages.fail_stale_trials(study)
+            study_id = storage.get_study_id_from_name(study_name)
+            for trial_id in running_without_heartbeat(storage, study_id):
+                try:
+                    storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    pass
         k = min(batch_size, n_trials - len(study.get_trials(deepcopy=False)))
         trials = []
         for _ in range(max(k, 0)):
             trials.append(study.ask())
-            storage.record_heartbeat(trials[-1]._trial_id)  # Trial has no public id
+            if beat:
+                storage.record_heartbeat(trials[-1]._trial_id)  # Trial has no public id
     return trials
 
 
@@ -251,15 +261,18 @@ def _classify(outcome: Outcome, n_objectives: int) -> tuple[list[float] | None, 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float] | None,
           reason: str) -> bool:
-    """Tell COMPLETE, or FAIL with user attr ``reason``; False if already finished."""
+    """Tell COMPLETE, or FAIL with user attr ``reason``; False if already finished
+    (another worker failed it as stale while this one was evaluating)."""
     try:
         if values is None:
             trial.set_user_attr("reason", reason)
-            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            study.tell(trial, state=TrialState.FAIL)
         else:
-            study.tell(trial, values, skip_if_finished=True)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return False  # failed as stale by another worker while we evaluated
+            study.tell(trial, values)
+    except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+        if study.get_trials(deepcopy=False)[trial.number].state.is_finished():
+            return False
+        raise
     return True
 
 
@@ -288,9 +301,10 @@ def _await_orphans(study: optuna.Study, numbers: set[int], deadline: float,
 
 
 class _Heartbeat:
-    """Record the heartbeat of ``trial_ids`` every ``interval_s`` in a daemon thread."""
+    """Record the heartbeat of ``trial_ids`` every ``interval_s`` in a daemon thread
+    (nothing when ``interval_s`` is None)."""
 
-    def __init__(self, storage, trial_ids: list[int], interval_s: int):
+    def __init__(self, storage, trial_ids: list[int], interval_s: int | None):
         self._storage, self._ids, self._interval_s = storage, trial_ids, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
@@ -304,12 +318,14 @@ class _Heartbeat:
                     _log.warning("heartbeat of trial id %s failed: %s", trial_id, e)
 
     def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
+        if self._interval_s:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc_info) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 def _load_objective(spec: str) -> EvaluateBatch:

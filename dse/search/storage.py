@@ -75,7 +75,7 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
     except (exc.ArgumentError, exc.NoSuchModuleError, ValueError, TypeError):
         raise InputError("--storage", shown, URL_RULE) from None
     except ImportError as e:
-        raise InputError("--storage", shown, f"needs its database driver installed ({e})") from None
+        raise InputError("--storage", shown, f"needs its database driver ({e})") from None
     db_path = sqlite_path(url)
     if parsed.get_backend_name() == "sqlite" and db_path is None:
         heartbeat_interval_s = None  # one process, one connection: nothing to detect
@@ -96,7 +96,7 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
             with _init_lock(url), quiet():
                 storage = optuna.storages.RDBStorage(url, **kwargs)
     except ImportError as e:
-        raise InputError("--storage", shown, f"needs its database driver installed ({e})") from None
+        raise InputError("--storage", shown, f"needs its database driver ({e})") from None
     except (exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.Error,
             OSError) as e:
         reason = str(e.__cause__ or e).strip().splitlines()[0]

@@ -31,7 +31,7 @@ def _points(draw):
     return np.array(rows), directions
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_points())
 def test_mask_matches_the_definition_of_dominance(case):
     values, directions = case

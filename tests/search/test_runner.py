@@ -41,10 +41,10 @@ def test_trials_are_evaluated_in_batches(tmp_path):
 
 
 def test_infeasible_trials_fail_with_a_reason(tmp_path):
-    study = _run(f"sqlite:///{tmp_path}/s.db", toy.evaluate_batch_infeasible, 40, batch_size=10,
+    study = _run(f"sqlite:///{tmp_path}/s.db", toy.evaluate_batch_infeasible, 24, batch_size=8,
                  sampler="tpe")
     df = trials_dataframe(study)
-    assert len(df) == 40 and set(df.state) <= {"COMPLETE", "FAIL"}
+    assert len(df) == 24 and set(df.state) <= {"COMPLETE", "FAIL"}
     failed = df[df.state == "FAIL"]
     assert len(failed) > 0 and (failed.reason != "").all()
     assert (df[df.state == "COMPLETE"].reason == "").all()
@@ -131,3 +131,9 @@ def test_space_json_and_module_cli_errors(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("--objective: no.such.module:f: must name")
     assert main([*argv, "--objective", "tests.search.toy_objective:evaluate_batch",
                  "--storage", "nonsense"]) == 2
+
+
+def test_in_memory_storage_runs_without_heartbeat():
+    study = run_search("mem", "sqlite:///:memory:", toy.SPACE, toy.evaluate_batch,
+                       toy.DIRECTIONS, 9, batch_size=4, progress=False)
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 9

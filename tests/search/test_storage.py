@@ -12,7 +12,8 @@ from dse.search.storage import URL_RULE, default_storage_url, open_storage
 
 
 def test_default_storage_url():
-    assert default_storage_url(Path("results/llama70b"), "hw") == "sqlite:///results/llama70b/hw.db"
+    url = default_storage_url(Path("results/llama70b"), "hw")
+    assert url == "sqlite:///results/llama70b/hw.db"
     assert default_storage_url(Path("/abs/dir"), "s-1.b") == "sqlite:////abs/dir/s-1.b.db"
     with pytest.raises(InputError):
         default_storage_url(Path("r"), "../escape")

@@ -1,7 +1,8 @@
 """Analytic two-objective toy for the search tests, plus a worker-process launcher.
 
 f1 = x^2 + y and f2 = (x - 2)^2 + 1/y, with x in [0, 4] and y in [0.1, 10] (log).
-``DSE_TOY_SLEEP_S`` makes each batch take that long (to interleave or kill workers).
+``DSE_TOY_SLEEP_S`` makes each batch take that long (to interleave or kill workers);
+``DSE_TOY_BARRIER=<dir>:<n>`` holds each worker's first batch until n workers got there.
 """
 
 from __future__ import annotations
@@ -24,8 +25,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 def evaluate_batch(points: list[dict[str, float]]) -> list[tuple[float, float]]:
     """The toy objectives for each point (one call per batch)."""
+    _barrier()
     time.sleep(float(os.environ.get("DSE_TOY_SLEEP_S", "0")))
     return [(p["x"] ** 2 + p["y"], (p["x"] - 2.0) ** 2 + 1.0 / p["y"]) for p in points]
+
+
+def _barrier(timeout_s: float = 60.0) -> None:
+    spec = os.environ.pop("DSE_TOY_BARRIER", "")  # popped: only the first batch waits
+    if spec:
+        folder, n = spec.rsplit(":", 1)
+        Path(folder, str(os.getpid())).touch()
+        deadline = time.monotonic() + timeout_s
+        while len(os.listdir(folder)) < int(n) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def evaluate_batch_infeasible(points: list[dict[str, float]]) -> list:
@@ -43,9 +55,10 @@ def evaluate_batch_infeasible(points: list[dict[str, float]]) -> list:
 
 
 def start_worker(storage_url: str, study: str, n_trials: int, batch: int, seed: int,
-                 sleep_s: float = 0.0, heartbeat_s: int = 1) -> subprocess.Popen:
+                 sleep_s: float = 0.0, heartbeat_s: int = 1, barrier: str = ""
+                 ) -> subprocess.Popen:
     """Start ``python -m dse.search.runner`` on the toy objective (stdout/stderr piped)."""
-    env = {**os.environ, "DSE_TOY_SLEEP_S": str(sleep_s),
+    env = {**os.environ, "DSE_TOY_SLEEP_S": str(sleep_s), "DSE_TOY_BARRIER": barrier,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "dse.search.runner", "--storage", storage_url,
            "--study", study, "--objective", "tests.search.toy_objective:evaluate_batch",
