@@ -92,3 +92,83 @@ def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: s
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def grouped_bar_panels(panels: list[tuple[pd.DataFrame, str]], x: str, series: str, value: str,
+                       xlabel: str, ylabel: str, title: str, path: Path,
+                       ref_line: float | None = None, missing: dict | None = None,
+                       decimals: int = 2) -> None:
+    """Panels of grouped bars stacked vertically (one per ``(table, subtitle)``) sharing
+    the x categories, the y scale and one legend; one colour per ``series``, each bar
+    labelled with its value.
+
+    ``missing`` maps an ``x`` value to a short note drawn in that group of every panel
+    where all its bars are NaN (e.g. "baseline: no layout fits")."""
+    xs = list(dict.fromkeys(v for t, _ in panels for v in t[x]))
+    ss = list(dict.fromkeys(v for t, _ in panels for v in t[series]))
+    colors = plt.get_cmap("tab10").colors
+    w = 0.8 / max(len(ss), 1)
+    width = max(8.0, 0.3 * len(xs) * len(ss) + 2.0)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 1.2 + 3.1 * len(panels)), sharey=True,
+                             squeeze=False)
+    finite = [t[value].to_numpy(dtype=float) for t, _ in panels]
+    top = max([float(np.nanmax(v)) for v in finite if np.isfinite(v).any()] + [1.0])
+    for ax, (table, subtitle) in zip(axes[:, 0], panels):
+        for i, s in enumerate(ss):
+            sub = table[table[series] == s].drop_duplicates(subset=[x]).set_index(x).reindex(xs)
+            pos = np.arange(len(xs)) + (i - (len(ss) - 1) / 2) * w
+            vals = sub[value].to_numpy(dtype=float)
+            bars = ax.bar(pos, vals, w, label=str(s), color=colors[i % 10])
+            for b, v in zip(bars, vals):
+                if np.isfinite(v):
+                    ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 0.01 * top, f"{v:.{decimals}f}",
+                            ha="center", va="bottom", fontsize=7, rotation=90)
+        for j, xv in enumerate(xs):
+            g = table[table[x] == xv][value].to_numpy(dtype=float)
+            if missing and xv in missing and not np.isfinite(g).any():
+                ax.text(j, 0.45 * top, missing[xv], ha="center", va="center", fontsize=8, color="0.25",
+                        bbox={"boxstyle": "round", "fc": "0.93", "ec": "0.6"})
+        if ref_line is not None:
+            ax.axhline(ref_line, color="k", lw=0.9, ls="--")
+        ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+        ax.set_xlim(-0.6, len(xs) - 0.4)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.set_title(subtitle, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_ylim(0, top * 1.2)
+    axes[-1, 0].set_xlabel(xlabel)
+    axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+
+
+def breakdown_bars_legend_below(rows: pd.DataFrame, labels: list[str], title: str, path: Path,
+                                xlabel: str = "time per training step (s)") -> None:
+    """Stacked time breakdown (seconds per step) of the given rows, one horizontal bar
+    per row, each bar's total printed at its end; the legend sits below the axes so it
+    never covers a bar (for many or long rows)."""
+    fig, ax = plt.subplots(figsize=(11, 1.9 + 0.42 * len(rows)))
+    left = np.zeros(len(rows))
+    ys = np.arange(len(rows))
+    colors = plt.get_cmap("tab10").colors
+    for i, (col, name) in enumerate(BREAKDOWN_LABELS.items()):
+        v = rows[col].to_numpy(dtype=float)
+        if np.nansum(v) <= 0:
+            continue
+        ax.barh(ys, v, left=left, color=colors[i % 10], label=name)
+        left += np.nan_to_num(v)
+    for y, t in zip(ys, left):
+        ax.text(t, y, f" {t:.3g} s", va="center", fontsize=7)
+    ax.set_xlim(0, left.max() * 1.12 if len(left) else 1)
+    ax.set_yticks(ys, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    ax_h_in = fig.get_figheight() * ax.get_position().height
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / ax_h_in), ncols=5, frameon=False)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)

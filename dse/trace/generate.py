@@ -1,0 +1,324 @@
+"""Execution traces of one training step, generated from the vectorized cost model.
+
+:func:`generate_trace_set` turns one design point (model, workload, layout, hardware)
+into a :class:`~dse.trace.graph.TraceSet`: one role per pipeline stage (ranks that differ
+only in their TP/CP/DP coordinates run the same program), every duration taken from the
+same cost functions :func:`dse.train.step.train_step` uses (``layer_cost``,
+``gemm_time_s``, ``memory_bound_time_s``, ``group_collective_s``, ``group_p2p_s``) --
+no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. SC'21):
+
+* stream 0 (compute, in program order): per layer one forward compute node, then its
+  TP collectives (2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters, each the
+  cost model's per-collective estimate), MoE all-to-alls (EP); per layer backward:
+  [full recompute: a forward node + its TP collectives], one backward compute node,
+  then its TP collectives.  First stage: embedding before the first layer; last stage:
+  LM head + cross-entropy after the last layer forward, LM-head backward before the
+  first layer backward.  Pipeline RECV before / SEND after each stage pass (group_dim
+  "pp", peer_delta -1/+1, tag 0 activations, 1 gradients) on stream 0: blocking, as the
+  cost model counts ``2 (m + pp - 1)`` exposed transfers.
+* order: 1F1B -- ``min(pp - s - 1, m)`` warm-up forwards on stage ``s``, steady
+  one-forward-one-backward, cool-down backwards.  ``vpp > 1`` (interleaving) is
+  generated as plain 1F1B (recorded in ``meta["schedule"]``).
+* stream 2: CP ring-attention exchange of each layer pass as a "cp" all-gather of the
+  ``cp`` K/V chunks (bandwidth-equal to the ``cp - 1`` ring steps of the cost model),
+  overlapping the layer's compute node (the cost model's window is the attention core
+  only; identical whenever the exchange is shorter than the attention).
+* DP (ZeRO 0-2): gradient all-reduce (ZeRO-0) or reduce-scatter, per layer, on stream 1
+  after that layer's backward of the last micro-batch; ZeRO-1/2 parameter all-gather
+  per layer on stream 1 before that layer's first forward.  ZeRO-3: parameter
+  all-gathers before each layer's forward and backward of every micro-batch (stream 1,
+  prefetching) and gradient reduce-scatters after each backward (stream 2).
+  With CP the DP group is the dp x cp ranks of one TP coordinate: a "cp" collective on
+  the full buffer plus a "dp" collective on ``1/cp`` of it (the hierarchical split).
+* optimizer step (compute) after the last gradient collective.
+
+Durations of communication nodes are the cost model's uncontended estimates; the
+simulator recomputes them from the topology.  Units: seconds, bytes, FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from dse.cost.collectives import group_collective_s, group_p2p_s
+from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
+from dse.cost.gemm import gemm_time_s
+from dse.spec.hardware import Hardware
+from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
+from dse.spec.model import Model
+from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
+from dse.train.layer import layer_cost
+from dse.train.memory import memory_per_gpu
+from dse.train.rates import rates
+
+AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
+                   CollectiveKind.ALL_GATHER, CollectiveKind.ALL_TO_ALL)
+
+
+@jax.jit
+def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
+    """Every duration the trace needs, from the cost functions train_step calls (with the
+    same arguments)."""
+    r = rates(hw, wl.precision)
+    lc = layer_cost(model, wl, lay, hw, r)
+    T = lay.mbs * wl.seq_len / lay.cp
+    h = model.hidden_size * 1.0
+    V = model.vocab_size * 1.0
+    el = r.act_bytes
+    t = lay.tp * 1.0
+    head_f = gemm_time_s(T, V / lay.tp, h, r.peak_16_flops_per_s, hw.eff_gemm,
+                         r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
+                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s,
+                         cluster=hw.gemm_cluster)
+    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
+                             hw.kernel_launch_s, 4.0)
+    emb = memory_bound_time_s(3.0 * T * h * el, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 2.0)
+    act_bytes = T * h * el
+    # the cost model's per-layer TP total is 4 all-reduces (== 4 AG + 4 RS with SP)
+    tp_ar = lc.tp_comm_s / 4.0
+    tp_sg = group_collective_s("reduce_scatter", act_bytes, t, 1.0, hw)
+    p2p_bytes = T * h * el / jnp.where(lay.sp > 0, t, 1.0)
+    t_p2p = group_p2p_s(p2p_bytes, lay.tp * lay.cp * lay.dp * 1.0, hw)
+    mem = memory_per_gpu(model, wl, lay, el)
+    P = mem.params_per_gpu
+    n_dp = lay.dp * lay.cp * 1.0
+    opt_params = jnp.where(lay.zero >= 1, P / n_dp, P)
+    optimizer = memory_bound_time_s(ADAM_BYTES_PER_PARAM * opt_params, r.hbm_bw_bytes_per_s,
+                                    hw.kernel_launch_s, 4.0)
+    kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
+    d = h / model.num_attention_heads
+    kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el
+    return dict(
+        fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, attn=lc.attn_s, cp_comm=lc.cp_comm_s,
+        ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
+        head_f=head_f, head_b=2.0 * head_f, ce=ce, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
+        params=P, optimizer=optimizer, kv_chunk=kv_chunk,
+        a2a_bytes=T * model.top_k * h * el,
+        flops_layer=lc.model_flops)
+
+
+def _coll_s(kind: str, size_bytes: float, n: int, stride: int, hw: Hardware) -> float:
+    if n <= 1:
+        return 0.0
+    return float(group_collective_s(kind, size_bytes, n * 1.0, stride * 1.0, hw))
+
+
+class _Builder:
+    """Appends nodes to one role, tracking the last node of every stream."""
+
+    def __init__(self):
+        self.nodes: list[TraceNode] = []
+
+    def add(self, name, kind, stream=0, deps=(), **kw) -> int:
+        i = len(self.nodes)
+        self.nodes.append(TraceNode(id=i, name=name, kind=kind, stream=stream,
+                                    data_deps=sorted({d for d in deps if d is not None}),
+                                    **kw))
+        return i
+
+
+def _int(x) -> int:
+    return int(round(float(x)))
+
+
+def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> TraceSet:
+    """One training step of ``lay`` as a trace set (module docstring); roles
+    ``stage<s>``, one per pipeline stage."""
+    tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
+    mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
+    full_recompute = _int(lay.recompute) == 2
+    c = {k: float(v) for k, v in _costs(model, wl, lay, hw).items()}
+    m = int(wl.global_batch) // (dp * mbs)
+    L = int(model.num_layers)
+    L_st = math.ceil(L / pp)
+    moe = int(model.num_experts) > 1
+    grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
+
+    # DP / ZeRO collectives per layer (the cost model's buffers: fp32 grads, bf16 params)
+    grad_b = 4.0 * c["params"] / L_st
+    param_b = 2.0 * c["params"] / L_st
+
+    def dp_colls(kind: str, size: float) -> list[tuple[str, str, float, float]]:
+        """(dim, kind, bytes, duration) steps of one DP collective over dp x cp ranks."""
+        if cp == 1:
+            return [("dp", kind, size, _coll_s(kind, size, dp, tp, hw))] if dp > 1 else []
+        inner = ("cp", kind, size, _coll_s(kind, size, cp, tp, hw))
+        outer = ("dp", kind, size / cp, _coll_s(kind, size / cp, dp, tp * cp, hw))
+        steps = [inner] + ([outer] if dp > 1 else [])
+        return steps[::-1] if kind == "all_gather" else steps
+
+    has_dp = dp * cp > 1
+    roles: dict[str, RankTrace] = {}
+    for s in range(pp):
+        b = _Builder()
+        first, last = s == 0, s == pp - 1
+        last_s0 = None               # last node on stream 0
+        last_s1 = None               # last node on stream 1 (DP param gathers)
+        last_s2 = None               # last node on stream 2 (CP, ZeRO-3 grad RS)
+        pre_ag: dict[int, int] = {}  # layer -> ZeRO-1/2 param all-gather node
+        grad_nodes: list[int] = []
+
+        def s0(name, kind, deps=(), **kw):
+            nonlocal last_s0
+            last_s0 = b.add(name, kind, 0, (last_s0, *deps), **kw)
+            return last_s0
+
+        def comm(name, kind, stream, steps, deps=()):
+            nonlocal last_s1, last_s2
+            out = None
+            for dim, k, size, dur in steps:
+                prev = last_s1 if stream == 1 else last_s2
+                out = b.add(f"{name} {dim}", kind, stream, (prev, out, *deps),
+                            comm_kind=CollectiveKind(k), comm_bytes=size, duration_s=dur,
+                            group_dim=dim)
+                if stream == 1:
+                    last_s1 = out
+                else:
+                    last_s2 = out
+            return out
+
+        def tp_colls(tag: str, n_pairs: int = 1):
+            if tp == 1:
+                return
+            for _ in range(n_pairs):
+                if sp:
+                    for kk, nm in ((AG, "all-gather"), (RS, "reduce-scatter")):
+                        s0(f"{tag} tp {nm}", NodeKind.COLLECTIVE, comm_kind=kk,
+                           comm_bytes=c["act_bytes"], duration_s=c["tp_sg"], group_dim="tp")
+                else:
+                    s0(f"{tag} tp all-reduce", NodeKind.COLLECTIVE, comm_kind=AR,
+                       comm_bytes=c["act_bytes"], duration_s=c["tp_ar"], group_dim="tp")
+
+        def ep_colls(tag: str):
+            if moe and ep > 1:
+                for nm in ("dispatch", "combine"):
+                    s0(f"{tag} ep all-to-all {nm}", NodeKind.COLLECTIVE, comm_kind=A2A,
+                       comm_bytes=c["a2a_bytes"], duration_s=c["ep_comm"] / 4.0,
+                       group_dim="ep")
+
+        def layer_pass(mb: int, k: int, bwd: bool):
+            nonlocal last_s2
+            tag = f"mb{mb} L{k} {'bwd' if bwd else 'fwd'}"
+            deps = []
+            if zero >= 3 and has_dp:
+                deps.append(comm(f"{tag} param all-gather", NodeKind.COLLECTIVE, 1,
+                                 dp_colls("all_gather", param_b)))
+            elif not bwd and mb == 0 and k in pre_ag:
+                deps.append(pre_ag[k])
+            cp_node = None
+            if cp > 1:
+                n_ex = 2 if bwd else 1   # bwd moves K/V and dK/dV: 2x the forward exchange
+                for _ in range(n_ex):
+                    cp_node = b.add(f"{tag} cp kv exchange", NodeKind.COLLECTIVE, 2,
+                                    (last_s2, last_s0, *deps), comm_kind=AG,
+                                    comm_bytes=cp * c["kv_chunk"],
+                                    duration_s=c["cp_comm"] / 3.0,
+                                    group_dim="cp")
+                    last_s2 = cp_node
+            if bwd and full_recompute:
+                s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
+                   num_ops=c["flops_layer"] / 3.0)
+                tp_colls(f"{tag} recompute", 2)
+                ep_colls(f"{tag} recompute")
+                deps = []
+            dur = c["bwd"] if bwd else c["fwd"]
+            s0(f"{tag}", NodeKind.COMPUTE, deps, duration_s=dur,
+               num_ops=c["flops_layer"] * (2.0 if bwd else 1.0) / 3.0)
+            tp_colls(tag, 2)
+            ep_colls(tag)
+            if cp_node is not None:
+                s0(f"{tag} cp wait", NodeKind.COMPUTE, (cp_node,), duration_s=0.0)
+            if bwd and zero >= 3 and has_dp:
+                grad_nodes.append(comm(f"{tag} grad reduce-scatter", NodeKind.COLLECTIVE, 2,
+                                       dp_colls("reduce_scatter", grad_b), (last_s0,)))
+            elif bwd and mb == m - 1 and has_dp:
+                kind = "all_reduce" if zero == 0 else "reduce_scatter"
+                grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}",
+                                       NodeKind.COLLECTIVE, 1, dp_colls(kind, grad_b),
+                                       (last_s0,)))
+
+        def forward(mb: int):
+            if not first:
+                s0(f"mb{mb} recv act", NodeKind.RECV, comm_bytes=c["p2p_bytes"],
+                   duration_s=c["p2p"], group_dim="pp", peer_delta=-1, tag=0)
+            if first:
+                s0(f"mb{mb} embedding", NodeKind.COMPUTE, duration_s=c["emb"])
+            for k in range(L_st):
+                layer_pass(mb, k, False)
+            if last:
+                s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"] + c["ce"])
+            else:
+                s0(f"mb{mb} send act", NodeKind.SEND, comm_bytes=c["p2p_bytes"],
+                   duration_s=c["p2p"], group_dim="pp", peer_delta=1, tag=0)
+
+        def backward(mb: int):
+            if not last:
+                s0(f"mb{mb} recv grad", NodeKind.RECV, comm_bytes=c["p2p_bytes"],
+                   duration_s=c["p2p"], group_dim="pp", peer_delta=1, tag=1)
+            else:
+                s0(f"mb{mb} lm-head bwd", NodeKind.COMPUTE, duration_s=c["head_b"])
+            for k in reversed(range(L_st)):
+                layer_pass(mb, k, True)
+            if not first:
+                s0(f"mb{mb} send grad", NodeKind.SEND, comm_bytes=c["p2p_bytes"],
+                   duration_s=c["p2p"], group_dim="pp", peer_delta=-1, tag=1)
+
+        # ZeRO-1/2: parameter all-gather (after last step's optimizer) overlapping mb 0
+        if zero in (1, 2) and has_dp:
+            for k in range(L_st):
+                pre_ag[k] = comm(f"L{k} param all-gather", NodeKind.COLLECTIVE, 1,
+                                 dp_colls("all_gather", param_b))
+        warm = min(pp - s - 1, m)
+        for mb in range(warm):
+            forward(mb)
+        for j in range(m - warm):
+            forward(warm + j)
+            backward(j)
+        for mb in range(m - warm, m):
+            backward(mb)
+        s0("optimizer step", NodeKind.COMPUTE, grad_nodes, duration_s=c["optimizer"])
+        roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, nodes=b.nodes)
+
+    rank_role = [f"stage{grid.coord(r, 'pp')}" for r in range(grid.size)]
+    meta = {
+        "model": str(model.name), "hardware": str(hw.name),
+        "layout": (f"tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} mbs={mbs} vpp={_int(lay.vpp)} "
+                   f"recompute={RECOMPUTE_NAMES[_int(lay.recompute)]} zero={zero} sp={sp}"),
+        "workload": f"global_batch={int(wl.global_batch)} seq_len={int(wl.seq_len)} "
+                    f"precision={int(wl.precision)}",
+        "micro_batches": str(m), "layers_per_stage": str(L_st),
+        "schedule": "1f1b" + (" (vpp>1 generated as plain 1f1b)" if _int(lay.vpp) > 1 else ""),
+        "generator": "dse.trace.generate",
+    }
+    return TraceSet(roles=roles, rank_role=rank_role, meta=meta)
+
+
+def rank_grid(lay: Layout) -> RankGrid:
+    """The Megatron rank grid of ``lay`` (for the simulator)."""
+    return RankGrid(tp=_int(lay.tp), cp=_int(lay.cp), dp=_int(lay.dp), pp=_int(lay.pp),
+                    ep=_int(lay.ep))
+
+
+def topology_for_hardware(hw: Hardware, num_gpus: int, scale_out: str = "rail",
+                          name: str = ""):
+    """A topology matching the cost model's view of ``hw``: NVLink switch domains of
+    ``nvlink_domain_gpus`` x a scale-out dimension (``rail`` or ``fat_tree``, non-blocking)
+    of the NIC bandwidth; link bandwidths are the *effective* ones the cost model uses
+    (nominal x ``eff_nvlink`` / ``eff_nic``), latencies the per-hop NVLink / NIC
+    latencies."""
+    from dse.errors import require
+    from dse.sim.topology import DimSpec, make_topology
+    dom = int(round(float(hw.nvlink_domain_gpus)))
+    dom = max(1, min(dom, num_gpus))
+    require(num_gpus % dom == 0, "topology", "num_gpus", f"`num_gpus % nvlink_domain == 0` "
+            f"must hold, but got (num_gpus={num_gpus}, nvlink_domain={dom})")
+    dims = [DimSpec("switch", dom, float(hw.nvlink_bw_bytes_per_s * hw.eff_nvlink),
+                    float(hw.nvlink_latency_s))]
+    if num_gpus // dom > 1:
+        dims.append(DimSpec(scale_out, num_gpus // dom, float(hw.nic_bw_bytes_per_s * hw.eff_nic),
+                            float(hw.nic_latency_s)))
+    return make_topology(dims, name=name or f"{hw.name}-{scale_out}-{num_gpus}",
+                         num_gpus=num_gpus)
