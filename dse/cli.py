@@ -26,13 +26,13 @@ def _positive_int(s: str) -> int:
 
 def cmd_sweep(a) -> int:
     from dse.spec.hardware import get_hardware
-    from dse.spec.layout import precision_code
+    from dse.spec.layout import attention_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
     model = get_model(a.model)
     hws = [get_hardware(h) for h in a.hardware]
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
-               precision_code(a.precision), progress=True)
+               precision_code(a.precision), progress=True, attention=attention_code(a.attention))
     if df.empty or not df["feasible"].any():
         reason = "no valid layout" if df.empty else df["status"].iloc[0]
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
@@ -55,6 +55,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--global-batch", type=_positive_int, default=1024)
     s.add_argument("--seq", type=_positive_int, default=None)
     s.add_argument("--precision", default="bf16")
+    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
     s.add_argument("--recompute", default="none", help="none | selective | full")
@@ -65,7 +66,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
 def resolve_layout(a):
     """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
     from dse.spec.hardware import get_hardware
-    from dse.spec.layout import Layout, Workload, precision_code, recompute_code
+    from dse.spec.layout import Layout, Workload, attention_code, precision_code, recompute_code
     from dse.spec.model import get_model
     from dse.sweep.grid import check_layout
     model = get_model(a.model)
@@ -75,7 +76,8 @@ def resolve_layout(a):
     lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
                  recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
     check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
-    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision))
+    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
+                  attention=attention_code(a.attention))
     return model, hw, wl, lay
 
 
@@ -159,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--global-batch", required=True, type=_positive_int)
     s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
     s.add_argument("--precision", default="bf16")
+    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--top", type=_positive_int, default=10)
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_sweep)

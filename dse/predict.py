@@ -7,6 +7,8 @@ practitioner tuning that run would; the chosen values are written back in
 ``chosen_<field>`` columns.  Architecture heuristics the schema leaves implicit, each
 documented: a gated (SwiGLU) MLP when ``ffn_hidden_size != 4*hidden_size``; dropout for
 non-gated (GPT-style) models; tied embeddings never (Megatron unties by default).
+An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
+run used; blank or absent means FlashAttention.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION, RECOMPUTE, Workload
+from dse.spec.layout import ATTENTION, PRECISION, RECOMPUTE, Workload
 from dse.spec.model import Model, validate_model
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import GIB, sweep_points, to_dataframe
@@ -110,7 +112,10 @@ def predict_row(row: dict, where: str) -> dict:
         return {**out, "status": "infeasible: no valid layout matches the given fields "
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)"}
-    wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec])
+    att = row.get("attention")
+    att = "flash" if _blank(att) else str(att).strip()
+    require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
+    wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att])
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
     ok = df[df["feasible"]]
     if ok.empty:

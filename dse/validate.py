@@ -16,6 +16,11 @@ import pandas as pd
 from dse.predict import mape_table, predict_frame, read_csv
 
 
+def _sha256(path: str) -> str:
+    import hashlib
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def memory_error(pred: pd.DataFrame) -> pd.DataFrame:
     d = pred[(pred["status"] == "ok") & pred["measured_mem_gib"].notna()].copy()
     d["mem_err"] = (d["predicted_mem_gib"] - d["measured_mem_gib"]).abs() / d["measured_mem_gib"]
@@ -43,5 +48,7 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
         from dse.report.validation_plots import error_breakdown, scatter
         scatter(pred, o / "scatter.png")
         error_breakdown(pred, o / "error_breakdown.png")
-        print(f"wrote {o}/predictions.csv, scatter.png, error_breakdown.png")
+        from dse.report.manifest import write_manifest
+        write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
+        print(f"wrote {o}/predictions.csv, scatter.png, error_breakdown.png, manifest.json")
     return pred

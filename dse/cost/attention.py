@@ -77,8 +77,12 @@ def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
                                     bytes_per_el, kernel_launch_s, count=count)
     mm = g(s_q, s_kv, d) + g(s_q, d, s_kv)
     scores = count * s_q * s_kv * bytes_per_el
-    passes = 2.0 + 2.0 * dropout     # softmax read+write, dropout read+write (+mask)
+    # forward: fused scale-mask-softmax reads and writes the scores; dropout reads them
+    # and writes its output plus a 1-byte mask (2.5 passes at 2 B/element).
+    # backward: dropout grad (read grad + mask, write: 2.5), softmax grad (read output
+    # and grad, write: 3).
+    passes = 2.0 + 2.5 * dropout
     if backward:
         mm = 2.0 * mm
-        passes = 3.0 + 2.0 * dropout
+        passes = 3.0 + 2.5 * dropout
     return mm + passes * scores / hbm_bw_bytes_per_s + 2.0 * kernel_launch_s

@@ -31,8 +31,10 @@ import jax.numpy as jnp
 def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                 l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, kernel_launch_s,
                 count=1.0, cluster=1.0):
-    """Time of ``count`` identical GEMMs of shape (m, n, k); returns seconds."""
-    tiles = jnp.ceil(m / tile_m) * jnp.ceil(n / tile_n)
+    """Time of one batched (or grouped) GEMM kernel doing ``count`` identical problems of
+    shape (m, n, k), as cuBLAS ``gemmStridedBatched`` and grouped-GEMM kernels do: the
+    tiles of all problems share the waves, and the launch cost is paid once."""
+    tiles = count * jnp.ceil(m / tile_m) * jnp.ceil(n / tile_n)
     waves = jnp.ceil(tiles / num_sms)
     t_compute = waves * num_sms * 2.0 * tile_m * tile_n * k / (peak_flops_per_s * eff)
     l2_block = jnp.sqrt(jnp.maximum(l2_bytes / (3.0 * bytes_per_el), 1.0))
@@ -40,7 +42,7 @@ def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_
     t_hbm = hbm_elems * bytes_per_el / hbm_bw_bytes_per_s
     l2_elems = m * n * k * (1.0 / tile_n + 1.0 / tile_m) / cluster + m * n
     t_l2 = l2_elems * bytes_per_el / l2_bw_bytes_per_s
-    return count * (jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s)
+    return jnp.maximum(jnp.maximum(t_compute, count * t_hbm), count * t_l2) + kernel_launch_s
 
 
 def gemm_flops(m, n, k, count=1.0):

@@ -9,7 +9,10 @@ virtual pipeline stages per rank (1 = plain 1F1B); ``recompute`` 0 none, 1 selec
 FSDP); ``sp`` sequence parallelism 0/1.
 
 Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
-``precision`` 0 = fp32 (tf32 tensor cores), 1 = bf16/fp16, 2 = fp8 (Transformer Engine).
+``precision`` 0 = fp32 (tf32 tensor cores), 1 = bf16/fp16, 2 = fp8 (Transformer Engine);
+``attention`` 1 = FlashAttention (fused, the default of every current framework), 0 = the
+unfused path of Megatron-LM before 2022 (materialised scores, fused softmax).  It is a
+static field: each value compiles its own kernel-free cost function.
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass
+@pytree_dataclass(static=("attention",))
 class Workload:
     global_batch: int
     seq_len: int
     precision: int = 1
+    attention: int = 1
 
 
 def precision_code(name: str, where: str = "--precision") -> int:
@@ -58,3 +62,13 @@ def recompute_code(name: str, where: str = "--recompute") -> int:
     if name not in RECOMPUTE:
         raise InputError(where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {name!r}")
     return RECOMPUTE[name]
+
+
+ATTENTION = {"flash": 1, "unfused": 0}
+ATTENTION_NAMES = {v: k for k, v in ATTENTION.items()}
+
+
+def attention_code(name: str, where: str = "--attention") -> int:
+    if name not in ATTENTION:
+        raise InputError(where, "attention", f"must be one of {sorted(ATTENTION)}, but got {name!r}")
+    return ATTENTION[name]

@@ -14,11 +14,24 @@ no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. S
   then its TP collectives.  First stage: embedding before the first layer; last stage:
   LM head + cross-entropy after the last layer forward, LM-head backward before the
   first layer backward.  Pipeline RECV before / SEND after each stage pass (group_dim
-  "pp", peer_delta -1/+1, tag 0 activations, 1 gradients) on stream 0: blocking, as the
-  cost model counts ``2 (m + pp - 1)`` exposed transfers.
-* order: 1F1B -- ``min(pp - s - 1, m)`` warm-up forwards on stage ``s``, steady
-  one-forward-one-backward, cool-down backwards.  ``vpp > 1`` (interleaving) is
-  generated as plain 1F1B (recorded in ``meta["schedule"]``).
+  "pp", peer_delta -1/+1, tag 0 activations, 1 gradients).
+* order (:func:`pipeline_order`), ``vpp == 1``: 1F1B -- ``min(pp - s - 1, m)`` warm-up
+  forwards on stage ``s``, steady one-forward-one-backward, cool-down backwards; the
+  p2p sits on stream 0 (blocking), as the cost model counts ``2 (m + pp - 1)`` exposed
+  transfers.
+* ``vpp > 1``: Megatron's interleaved 1F1B (Narayanan et al. SC'21 sec. 2.2.2;
+  ``megatron/core/pipeline_parallel/schedules.py``,
+  ``forward_backward_pipelining_with_interleaving``).  Rank ``s`` holds ``vpp`` model
+  chunks of ``L / (pp vpp)`` layers; chunk ``c`` is virtual stage ``c pp + s`` (first
+  virtual stage: embedding, last: LM head).  Micro-batches go in groups of ``pp``: the
+  k-th forward is micro-batch ``(k // (pp vpp)) pp + k % pp`` of chunk
+  ``(k % (pp vpp)) // pp`` (backward: chunk ``vpp - 1 -`` that); ``min((pp - s - 1) 2 +
+  (vpp - 1) pp, m vpp)`` warm-up forwards, then one forward + one backward, then the
+  cool-down backwards.  Activations go to the next rank, from the last rank to rank 0
+  (next chunk) -- peer_delta ``-(pp - 1)``, tag 2 (gradients: tag 3).  The p2p is
+  asynchronous, as Megatron-Core's ``overlap_p2p_comm``: SENDs on stream 3 after the
+  pass that produced them, RECVs posted early on stream 4, and only the pass that
+  consumes the data waits for it.
 * stream 2: CP ring-attention exchange of each layer pass as a "cp" all-gather of the
   ``cp`` K/V chunks (bandwidth-equal to the ``cp - 1`` ring steps of the cost model),
   overlapping the layer's compute node (the cost model's window is the attention core
@@ -46,6 +59,7 @@ import jax.numpy as jnp
 from dse.cost.collectives import group_collective_s, group_p2p_s
 from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_time_s
+from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model
@@ -124,6 +138,31 @@ def _int(x) -> int:
     return int(round(float(x)))
 
 
+def pipeline_order(pp: int, vpp: int, m: int, stage: int) -> list[tuple[bool, int, int]]:
+    """Program order of stage ``stage``'s passes as ``(forward, micro_batch, chunk)``:
+    1F1B for ``vpp == 1``, Megatron's interleaved 1F1B otherwise (module docstring;
+    ``get_schedule_table`` and the warm-up count of
+    ``forward_backward_pipelining_with_interleaving``, micro-batch group size ``pp``)."""
+    if vpp == 1:
+        warm = min(pp - stage - 1, m)
+        order = [(True, mb, 0) for mb in range(warm)]
+        for j in range(m - warm):
+            order += [(True, warm + j, 0), (False, j, 0)]
+        return order + [(False, mb, 0) for mb in range(m - warm, m)]
+    total = m * vpp
+
+    def chunk_mb(k: int, fwd: bool) -> tuple[int, int]:
+        g, w = divmod(k, pp * vpp)
+        c = w // pp
+        return g * pp + w % pp, (c if fwd else vpp - 1 - c)
+
+    warm = min((pp - stage - 1) * 2 + (vpp - 1) * pp, total)
+    order = [(True, *chunk_mb(k, True)) for k in range(warm)]
+    for j in range(total - warm):
+        order += [(True, *chunk_mb(warm + j, True)), (False, *chunk_mb(j, False))]
+    return order + [(False, *chunk_mb(k, False)) for k in range(max(total - warm, 0), total)]
+
+
 def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> TraceSet:
     """One training step of ``lay`` as a trace set (module docstring); roles
     ``stage<s>``, one per pipeline stage."""
@@ -151,10 +190,20 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         return steps[::-1] if kind == "all_gather" else steps
 
     has_dp = dp * cp > 1
+    vpp = _int(lay.vpp)
+    if vpp > 1:
+        where = f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}"
+        require(pp > 1 and L % (pp * vpp) == 0, where, "vpp", f"`num_layers % (pp*vpp) == 0` "
+                f"with pp > 1 must hold, but got (num_layers={L}, pp={pp}, vpp={vpp})")
+        require(m % pp == 0, where, "vpp", f"interleaving needs `micro_batches % pp == 0`, "
+                f"but got (micro_batches={m}, pp={pp})")
+    L_ch = L_st // vpp if vpp > 1 else L_st        # layers per model chunk
+    n_virt = pp * vpp
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
         b = _Builder()
-        first, last = s == 0, s == pp - 1
+        last_s3 = None               # interleaved: last p2p SEND (stream 3)
+        last_s4 = None               # interleaved: last p2p RECV (stream 4)
         last_s0 = None               # last node on stream 0
         last_s1 = None               # last node on stream 1 (DP param gathers)
         last_s2 = None               # last node on stream 2 (CP, ZeRO-3 grad RS)
@@ -199,10 +248,10 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                        comm_bytes=c["a2a_bytes"], duration_s=c["ep_comm"] / 4.0,
                        group_dim="ep")
 
-        def layer_pass(mb: int, k: int, bwd: bool):
+        def layer_pass(mb: int, k: int, bwd: bool, deps0=()):
             nonlocal last_s2
             tag = f"mb{mb} L{k} {'bwd' if bwd else 'fwd'}"
-            deps = []
+            deps = [d for d in deps0 if d is not None]
             if zero >= 3 and has_dp:
                 deps.append(comm(f"{tag} param all-gather", NodeKind.COLLECTIVE, 1,
                                  dp_colls("all_gather", param_b)))
@@ -240,45 +289,72 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                                        NodeKind.COLLECTIVE, 1, dp_colls(kind, grad_b),
                                        (last_s0,)))
 
-        def forward(mb: int):
-            if not first:
-                s0(f"mb{mb} recv act", NodeKind.RECV, comm_bytes=c["p2p_bytes"],
-                   duration_s=c["p2p"], group_dim="pp", peer_delta=-1, tag=0)
-            if first:
-                s0(f"mb{mb} embedding", NodeKind.COMPUTE, duration_s=c["emb"])
-            for k in range(L_st):
-                layer_pass(mb, k, False)
-            if last:
+        def p2p(kind, name, delta, tag) -> int | None:
+            """A pipeline SEND/RECV: blocking on stream 0 (1F1B), asynchronous on streams
+            3 (send, after the producing pass) / 4 (recv, posted early) when interleaved."""
+            nonlocal last_s3, last_s4
+            kw = dict(comm_bytes=c["p2p_bytes"], duration_s=c["p2p"], group_dim="pp",
+                      peer_delta=delta, tag=tag)
+            if vpp == 1:
+                s0(name, kind, **kw)
+                return None
+            if kind is NodeKind.SEND:
+                last_s3 = b.add(name, kind, 3, (last_s3, last_s0), **kw)
+                return None
+            last_s4 = b.add(name, kind, 4, (last_s4,), **kw)
+            return last_s4
+
+        def pass_p2p(v: int, act: bool, send: bool):
+            """peer_delta and tag of the p2p of virtual stage ``v``: activations go to
+            ``v + 1``, gradients to ``v - 1``; across a chunk boundary (last rank <->
+            rank 0) the delta is ``-(pp - 1)`` / ``pp - 1`` and the tag +2."""
+            to_next = act == send
+            w = v + 1 if to_next else v - 1
+            wrap = (w // pp) != (v // pp)
+            delta = (w % pp) - (v % pp)
+            return delta, (0 if act else 1) + (2 if wrap else 0)
+
+        def forward(mb: int, ch: int):
+            v = ch * pp + s
+            tag_c = f" c{ch}" if vpp > 1 else ""
+            dep = None
+            if v > 0:
+                d, t = pass_p2p(v, True, False)
+                dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv act", d, t)
+            if v == 0:
+                s0(f"mb{mb} embedding", NodeKind.COMPUTE, (dep,), duration_s=c["emb"])
+            for k in range(ch * L_ch, (ch + 1) * L_ch):
+                layer_pass(mb, k, False, (dep,))
+                dep = None
+            if v == n_virt - 1:
                 s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"] + c["ce"])
             else:
-                s0(f"mb{mb} send act", NodeKind.SEND, comm_bytes=c["p2p_bytes"],
-                   duration_s=c["p2p"], group_dim="pp", peer_delta=1, tag=0)
+                d, t = pass_p2p(v, True, True)
+                p2p(NodeKind.SEND, f"mb{mb}{tag_c} send act", d, t)
 
-        def backward(mb: int):
-            if not last:
-                s0(f"mb{mb} recv grad", NodeKind.RECV, comm_bytes=c["p2p_bytes"],
-                   duration_s=c["p2p"], group_dim="pp", peer_delta=1, tag=1)
+        def backward(mb: int, ch: int):
+            v = ch * pp + s
+            tag_c = f" c{ch}" if vpp > 1 else ""
+            dep = None
+            if v < n_virt - 1:
+                d, t = pass_p2p(v, False, False)
+                dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv grad", d, t)
             else:
                 s0(f"mb{mb} lm-head bwd", NodeKind.COMPUTE, duration_s=c["head_b"])
-            for k in reversed(range(L_st)):
-                layer_pass(mb, k, True)
-            if not first:
-                s0(f"mb{mb} send grad", NodeKind.SEND, comm_bytes=c["p2p_bytes"],
-                   duration_s=c["p2p"], group_dim="pp", peer_delta=-1, tag=1)
+            for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
+                layer_pass(mb, k, True, (dep,))
+                dep = None
+            if v > 0:
+                d, t = pass_p2p(v, False, True)
+                p2p(NodeKind.SEND, f"mb{mb}{tag_c} send grad", d, t)
 
         # ZeRO-1/2: parameter all-gather (after last step's optimizer) overlapping mb 0
         if zero in (1, 2) and has_dp:
             for k in range(L_st):
                 pre_ag[k] = comm(f"L{k} param all-gather", NodeKind.COLLECTIVE, 1,
                                  dp_colls("all_gather", param_b))
-        warm = min(pp - s - 1, m)
-        for mb in range(warm):
-            forward(mb)
-        for j in range(m - warm):
-            forward(warm + j)
-            backward(j)
-        for mb in range(m - warm, m):
-            backward(mb)
+        for fwd, mb, ch in pipeline_order(pp, vpp, m, s):
+            (forward if fwd else backward)(mb, ch)
         s0("optimizer step", NodeKind.COMPUTE, grad_nodes, duration_s=c["optimizer"])
         roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, nodes=b.nodes)
 
@@ -290,7 +366,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         "workload": f"global_batch={int(wl.global_batch)} seq_len={int(wl.seq_len)} "
                     f"precision={int(wl.precision)}",
         "micro_batches": str(m), "layers_per_stage": str(L_st),
-        "schedule": "1f1b" + (" (vpp>1 generated as plain 1f1b)" if _int(lay.vpp) > 1 else ""),
+        "schedule": (f"interleaved 1f1b (vpp={vpp}, async p2p)" if vpp > 1 else "1f1b"),
         "generator": "dse.trace.generate",
     }
     return TraceSet(roles=roles, rank_role=rank_role, meta=meta)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s
+from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s, unfused_attention_time_s
 from dse.cost.collectives import group_collective_s, group_p2p_s
 from dse.cost.elementwise import memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
@@ -44,6 +44,7 @@ class LayerCost(NamedTuple):
     fwd_compute_s: object   # GEMMs + attention + element-wise, forward
     bwd_compute_s: object   # same, backward
     attn_s: object          # attention core forward + backward (the CP overlap window)
+    selective_recompute_s: object  # extra backward time of selective recompute
     tp_comm_s: object       # TP/SP collectives, forward + backward
     cp_comm_s: object       # ring-attention K/V exchange, forward + backward (raw)
     ep_comm_s: object       # MoE all-to-all, forward + backward
@@ -98,9 +99,20 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
     attn_args = (lay.mbs, heads_l, kv_l, s_q, s_kv, d, causal, r.peak_16_flops_per_s,
                  hw.eff_attn, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
                  hw.num_sms, hw.smem_per_sm_bytes, r.act_bytes, hw.kernel_launch_s)
-    attn_f = flash_attention_time_s(*attn_args, backward=False)
-    bwd_args = attn_args[:8] + (hw.eff_attn * hw.eff_attn_bwd,) + attn_args[9:]
-    attn_b = flash_attention_time_s(*bwd_args, backward=True)
+    if wl.attention:
+        attn_f = flash_attention_time_s(*attn_args, backward=False)
+        bwd_args = attn_args[:8] + (hw.eff_attn * hw.eff_attn_bwd,) + attn_args[9:]
+        attn_b = flash_attention_time_s(*bwd_args, backward=True)
+        selective_extra = 0.0      # FlashAttention's backward already recomputes S
+    else:
+        # unfused (Megatron before 2022): full score matrix, causal mask applied after
+        # the GEMM, so no tile skipping (Korthikanti et al. 2022, §4)
+        un = (lay.mbs, heads_l, s_q, s_kv, d, 1.0, model.dropout * 1.0, r.peak_16_flops_per_s,
+              hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+              hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
+        attn_f = unfused_attention_time_s(*un, backward=False)
+        attn_b = unfused_attention_time_s(*un, backward=True)
+        selective_extra = attn_f   # selective recompute re-runs the attention core forward
 
     # --- memory-bound ---------------------------------------------------------------
     el = r.act_bytes
@@ -142,4 +154,4 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
                  + gemm_flops(tokens_per_expert, h, f / t, n_local))
     attn_flops = 4.0 * lay.mbs * heads_l * s_q * s_kv * d * causal
     flops = 3.0 * (lin_flops + attn_flops)
-    return LayerCost(fwd, bwd, attn_f + attn_b, tp_comm, cp_comm, ep_comm, flops)
+    return LayerCost(fwd, bwd, attn_f + attn_b, selective_extra, tp_comm, cp_comm, ep_comm, flops)

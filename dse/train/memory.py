@@ -14,11 +14,12 @@ matrix when tied), each V*h/tp.
 
 Activations per layer per micro-batch, generalising Korthikanti et al. 2022 (eq. 1-2,
 ``sbh(34 + 5as/h)`` for GPT) to GQA, gated MLPs, models without dropout and
-FlashAttention (which stores O and the fp32 log-sum-exp instead of the s^2 scores):
+FlashAttention (which stores O and the fp32 log-sum-exp instead of the s^2 scores; the
+unfused path adds the scores, ``(2 + 3*dropout)*a*s^2*b`` bytes, which selective
+recompute drops):
   replicated region  (8 + 2*dropout) * sbh  bytes  [/t with sequence parallelism]
   TP region          2sb(a+2g)d + 2sbh + 4sba + 2sb*f*(1+gated) + 2sbf   [/t]
-(MoE: the MLP terms scale with top_k.)  Selective recompute stores the same with
-FlashAttention (the score matrix is never stored); full recompute stores only each
+(MoE: the MLP terms scale with top_k.)  Full recompute stores only each
 layer's input, 2sbh [/t with SP], plus one layer's full set while it is recomputed.
 In flight on the first stage: ``min(m, pp)`` micro-batches with 1F1B, times
 ``1 + (pp-1)/(pp*vpp)`` with interleaving (Narayanan et al. 2021, §2.2.2).
@@ -89,7 +90,10 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     replicated = jnp.where(lay.sp > 0, replicated / t, replicated)
     tp_region = (2 * s * b * (a + 2 * g) * d * el + 2 * s * b * h * el + 4 * s * b * a
                  + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
-    return replicated + tp_region
+    # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
+    # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
+    scores = jnp.where(wl.attention, 0.0, (2.0 + 3.0 * model.dropout) * a * s * wl.seq_len * b * el / t)
+    return replicated + tp_region + scores
 
 
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> MemoryBreakdown:
@@ -110,7 +114,10 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> Memory
     T = lay.mbs * wl.seq_len / lay.cp
     layer_input = 2.0 * T * model.hidden_size * (act_bytes / 2.0)
     layer_input = jnp.where(lay.sp > 0, layer_input / lay.tp, layer_input)
-    per_layer = jnp.where(lay.recompute == 2, layer_input, full_layer)
+    no_scores = activation_bytes_per_layer(model, Workload(wl.global_batch, wl.seq_len, wl.precision),
+                                           lay, act_bytes)
+    per_layer = jnp.where(lay.recompute == 2, layer_input,
+                          jnp.where(lay.recompute == 1, no_scores, full_layer))
     acts = L_st * inflight * per_layer + jnp.where(lay.recompute == 2, full_layer, 0.0)
     logits = 2.0 * 4.0 * T * model.vocab_size / lay.tp
     acts = acts + logits

@@ -19,7 +19,8 @@ Overlap assumptions, each a ``max(0, comm - window)``:
   CP ring exchange vs the attention compute of the layer (Liu et al. 2023);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
 Recompute: full re-runs each layer's forward (and its TP collectives) before backward;
-selective recomputes the attention core, which FlashAttention's backward already does.
+selective recomputes the attention core: free with FlashAttention (its backward
+recomputes the scores anyway), one attention-core forward with the unfused path.
 MFU counts model FLOPs only (6*N*tokens-style, plus attention), against the nominal
 16-bit dense peak (PaLM, Chowdhery et al. 2022, App. B).
 """
@@ -94,7 +95,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     tp_exposed = lc.tp_comm_s * (1.0 + 0.5 * recompute_full)
     cp_exposed = jnp.maximum(lc.cp_comm_s - lc.attn_s, 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
-    layer_recompute = recompute_full * lc.fwd_compute_s
+    layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
 
     t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed

@@ -106,3 +106,18 @@ def test_pipeline_bubble_formula():
     a = STEP(MODEL, wl, Layout(tp=8, pp=4, dp=1, vpp=1, sp=1), h100())
     b = STEP(MODEL, wl, Layout(tp=8, pp=4, dp=1, vpp=2, sp=1), h100())
     assert float(b.bubble_s) == pytest.approx(float(a.bubble_s) / 2, rel=1e-5)
+
+
+def test_unfused_attention_selective_recompute_trades_time_for_memory():
+    """Korthikanti et al. 2022: with unfused attention, selective recompute drops the
+    5as^2b score memory and pays one attention-core forward in the backward pass."""
+    wl = Workload(global_batch=64, seq_len=4096, precision=1, attention=0)
+    none = Layout(tp=8, pp=4, dp=2, recompute=0, sp=1)
+    sel = Layout(tp=8, pp=4, dp=2, recompute=1, sp=1)
+    m_none = float(memory_per_gpu(MODEL, wl, none, 2.0).activations_bytes)
+    m_sel = float(memory_per_gpu(MODEL, wl, sel, 2.0).activations_bytes)
+    assert m_sel < m_none
+    t_none, t_sel = float(STEP(MODEL, wl, none, h100()).step_time_s), float(STEP(MODEL, wl, sel, h100()).step_time_s)
+    assert t_sel > t_none
+    flash = Workload(global_batch=64, seq_len=4096, precision=1, attention=1)
+    assert float(STEP(MODEL, flash, none, h100()).step_time_s) < t_none
