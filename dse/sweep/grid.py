@@ -7,10 +7,14 @@ Validity rules (Megatron-LM ``arguments.py`` and ``parallel_state.py``):
     documented in dse.train.memory)
   * cp divides seq_len and seq_len/cp is a multiple of 2*cp (zig-zag load balancing)
   * global_batch % dp == 0 and mbs divides global_batch/dp
-  * vpp > 1 needs pp > 1, num_layers % (pp*vpp) == 0 and micro-batches % pp == 0
+  * vpp > 1 needs pp > 1, pp*vpp <= num_layers and micro-batches % pp == 0; when
+    num_layers % (pp*vpp) != 0 the heaviest virtual stage holds ceil(L/(pp*vpp)) layers
+    (uneven split, Megatron-Core ``--decoder-first/last-pipeline-num-layers``; Llama 3
+    trained 126 layers on PP16 this way, arXiv:2407.21783 §3.3.2)
   * sp only with tp > 1; ep divides num_experts and dp*cp (dense models: ep = 1)
-  * zero in {0,1,2,3}; ZeRO-2/3 only without pipeline parallelism (DeepSpeed rejects
-    ZeRO-2/3 with PP; Megatron's FSDP likewise runs with pp = 1)
+  * zero in {0,1,2,3}, with or without pipeline parallelism (PyTorch FSDP2 with
+    pipelining, as torchtitan and Llama 3 run it; DeepSpeed alone restricts PP to ZeRO-1).
+    ZeRO-2 and -3 pay their collectives every micro-batch (dse.train.step).
   * recompute in {none, selective, full}
 Integer rules are checked here, once, in numpy; memory is the sweep's data-dependent
 constraint (dse.sweep).
@@ -90,12 +94,12 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
                             continue
                         m = local // mbs
                         vpps = [1] + [v for v in range(2, opt.max_vpp + 1)
-                                      if pp > 1 and model.num_layers % (pp * v) == 0 and m % pp == 0]
+                                      if pp > 1 and pp * v <= model.num_layers and m % pp == 0]
                         for vpp in vpps:
                             if not _allowed(vpp, opt.vpp):
                                 continue
                             for rc, z, sp in itertools.product(opt.recompute, opt.zero, opt.sp):
-                                if (sp and tp == 1) or (z >= 2 and pp > 1):
+                                if sp and tp == 1:
                                     continue
                                 out.append((tp, pp, dp, cp, ep, mbs, vpp, rc, z, sp))
     arr = np.asarray(out, dtype=np.int32).reshape(-1, len(FIELDS))
@@ -132,11 +136,10 @@ def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: 
     require(global_batch % (lay.dp * lay.mbs) == 0, where, "mbs",
             f"`global_batch % (dp*mbs) == 0` must hold, but got (global_batch={global_batch}, dp={lay.dp}, mbs={lay.mbs})")
     if lay.vpp > 1:
-        require(lay.pp > 1 and model.num_layers % (lay.pp * lay.vpp) == 0, where, "vpp",
-                f"`num_layers % (pp*vpp) == 0` with pp > 1 must hold, but got (num_layers={model.num_layers}, "
+        require(lay.pp > 1 and lay.pp * lay.vpp <= model.num_layers, where, "vpp",
+                f"`pp > 1 and pp*vpp <= num_layers` must hold, but got (num_layers={model.num_layers}, "
                 f"pp={lay.pp}, vpp={lay.vpp})")
     require(not (lay.sp and lay.tp == 1), where, "sp", "sequence parallelism needs tp > 1")
-    require(not (lay.zero >= 2 and lay.pp > 1), where, "zero", f"`zero <= 1` must hold with pp > 1, but got (zero={lay.zero}, pp={lay.pp})")
     require(model.num_experts % lay.ep == 0 and (lay.dp * lay.cp) % lay.ep == 0, where, "ep",
             f"`num_experts % ep == 0` and `(dp*cp) % ep == 0` must hold, but got (num_experts={model.num_experts}, "
             f"ep={lay.ep}, dp*cp={lay.dp * lay.cp})")

@@ -7,8 +7,8 @@ fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
   the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
   flight, the FSDP prefetch).
-Parameters per GPU: ``ceil(L/pp)`` layers (the documented uneven split: the heaviest
-stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
+Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
+heaviest stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
 embedding on the first stage and the LM head on the last (both when pp = 1, one shared
 matrix when tied), each V*h/tp.
 
@@ -55,7 +55,9 @@ class MemoryBreakdown(NamedTuple):
 
 
 def layers_per_stage(model: Model, lay: Layout):
-    return jnp.ceil(model.num_layers / lay.pp)
+    """Layers on the heaviest pipeline rank: ``vpp * ceil(L / (pp*vpp))`` (uneven splits
+    put the ceiling on the heaviest virtual stage)."""
+    return lay.vpp * jnp.ceil(model.num_layers / (lay.pp * lay.vpp))
 
 
 def params_per_gpu(model: Model, lay: Layout):

@@ -12,6 +12,7 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
   DP          = gradient reduce-scatter/all-reduce overlapped with the last
                 micro-batch's backward, parameter all-gather overlapped with the first
                 forward (``overlap_grad_reduce``/``overlap_param_gather``);
+                ZeRO-2 reduce-scatters after every micro-batch's backward;
                 ZeRO-3 gathers weights every micro-batch, overlapped layer by layer
   step        = pipeline + exposed DP + optimizer step
 
@@ -125,7 +126,11 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     dp_z12 = jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
     # the whole layer loop (incl. CP's exposed exchange) is the ZeRO-3 prefetch window
     z3_per_mb = jnp.maximum(2.0 * ag + rs - L_st * (layer_compute + layer_recompute + cp_exposed), 0.0)
-    dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, m * z3_per_mb, dp_z12))
+    # ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every micro-batch's
+    # backward (DeepSpeed stage 2; FSDP SHARD_GRAD_OP without no_sync)
+    dp_z2 = m * jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
+    dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, m * z3_per_mb,
+                                                            jnp.where(lay.zero == 2, dp_z2, dp_z12)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
     # optimizer step over this GPU's shard
