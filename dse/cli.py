@@ -9,7 +9,7 @@ import pandas as pd
 
 from dse.errors import InputError
 
-SHOW = ["hardware", "tp", "pp", "dp", "cp", "mbs", "vpp", "recompute", "zero", "sp",
+SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
         "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "cp_comm_s", "optimizer_s"]
 
