@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.infer.forward import (OpTimes, embedding, layer_comm_s, layer_elementwise_s,
-                               layer_linear_s, lm_head, micro_batches,
-                               stage_pass)
+from dse.infer.forward import (OpTimes, micro_batches, stage_time)
 from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
@@ -60,13 +58,7 @@ def decode_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Har
                  r: Rates) -> OpTimes:
     """One decode step of a micro-batch of ``sequences`` through the heaviest stage."""
     T = sequences * 1.0
-    layer = OpTimes(layer_linear_s(model, T, tp, hw, r),
-                    decode_attention_s(model, sequences, wl.mean_decode_context_len, tp, hw, r),
-                    layer_comm_s(model, T, tp, hw, r),
-                    layer_elementwise_s(model, T, tp, wl.precision, hw, r))
-    head = lm_head(model, T, sequences, tp, hw, r)
-    emb = embedding(model, T, tp, hw, r)
-    return stage_pass(model, layer, head, emb, T, tp, pp, hw, r)
+    return stage_time(model, T, sequences, decode_attention_s(model, sequences, wl.mean_decode_context_len, tp, hw, r), tp, pp, wl.precision, hw, r)
 
 
 def decode(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:

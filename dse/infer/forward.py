@@ -194,6 +194,19 @@ def stage_pass(model: Model, layer: OpTimes, head: OpTimes, emb: OpTimes, tokens
     return layer.scale(layers).plus(head).plus(emb.scale(single)).plus(hand_off)
 
 
+def stage_time(model: Model, tokens, sequences, attention_s, tp, pp, precision, hw: Hardware,
+               r: Rates) -> OpTimes:
+    """One micro-batch through the heaviest stage: the shared layer ops for ``tokens``
+    tokens with the caller's attention time (prefill: FlashAttention over the prompt;
+    decode: the KV-cache read), plus LM head and embedding (:func:`stage_pass`)."""
+    layer = OpTimes(layer_linear_s(model, tokens, tp, hw, r), attention_s,
+                    layer_comm_s(model, tokens, tp, hw, r),
+                    layer_elementwise_s(model, tokens, tp, precision, hw, r))
+    head = lm_head(model, tokens, sequences, tp, hw, r)
+    emb = embedding(model, tokens, tp, hw, r)
+    return stage_pass(model, layer, head, emb, tokens, tp, pp, hw, r)
+
+
 def micro_batches(batch, pp):
     """Pipeline micro-batching of one replica's batch: ``m = min(batch, pp)`` micro-batches
     of ``batch / m`` sequences (every stage busy once batch >= pp)."""

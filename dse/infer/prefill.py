@@ -24,9 +24,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s
-from dse.infer.forward import (OpTimes, embedding, layer_comm_s, layer_elementwise_s,
-                               layer_linear_s, lm_head, micro_batches,
-                               stage_pass)
+from dse.infer.forward import (OpTimes, micro_batches, stage_time)
 from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
@@ -50,13 +48,7 @@ def prefill_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Ha
                   r: Rates) -> OpTimes:
     """One micro-batch of ``sequences`` prompts through the heaviest stage."""
     T = sequences * wl.prompt_len
-    layer = OpTimes(layer_linear_s(model, T, tp, hw, r),
-                    prefill_attention_s(model, sequences, wl.prompt_len, tp, hw, r),
-                    layer_comm_s(model, T, tp, hw, r),
-                    layer_elementwise_s(model, T, tp, wl.precision, hw, r))
-    head = lm_head(model, T, sequences, tp, hw, r)
-    emb = embedding(model, T, tp, hw, r)
-    return stage_pass(model, layer, head, emb, T, tp, pp, hw, r)
+    return stage_time(model, T, sequences, prefill_attention_s(model, sequences, wl.prompt_len, tp, hw, r), tp, pp, wl.precision, hw, r)
 
 
 def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:

@@ -44,28 +44,6 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def breakdown_bars(rows: pd.DataFrame, labels: list[str], title: str, path: Path) -> None:
-    """Stacked time breakdown (seconds per step) of the given layouts."""
-    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.45 * len(rows)))
-    left = np.zeros(len(rows))
-    ys = np.arange(len(rows))
-    colors = plt.get_cmap("tab10").colors
-    for i, (col, name) in enumerate(BREAKDOWN_LABELS.items()):
-        v = rows[col].to_numpy(dtype=float)
-        if np.nansum(v) <= 0:
-            continue
-        ax.barh(ys, v, left=left, color=colors[i % 10], label=name)
-        left += np.nan_to_num(v)
-    ax.set_yticks(ys, labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("time per training step (s)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right", ncols=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
 def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: str, title: str,
                  path: Path, ref_line: float | None = None, annotate: bool = True) -> None:
     """Bars of ``value`` grouped by ``x`` (categorical), one colour per ``series``."""
@@ -144,8 +122,8 @@ def grouped_bar_panels(panels: list[tuple[pd.DataFrame, str]], x: str, series: s
     plt.close(fig)
 
 
-def breakdown_bars_legend_below(rows: pd.DataFrame, labels: list[str], title: str, path: Path,
-                                xlabel: str = "time per training step (s)") -> None:
+def breakdown_bars(rows: pd.DataFrame, labels: list[str], title: str, path: Path,
+                   xlabel: str = "time per training step (s)") -> None:
     """Stacked time breakdown (seconds per step) of the given rows, one horizontal bar
     per row, each bar's total printed at its end; the legend sits below the axes so it
     never covers a bar (for many or long rows)."""

@@ -37,7 +37,7 @@ import pandas as pd
 
 from dse.errors import require
 from dse.report.manifest import write_manifest
-from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars_legend_below, grouped_bar_panels
+from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
 from dse.spec.hardware import GIB, get_hardware
 from dse.spec.layout import PRECISION_NAMES, Workload
 from dse.spec.variants import parse_variants
@@ -208,7 +208,7 @@ def plot(d, wl, src, targets, summary, head, full, bg, out: Path) -> None:
             if len(tb):
                 rows.append(tb.iloc[0][BREAKDOWN])
                 labels.append(f"{t.name} | own best: {layout_label(tb.iloc[0])}")
-        breakdown_bars_legend_below(pd.DataFrame(rows).reset_index(drop=True), labels,
+        breakdown_bars(pd.DataFrame(rows).reset_index(drop=True), labels,
                                     f"{_title_wl(wl)}, {bg} GPUs: where a training step's time goes",
                                     out / f"breakdown_{bg}gpus.png")
 

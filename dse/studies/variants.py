@@ -37,7 +37,7 @@ import pandas as pd
 
 from dse.errors import require
 from dse.report.manifest import write_manifest
-from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars_legend_below, grouped_bar_panels
+from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE, Workload
 from dse.spec.variants import parse_variants
@@ -270,7 +270,7 @@ def plot_all(d: dict, study: VariantsStudy, train: pd.DataFrame, inf_tab, out: P
             if not rows:
                 continue
             fn = f"breakdown_{gpus}gpus.png" if len(wls) == 1 else f"breakdown_{k}_{gpus}gpus.png"
-            breakdown_bars_legend_below(pd.DataFrame(rows).reset_index(drop=True), labels,
+            breakdown_bars(pd.DataFrame(rows).reset_index(drop=True), labels,
                            f"{wl.model.name} {wlab}, {wl_precision(wl)}, {gpus} GPUs: time per training step on each "
                            f"variant\n(its own fastest layout, and the baseline's layout where that differs)",
                            out / fn)
