@@ -13,8 +13,8 @@ means and where it comes from:
     the datasheet peak is quoted at; H100 SXM bf16 GEMM benchmarks reach ~650-750 of
     989 TFLOP/s).  Values chosen by scanning one global value per generation against
     ``../shared/validation/calibration.csv`` (``scripts/calibrate.py``; scan output in
-    docs/accuracy.md): Ampere 0.70, Hopper 0.65.  Blackwell: assumed equal to Hopper
-    until measured runs exist.
+    docs/accuracy.md): Ampere 0.70, Hopper 0.68 (jointly with ``attn`` below).
+    Blackwell: assumed equal to Hopper until measured runs exist.
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
     Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
@@ -23,6 +23,10 @@ means and where it comes from:
     FlashAttention-2 (Dao 2023, arXiv:2307.08691, Fig. 5-6): forward ~70 % of A100 peak,
     backward ~60 %; on H100 the cuDNN/FA3 kernels Megatron-Core uses reach ~55-75 %
     (Shah et al. 2024, arXiv:2407.08608).  The backward pass uses ``attn`` x ``attn_bwd``.
+    Ampere 0.70 from the FA2 paper (not fitted: the A100 calibration runs predate
+    FlashAttention).  Hopper 0.45, FA2-class throughput on H100 (~350-450 of 989
+    TFLOP/s forward), chosen jointly with ``gemm`` on the H100 calibration rows whose
+    attention share (s/6h) ranges from 2 % to 33 % (scan in docs/accuracy.md).
 ``hbm``
     Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy;
     ~0.9 on A100/H100 per the "Dissecting the Ampere/Hopper GPU architecture"
@@ -67,10 +71,10 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "ampere": GenerationEfficiency(gemm=0.70, gemm_fp8=0.70, attn=0.70, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.65, gemm_fp8=0.60, attn=0.60, attn_bwd=0.85,
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.45, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=128, tile_n=256, cluster=2),
-    "blackwell": GenerationEfficiency(gemm=0.65, gemm_fp8=0.60, attn=0.60, attn_bwd=0.85,
+    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.45, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),
 }
