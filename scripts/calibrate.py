@@ -1,16 +1,19 @@
 """Scan the global per-generation efficiency constants against the calibration set.
 
-Usage: .venv/bin/python scripts/calibrate.py GEN FIELD v1 v2 ... [--precision P]
-Prints MAPE over the calibration rows of that GPU generation for each value of
-``dse.spec.efficiency.GENERATIONS[GEN].FIELD``.  This is how the constants in
-dse/spec/efficiency.py were chosen (one global value per generation and precision,
-never per row or source); the scan output is quoted in docs/accuracy.md.
+Usage::
+
+    .venv/bin/python scripts/calibrate.py GEN FIELD=v1,v2,... [FIELD=...] [--precision P]
+
+e.g. ``scripts/calibrate.py hopper gemm=0.65,0.68,0.71 attn=0.45,0.5,0.55 gemm_fp8=0.6,0.63``.
+Prints, for every combination, the MAPE over the calibration rows of that GPU generation
+(and precision, if given) of ``dse.spec.efficiency.GENERATIONS[GEN]`` with those fields
+set.  This is how the constants in dse/spec/efficiency.py were chosen: one global value
+per generation and precision, never per row or source; docs/accuracy.md quotes the scans.
 """
 
 import dataclasses
+import itertools
 import sys
-
-import pandas as pd
 
 import dse.spec.efficiency as eff
 import dse.spec.hardware as hwmod
@@ -19,26 +22,31 @@ from dse.predict import predict_frame, read_csv
 GEN_OF = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell", "gb200": "blackwell"}
 
 
-def main():
-    gen, field, *vals = sys.argv[1:]
+def main(argv: list[str]) -> None:
     prec = None
-    if "--precision" in vals:
-        i = vals.index("--precision")
-        prec = vals[i + 1]
-        vals = vals[:i]
+    if "--precision" in argv:
+        i = argv.index("--precision")
+        prec = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    gen, *specs = argv
+    grid = {}
+    for spec in specs:
+        field, _, vals = spec.partition("=")
+        grid[field] = [float(v) for v in vals.split(",")]
     df = read_csv("../shared/validation/calibration.csv")
     df = df[df["gpu"].str.split("-").str[0].map(GEN_OF) == gen]
     if prec:
         df = df[df["precision"] == prec]
     base = eff.GENERATIONS[gen]
-    for v in map(float, vals):
-        eff.GENERATIONS[gen] = dataclasses.replace(base, **{field: type(getattr(base, field))(v)})
+    for combo in itertools.product(*grid.values()):
+        eff.GENERATIONS[gen] = dataclasses.replace(base, **dict(zip(grid, combo)))
         hwmod._CACHE = None
         p = predict_frame(df, "calibration.csv")
-        e = (p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1)
+        e = p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1
         by = e.abs().groupby(p["source"]).mean().round(3).to_dict()
-        print(f"{gen}.{field}={v:.3f}: MAPE {e.abs().mean():.3%} mean err {e.mean():+.3%} by source {by}", flush=True)
+        label = " ".join(f"{k}={v:.3f}" for k, v in zip(grid, combo))
+        print(f"{gen} {label}: MAPE {e.abs().mean():.3%} mean err {e.mean():+.3%} by source {by}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
