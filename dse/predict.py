@@ -24,7 +24,7 @@ from dse.spec.hardware import get_hardware
 from dse.spec.layout import ATTENTION, PRECISION, RECOMPUTE, Workload
 from dse.spec.model import Model, validate_model
 from dse.sweep.grid import GridOptions, enumerate_layouts
-from dse.sweep.run import GIB, sweep_points, to_dataframe
+from dse.sweep.run import sweep_points, to_dataframe
 
 REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
             "vocab_size", "seq_length", "global_batch_size", "gpu", "num_gpus", "precision")
@@ -69,8 +69,6 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
         if col in row and not _blank(row[col]):
             fixed[f] = _int(row, col, where)
     kw = {k: (v,) for k, v in fixed.items() if k != "dp"}
-    if "vpp" in kw and kw["vpp"] == (1,):
-        kw["vpp"] = (1,)
     sp = row.get("sequence_parallel")
     if not _blank(sp):
         s = str(sp).strip().lower()

@@ -37,7 +37,6 @@ def test_bad_hardware_toml_files(tmp_path):
     neg = tmp_path / "neg.toml"
     import tomllib
     from dse.spec.hardware import CATALOG
-    import re
     txt = CATALOG.read_text()
     # copy the a100 table with a negative HBM bandwidth
     d = tomllib.loads(txt)["a100-sxm-80gb"]

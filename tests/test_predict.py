@@ -1,5 +1,4 @@
 import pandas as pd
-import pytest
 
 from dse.predict import predict_frame
 

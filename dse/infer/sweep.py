@@ -21,7 +21,8 @@ import pandas as pd
 from dse.errors import InputError, require
 from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_memory_bytes, inference_step
 from dse.infer.workload import InferenceWorkload
-from dse.spec.hardware import Hardware, stack
+from dse.spec.hardware import Hardware
+from dse.sweep.run import hardware_columns
 from dse.spec.layout import PRECISION_NAMES
 from dse.spec.model import Model
 
@@ -97,8 +98,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     breakdown (decode_gemm_s, decode_attention_s, decode_comm_s,
     decode_elementwise_s)."""
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
-    st = stack(hws)
-    hw_cols = {f: np.asarray(getattr(st, f)) for f in Hardware._leaf_fields}
+    hw_cols = hardware_columns(hws)
     lays = replica_layouts(model, gpus_per_replica)
     bss = batch_sizes(batch)
     grid = np.array([(h, tp, pp, b) for h in range(len(hws)) for tp, pp in lays for b in bss],

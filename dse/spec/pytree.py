@@ -44,8 +44,3 @@ def pytree_dataclass(cls=None, *, static: tuple[str, ...] = (), label: tuple[str
         return c
 
     return wrap if cls is None else wrap(cls)
-
-
-def leaf_fields(cls) -> tuple[str, ...]:
-    """Names of the fields that are pytree leaves."""
-    return cls._leaf_fields

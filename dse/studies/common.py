@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dse.errors import InputError, require
+from dse.errors import require
 from dse.spec.hardware import Hardware, get_hardware, load_toml
 from dse.spec.layout import precision_code
 from dse.spec.model import Model, get_model
@@ -84,7 +84,3 @@ def layout_label(r) -> str:
         s += f" vpp{int(r['vpp'])}"
     s += f" {r['recompute']} Z{int(r['zero'])}" + (" SP" if r["sp"] else "")
     return s
-
-
-def raise_bad(where: str, field: str, rule: str):
-    raise InputError(where, field, rule)

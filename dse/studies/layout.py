@@ -155,7 +155,7 @@ def write_report(out, d, wl, summary, full, pub, sweep_s, sel, bsel):
                   "how well the ZeRO-3 baseline overlaps its per-micro-batch weight all-gathers over the "
                   "25 GB/s/GPU scale-out network.", ""]
     lines += ["## Plots", "",
-              f"![heatmap](heatmap_tp_pp.png)", "",
+              "![heatmap](heatmap_tp_pp.png)", "",
               f"Step time over (TP, PP) at {sel['hardware']}, {sel['gpus']} GPUs, seq {sel['seq_len']}: each cell "
               "is the best over all other fields; OOM cells have no layout that fits in memory.", "",
               "![breakdown](breakdown.png)", "",

@@ -106,10 +106,6 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
     return {f: arr[:, i] for i, f in enumerate(FIELDS)}
 
 
-def layouts_to_pytree(cols: dict[str, np.ndarray]) -> Layout:
-    return Layout(**{f: cols[f] for f in FIELDS})
-
-
 def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: Layout,
                  where: str = "layout") -> None:
     """Raise InputError (exit 2) unless one explicit layout obeys the rules above."""

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -36,7 +35,8 @@ def _time_chunk(model, wl, lay, hw):
     return jax.vmap(train_step, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
 
 
-def _hw_arrays(hws: list[Hardware]) -> dict[str, np.ndarray]:
+def hardware_columns(hws: list[Hardware]) -> dict[str, np.ndarray]:
+    """Several hardware specs as one numpy column per pytree leaf (row = spec)."""
     st = stack(hws)
     return {f: np.asarray(getattr(st, f)) for f in Hardware._leaf_fields}
 
@@ -88,7 +88,7 @@ class SweepResult:
 def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict[str, np.ndarray],
                  chunk: int = CHUNK, progress: bool = False) -> SweepResult:
     """Evaluate every (hardware, layout) pair: memory for all, time for the feasible."""
-    hw_cols = _hw_arrays(hws)
+    hw_cols = hardware_columns(hws)
     n_l = len(next(iter(lay_cols.values())))
     h_idx = np.repeat(np.arange(len(hws), dtype=np.int64), n_l)
     l_idx = np.tile(np.arange(n_l, dtype=np.int64), len(hws))

@@ -1,7 +1,6 @@
 """The inference sweep: vmapped == scalar, feasibility status, best point, bad input."""
 
 import jax
-import numpy as np
 import pytest
 
 from dse.errors import InputError

@@ -1,7 +1,6 @@
 """Property tests of the training-step physics (hypothesis)."""
 
 import jax
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
