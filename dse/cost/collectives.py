@@ -91,3 +91,21 @@ def group_p2p_s(size_bytes, stride, hw):
     bw = jnp.where(inside, hw.nvlink_bw_bytes_per_s * hw.eff_nvlink, hw.nic_bw_bytes_per_s * hw.eff_nic)
     alpha = jnp.where(inside, hw.nvlink_latency_s, hw.nic_latency_s)
     return p2p_s(size_bytes, bw, alpha)
+
+
+# NCCL runs one thread block (one SM) per channel; large collectives on A100/H100 use
+# 16 channels (NCCL docs, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS; nccl-tests).  While a
+# collective overlaps computation those SMs are taken from the compute kernels.
+NCCL_OVERLAP_SMS = 16.0
+
+
+def overlapped_cost_s(comm_s, window_s, num_sms):
+    """Cost on the critical path of communication overlapped with a compute window:
+    ``exposed + hidden * f/(1-f)`` with ``exposed = max(comm - window, 0)``,
+    ``hidden = min(comm, window)`` and ``f = NCCL_OVERLAP_SMS / num_sms`` the fraction of
+    SMs the collective occupies (the compute it overlaps runs on ``1 - f`` of the GPU;
+    Rashidi et al., ISCA'21 "ACE", measure such interference)."""
+    f = jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
+    exposed = jnp.maximum(comm_s - window_s, 0.0)
+    hidden = comm_s - exposed
+    return exposed + hidden * f / (1.0 - f)

@@ -16,7 +16,10 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 ZeRO-3 gathers weights every micro-batch, overlapped layer by layer
   step        = pipeline + exposed DP + optimizer step
 
-Overlap assumptions, each a ``max(0, comm - window)``:
+Overlap assumptions: each overlapped collective costs ``max(0, comm - window)`` exposed
+plus, for its hidden part, the compute slowdown of the SMs NCCL occupies
+(:func:`dse.cost.collectives.overlapped_cost_s`); the breakdown's DP and CP columns
+carry both:
   CP ring exchange vs the attention compute of the layer (Liu et al. 2023);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
 Recompute: full re-runs each layer's forward (and its TP collectives) before backward;
@@ -32,7 +35,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import group_collective_s, group_p2p_s
+from dse.cost.collectives import group_collective_s, group_p2p_s, overlapped_cost_s
 from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
 from dse.spec.hardware import Hardware
@@ -94,7 +97,8 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     # exposed communication per layer per micro-batch
     recompute_full = (lay.recompute == 2) * 1.0
     tp_exposed = lc.tp_comm_s * (1.0 + 0.5 * recompute_full)
-    cp_exposed = jnp.maximum(lc.cp_comm_s - lc.attn_s, 0.0)
+    ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
+    cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, lc.attn_s), 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
 
@@ -122,15 +126,16 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     ag = group_collective_s("all_gather", param_bytes, n_dp, dp_stride, hw)
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
-    dp_z0 = jnp.maximum(ar - bwd_window, 0.0)
-    dp_z12 = jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
-    # the whole layer loop (incl. CP's exposed exchange) is the ZeRO-3 prefetch window
-    z3_per_mb = jnp.maximum(2.0 * ag + rs - L_st * (layer_compute + layer_recompute + cp_exposed), 0.0)
+    dp_z0 = ov(ar, bwd_window)
+    dp_z1 = ov(rs, bwd_window) + ov(ag, fwd_window)
     # ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every micro-batch's
     # backward (DeepSpeed stage 2; FSDP SHARD_GRAD_OP without no_sync)
-    dp_z2 = m * jnp.maximum(rs - bwd_window, 0.0) + jnp.maximum(ag - fwd_window, 0.0)
-    dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, m * z3_per_mb,
-                                                            jnp.where(lay.zero == 2, dp_z2, dp_z12)))
+    dp_z2 = m * ov(rs, bwd_window) + ov(ag, fwd_window)
+    # ZeRO-3 gathers weights (fwd, bwd) and reduce-scatters gradients every micro-batch,
+    # prefetched layer by layer under the whole layer loop
+    dp_z3 = m * ov(2.0 * ag + rs, L_st * (layer_compute + layer_recompute + cp_exposed))
+    dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
+                                                            jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
     # optimizer step over this GPU's shard
