@@ -2,8 +2,8 @@
 another layout is better once the fault is known (studies/faults.toml).
 
 Flow: the vectorized sweep picks the healthy top layouts (``[study] candidates``,
-distinct traces: ``selective`` recompute gives the same trace as ``none`` and is
-skipped); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
+distinct traces: ``selective`` recompute gives the same trace as ``none`` with
+FlashAttention, the studies' attention, and is skipped); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
 event-driven simulator (:mod:`dse.sim`) on a topology built from the hardware
 (NVLink switch domains x ``scale_out``), healthy and under every ``[[scenario]]``'s
 faults (the :mod:`dse.sim.faults` schema).  Per scenario: the step time of the best
@@ -126,7 +126,10 @@ def run(d: dict, path: Path) -> Path:
     title = (f"{w.model.name} on {gpus} x {hw.name}, global batch {gbs} x {seq} tokens, "
              f"{topo.name}")
     _plot(summ, out / "faults.png", title)
-    _report(out, summ, simdf, title, cand, elapsed, ', '.join(distinct) or 'trace')
+    plain = df[df["feasible"]].head(k)
+    fams = [layout_label(r) for _, r in plain.iterrows()] if distinct else []
+    same = (f"the plain top {len(plain)} are " + "; ".join(fams)) if fams else ""
+    _report(out, summ, simdf, title, cand, elapsed, ', '.join(distinct) or 'trace', same)
     write_manifest(out, path, {"elapsed_s": elapsed, "topology": topo.name})
     return out
 
@@ -141,9 +144,9 @@ def _plot(summ: pd.DataFrame, png: Path, title: str) -> None:
     wd = 0.38
     fix = summ["fixed_step_s"].replace(math.inf, np.nan)
     rec = summ["rechosen_step_s"].replace(math.inf, np.nan)
-    b1 = ax.bar(x - wd / 2, fix, wd, label=f"best healthy layout, fixed ({summ['fixed_layout'][0]})",
+    b1 = ax.bar(x - wd / 2, fix, wd, label=f"vectorized screen's best layout, held fixed ({summ['fixed_layout'][0]})",
                 color="#4c72b0")
-    b2 = ax.bar(x + wd / 2, rec, wd, label="layout re-chosen under the fault (top candidates)",
+    b2 = ax.bar(x + wd / 2, rec, wd, label="fastest simulated candidate under the scenario (re-chosen)",
                 color="#dd8452")
     for bars in (b1, b2):
         for b in bars:
@@ -162,14 +165,24 @@ def _plot(summ: pd.DataFrame, png: Path, title: str) -> None:
     ax.set_xlabel("fault scenario")
     top = np.nanmax(np.concatenate([fix.to_numpy(), rec.to_numpy()]))
     ax.set_ylim(0, top * 1.25)
-    ax.set_title(f"Simulated step time under single faults\nheld fixed: {title}", fontsize=9)
+    ax.set_title(f"Simulated step time under single faults\n{title}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(png, dpi=130)
     plt.close(fig)
 
 
-def _report(out: Path, summ, simdf, title, cand, elapsed, distinct) -> None:
+def _ratio_range(healthy: pd.DataFrame, interleaved: bool) -> str:
+    """"a% to b%" (simulated / vectorized - 1) over the healthy rows with (or without)
+    ``vpp`` in the layout label; "none" if there are no such rows."""
+    sel = healthy["layout"].str.contains("vpp") == interleaved
+    r = (healthy["simulated_step_s"] / healthy["vectorized_step_s"] - 1.0)[sel]
+    if not len(r):
+        return "none among the candidates"
+    return f"{r.min():+.1%} to {r.max():+.1%}"
+
+
+def _report(out: Path, summ, simdf, title, cand, elapsed, distinct, plain: str = "") -> None:
     def fmt(v):
         return f"{v:.3f}" if isinstance(v, float) else str(v)
 
@@ -186,13 +199,12 @@ def _report(out: Path, summ, simdf, title, cand, elapsed, distinct) -> None:
 {title}.
 
 Candidates: the {len(cand)} fastest feasible layouts of the vectorized screen, one per
-distinct ({distinct}) combination (the plain top 5 are all TP2 PP1 ZeRO-3 variants that
-differ only in how DP and CP share the batch, with near-identical communication, so
-re-choosing among them is moot).  Each is
+distinct ({distinct}) combination{f" ({plain})" if plain else ""}.  Each is
 replayed by the event-driven simulator (flow-level, max-min link sharing) on a topology
 built from the hardware's NVLink domain and NIC bandwidth (effective bandwidths, as the
-cost model uses them), healthy and under each scenario's faults.  "Fixed" keeps the best
-healthy layout; "re-chosen" is the fastest candidate under the fault.
+cost model uses them), healthy and under each scenario's faults.  "Fixed" keeps the
+vectorized screen's best layout; "re-chosen" is the fastest simulated candidate under the
+scenario (healthy included, so the two can differ even without a fault).
 
 Packet loss is applied to every scale-out link with go-back-N recovery (RoCE NICs),
 window 64 packets: goodput = (1-p)/(1-p+64p) = 0.61 of the link bandwidth at p = 1%.
@@ -213,12 +225,17 @@ The full micro-batch count is simulated (no reduction); the simulator's symmetry
 coalescing (one representative per rank class, flows of every group kept) is what keeps
 a 1024-GPU step to seconds.
 
-Caveat (generator, not simulator): `dse.trace.generate` emits interleaved layouts
-(`vpp > 1`) as plain 1F1B, while the vectorized model divides the bubble by `vpp` (and
-counts `2 (pp-1) vpp` instead of `2 (m+pp-1)` exposed p2p transfers).  So the simulated
-times of a `vpp > 1` candidate are those of its non-interleaved schedule -- pessimistic
-(healthy: simulated vs vectorized differs by the bubble share; see the table).  Every
-other candidate is reproduced within a few percent.  A fault splits the classes it touches, which costs more
-classes but no approximation at the faulty ranks.
+Interleaved candidates (`vpp > 1`) are generated with Megatron's interleaved 1F1B schedule
+(`vpp` model chunks per rank, micro-batches in groups of `pp`, asynchronous p2p on
+communication streams; `dse.trace.generate`).  Healthy simulated / vectorized step time:
+{_ratio_range(healthy, True)} for the interleaved candidates, {_ratio_range(healthy, False)}
+for the others (the replay slows compute by the SM share of the collectives it
+overlaps, as the cost model does).  The differences come from the DP-overlap terms of the
+vectorized model
+(`dse/train/step.py`): it credits interleaved layouts only the 1F1B overlap window
+(the simulated schedule hides more of a ZeRO-0/1 gradient reduction behind the other
+chunks' passes), and its ZeRO-2 term has no per-pass tail (the reduce-scatter of the
+last layer of every backward pass cannot overlap).  A fault splits the classes it
+touches, which costs more classes but no approximation at the faulty ranks.
 """
     (out / "report.md").write_text(text)

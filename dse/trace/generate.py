@@ -10,7 +10,8 @@ no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. S
 * stream 0 (compute, in program order): per layer one forward compute node, then its
   TP collectives (2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters, each the
   cost model's per-collective estimate), MoE all-to-alls (EP); per layer backward:
-  [full recompute: a forward node + its TP collectives], one backward compute node,
+  [full recompute: a forward node + its TP collectives; selective: the attention-core
+  recompute node, when it costs anything (not with FlashAttention)], one backward node,
   then its TP collectives.  First stage: embedding before the first layer; last stage:
   LM head + cross-entropy after the last layer forward, LM-head backward before the
   first layer backward.  Pipeline RECV before / SEND after each stage pass (group_dim
@@ -36,9 +37,13 @@ no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. S
   ``cp`` K/V chunks (bandwidth-equal to the ``cp - 1`` ring steps of the cost model),
   overlapping the layer's compute node (the cost model's window is the attention core
   only; identical whenever the exchange is shorter than the attention).
-* DP (ZeRO 0-2): gradient all-reduce (ZeRO-0) or reduce-scatter, per layer, on stream 1
-  after that layer's backward of the last micro-batch; ZeRO-1/2 parameter all-gather
-  per layer on stream 1 before that layer's first forward.  ZeRO-3: parameter
+* DP (ZeRO 0-2): gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1), per layer, on
+  stream 1 after that layer's backward of the last micro-batch; ZeRO-2 (sharded
+  gradients) reduce-scatters after that layer's backward of *every* micro-batch and the
+  compute stream waits for them at the end of each backward pass (FSDP
+  ``SHARD_GRAD_OP``'s post-backward callback; the cost model's per-micro-batch
+  ``max(0, rs - bwd_window)``); ZeRO-1/2 parameter all-gather per layer on stream 1 before that
+  layer's first forward.  ZeRO-3: parameter
   all-gathers before each layer's forward and backward of every micro-batch (stream 1,
   prefetching) and gradient reduce-scatters after each backward (stream 2).
   With CP the DP group is the dp x cp ranks of one TP coordinate: a "cp" collective on
@@ -46,17 +51,18 @@ no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. S
 * optimizer step (compute) after the last gradient collective.
 
 Durations of communication nodes are the cost model's uncontended estimates; the
-simulator recomputes them from the topology.  Units: seconds, bytes, FLOPs.
+simulator recomputes them from the topology.  ``meta["comm_sm_fraction"]`` is the
+cost model's share of SMs a collective takes from the compute it overlaps
+(``NCCL_OVERLAP_SMS / num_sms``, at most 1/2); the simulator slows overlapped compute
+by it.  Units: seconds, bytes, FLOPs.
 """
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 
-from dse.cost.collectives import group_collective_s, group_p2p_s
+from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s, group_p2p_s
 from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_time_s
 from dse.errors import require
@@ -65,7 +71,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import layer_cost
-from dse.train.memory import memory_per_gpu
+from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.rates import rates
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
@@ -106,7 +112,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     d = h / model.num_attention_heads
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el
     return dict(
-        fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, attn=lc.attn_s, cp_comm=lc.cp_comm_s,
+        fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,
+        attn=lc.attn_s, cp_comm=lc.cp_comm_s,
         ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
         head_f=head_f, head_b=2.0 * head_f, ce=ce, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
         params=P, optimizer=optimizer, kv_chunk=kv_chunk,
@@ -169,10 +176,11 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     full_recompute = _int(lay.recompute) == 2
+    selective = _int(lay.recompute) == 1
     c = {k: float(v) for k, v in _costs(model, wl, lay, hw).items()}
     m = int(wl.global_batch) // (dp * mbs)
     L = int(model.num_layers)
-    L_st = math.ceil(L / pp)
+    L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
@@ -193,11 +201,11 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     vpp = _int(lay.vpp)
     if vpp > 1:
         where = f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}"
-        require(pp > 1 and L % (pp * vpp) == 0, where, "vpp", f"`num_layers % (pp*vpp) == 0` "
-                f"with pp > 1 must hold, but got (num_layers={L}, pp={pp}, vpp={vpp})")
+        require(pp > 1 and pp * vpp <= L, where, "vpp", f"`pp*vpp <= num_layers` with pp > 1 "
+                f"must hold, but got (num_layers={L}, pp={pp}, vpp={vpp})")
         require(m % pp == 0, where, "vpp", f"interleaving needs `micro_batches % pp == 0`, "
                 f"but got (micro_batches={m}, pp={pp})")
-    L_ch = L_st // vpp if vpp > 1 else L_st        # layers per model chunk
+    L_ch = L_st // vpp                              # layers per model chunk
     n_virt = pp * vpp
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
@@ -273,6 +281,9 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 tp_colls(f"{tag} recompute", 2)
                 ep_colls(f"{tag} recompute")
                 deps = []
+            elif bwd and selective and c["sel"] > 0:
+                s0(f"{tag} selective recompute", NodeKind.COMPUTE, deps, duration_s=c["sel"])
+                deps = []
             dur = c["bwd"] if bwd else c["fwd"]
             s0(f"{tag}", NodeKind.COMPUTE, deps, duration_s=dur,
                num_ops=c["flops_layer"] * (2.0 if bwd else 1.0) / 3.0)
@@ -283,7 +294,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             if bwd and zero >= 3 and has_dp:
                 grad_nodes.append(comm(f"{tag} grad reduce-scatter", NodeKind.COLLECTIVE, 2,
                                        dp_colls("reduce_scatter", grad_b), (last_s0,)))
-            elif bwd and mb == m - 1 and has_dp:
+            elif bwd and (mb == m - 1 or zero == 2) and has_dp:
                 kind = "all_reduce" if zero == 0 else "reduce_scatter"
                 grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}",
                                        NodeKind.COLLECTIVE, 1, dp_colls(kind, grad_b),
@@ -344,6 +355,11 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
                 layer_pass(mb, k, True, (dep,))
                 dep = None
+            if zero == 2 and has_dp:
+                # the compute stream waits for this pass's gradient reduce-scatters at the
+                # end of backward (FSDP's post-backward callback, DeepSpeed's epilogue)
+                s0(f"mb{mb}{tag_c} grad reduce-scatter wait", NodeKind.COMPUTE, (last_s1,),
+                   duration_s=0.0)
             if v > 0:
                 d, t = pass_p2p(v, False, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send grad", d, t)
@@ -366,6 +382,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         "workload": f"global_batch={int(wl.global_batch)} seq_len={int(wl.seq_len)} "
                     f"precision={int(wl.precision)}",
         "micro_batches": str(m), "layers_per_stage": str(L_st),
+        # SM share of a collective overlapping compute (dse.cost.collectives.overlapped_cost_s)
+        "comm_sm_fraction": repr(min(NCCL_OVERLAP_SMS / float(hw.num_sms), 0.5)),
         "schedule": (f"interleaved 1f1b (vpp={vpp}, async p2p)" if vpp > 1 else "1f1b"),
         "generator": "dse.trace.generate",
     }

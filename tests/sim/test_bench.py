@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from dse.sim import DimSpec, LinkDown, SlowLink, Straggler, make_topology, simulate
 
 from . import make_1f1b_trace
@@ -36,6 +38,16 @@ def test_replay_speed_reduced_size():
     assert res.events_per_s > 0 and res.rank_node_events == grid.size * sum(
         len(ts.roles[r].nodes) for r in ts.rank_role) // grid.size
     assert wall < 30.0
+
+
+def test_sim_bench_llama70b_1024_gpus(capsys):
+    from dse.sim.bench import KEYS, run_sim_bench
+    out = run_sim_bench()
+    assert set(out) == set(KEYS)
+    assert out["sim_step_s"] == pytest.approx(out["vectorized_step_s"], rel=0.05)
+    assert out["events"] > 10**5 and out["events_per_s"] > 0 and out["wall_s"] < 30.0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split("=")[0] for ln in lines[-len(KEYS):]] == list(KEYS)
 
 
 def main(argv: list[str]) -> None:

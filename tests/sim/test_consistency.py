@@ -3,8 +3,21 @@
 With no faults and no other jobs, replaying the generated trace of a layout on a
 topology that matches the hardware (NVLink switch domains of 8 x rail scale-out at the
 cost model's effective NVLink / NIC bandwidths) must reproduce ``train_step``'s step
-time within 5 % -- for the top layouts of Llama3-70B on 64 A100s, and for pipelined
-layouts (1F1B bubble, p2p, ZeRO-1 / ZeRO-0 gradient reduction, full recompute).
+time within 5 % -- for the top layouts of Llama3-70B on 64 A100s, for pipelined
+layouts (1F1B bubble, p2p, ZeRO-1 / ZeRO-0 gradient reduction, full recompute) and for
+interleaved ones (Megatron's interleaved 1F1B, asynchronous p2p).
+
+The replay carries the cost model's SM interference (a collective overlapping compute
+takes ``comm_sm_fraction`` of the SMs, written into the trace's meta by the generator).
+
+Interleaved layouts replay 0.7-3 % *faster* than ``train_step`` here: the simulated
+schedule hides more of the DP gradient reduction / parameter all-gather than the
+vectorized model's 1F1B windows (``bwd_window = L_st * bwd``) credit -- with ``vpp``
+chunks the reduction of chunk ``c`` overlaps the ``c * pp`` chunk backwards after it, so
+the exposed reduction is ``max(0, (rs - W) / vpp, rs - (1 + (vpp-1) pp) / vpp * W)``
+rather than ``max(0, rs - W)`` (same for the all-gather with the forward window).  With
+that term the two agree within 1.5 % (``test_interleaved_dp_window``, which fails until
+dse/train/step.py uses it).
 """
 
 from __future__ import annotations
@@ -37,13 +50,13 @@ def _top3():
     return [_layout(r) for r in df[df.feasible].head(3).itertuples()]
 
 
-def _check(lay: Layout, gbs: int):
+def _check(lay: Layout, gbs: int, rel: float = 0.05):
     wl = Workload(global_batch=gbs, seq_len=SEQ)
     vec = float(jax.jit(train_step)(MODEL, wl, lay, HW).step_time_s)
     res = simulate(generate_trace_set(MODEL, wl, lay, HW), TOPO, grid=rank_grid(lay),
                    record_timeline=False)
     assert res.blocked is None
-    assert res.step_time_s == pytest.approx(vec, rel=0.05), (lay, res.step_time_s, vec)
+    assert res.step_time_s == pytest.approx(vec, rel=rel), (lay, res.step_time_s, vec)
     return res.step_time_s / vec
 
 
@@ -58,3 +71,18 @@ def test_top3_layouts_agree_within_5_percent():
 ])
 def test_pipelined_layouts_agree_within_5_percent(lay):
     _check(lay, 64)
+
+
+@pytest.mark.parametrize("lay,gbs", [
+    (Layout(tp=4, pp=2, dp=8, mbs=1, vpp=4, zero=1, sp=1), 128),
+    (Layout(tp=8, pp=4, dp=2, mbs=1, vpp=5, zero=1, sp=1), 64),
+])
+def test_interleaved_layouts_agree_within_5_percent(lay, gbs):
+    _check(lay, gbs)
+
+
+@pytest.mark.xfail(reason="dse/train/step.py credits interleaved layouts only the 1F1B DP "
+                          "overlap window (module docstring); sim/vec = 0.935", strict=False)
+def test_interleaved_dp_window():
+    ratio = _check(Layout(tp=4, pp=2, dp=8, mbs=1, vpp=8, zero=0, recompute=2), 64, rel=0.02)
+    assert ratio == pytest.approx(1.0, abs=0.02)

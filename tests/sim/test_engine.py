@@ -230,3 +230,40 @@ def test_job_placement_validated():
         simulate(Job(ts, grid, 6), switch(8))
     with pytest.raises(InputError, match="grid.size == num_ranks"):
         simulate(Job(ts, RankGrid(tp=2, cp=1, dp=1, pp=1)), switch(8))
+
+
+# ---- SM interference of overlapped collectives ----------------------------------------------
+
+def _overlap_trace(comp_s: float, nbytes: float, n: int, two_colls: bool = False):
+    b = Builder()
+    b.comp("work", comp_s)
+    b.coll("ar", AR, nbytes, "tp", stream=1)
+    if two_colls:
+        b.coll("ar2", AR, nbytes, "tp", stream=2)
+    return one_role(b.nodes, n), RankGrid(tp=n, cp=1, dp=1, pp=1)
+
+
+def test_overlapped_collective_slows_compute_by_its_sm_share():
+    n, S, W, f = 4, 2e9, 1.0, 0.1
+    ts, grid = _overlap_trace(0.0, S, n)
+    C = simulate(ts, switch(n), grid=grid).step_time_s          # the collective alone
+    assert 0 < C < W
+    ts, grid = _overlap_trace(W, S, n)
+    assert simulate(ts, switch(n), grid=grid).step_time_s == pytest.approx(W)
+    res = simulate(ts, switch(n), grid=grid, comm_sm_fraction=f)
+    # compute runs at 1 - f while the collective transfers: W + f C
+    assert res.step_time_s == pytest.approx(W + f * C)
+    assert res.rank_compute_s[0] == pytest.approx(W + f * C)
+    # two concurrent collectives take 2f; the share is capped at 1/2
+    ts2, _ = _overlap_trace(W, S, n, two_colls=True)
+    C2 = simulate(_overlap_trace(0.0, S, n, True)[0], switch(n), grid=grid).step_time_s
+    assert simulate(ts2, switch(n), grid=grid, comm_sm_fraction=f).step_time_s == \
+        pytest.approx(W + 2 * f * C2)
+    assert simulate(ts2, switch(n), grid=grid, comm_sm_fraction=0.4).step_time_s == \
+        pytest.approx(W + 0.5 * C2)
+    # the trace's meta carries the fraction by default; it must lie in [0, 1/2]
+    ts.meta["comm_sm_fraction"] = repr(f)
+    assert simulate(ts, switch(n), grid=grid).step_time_s == pytest.approx(W + f * C)
+    ts.meta["comm_sm_fraction"] = "0.7"
+    with pytest.raises(InputError, match="comm_sm_fraction"):
+        simulate(ts, switch(n), grid=grid)
