@@ -99,13 +99,25 @@ def group_p2p_s(size_bytes, stride, hw):
 NCCL_OVERLAP_SMS = 16.0
 
 
-def overlapped_cost_s(comm_s, window_s, num_sms):
+def overlapped_cost_s(comm_s, window_s, num_sms, exposed_s=None):
     """Cost on the critical path of communication overlapped with a compute window:
-    ``exposed + hidden * f/(1-f)`` with ``exposed = max(comm - window, 0)``,
-    ``hidden = min(comm, window)`` and ``f = NCCL_OVERLAP_SMS / num_sms`` the fraction of
-    SMs the collective occupies (the compute it overlaps runs on ``1 - f`` of the GPU;
-    Rashidi et al., ISCA'21 "ACE", measure such interference)."""
+    ``exposed + hidden * f`` with ``exposed = max(comm - window, 0)`` (or the caller's
+    ``exposed_s``), ``hidden = comm - exposed`` and ``f = NCCL_OVERLAP_SMS / num_sms``:
+    while the collective runs, the compute it overlaps has ``1 - f`` of the SMs and so
+    finishes ``f x hidden`` later (Rashidi et al., ISCA'21 "ACE", measure such
+    interference)."""
     f = jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
-    exposed = jnp.maximum(comm_s - window_s, 0.0)
-    hidden = comm_s - exposed
-    return exposed + hidden * f / (1.0 - f)
+    exposed = jnp.maximum(comm_s - window_s, 0.0) if exposed_s is None else exposed_s
+    return exposed + (comm_s - exposed) * f
+
+
+def interleaved_exposed_s(comm_s, window_s, pp, vpp):
+    """Exposed part of a gradient reduction (or parameter gather) overlapped with the
+    backward (forward) of the last (first) micro-batch under the interleaved schedule.
+    Each of the ``vpp`` model chunks reduces ``comm/vpp`` as soon as its own backward is
+    done, and chunk ``c``'s reduction overlaps the ``c*pp`` chunk passes still to run
+    (Megatron-Core ``overlap_grad_reduce`` buckets per chunk; Narayanan et al. SC'21
+    §2.2.2 for the pass order):
+    ``max(0, (comm - W)/vpp, comm - (1 + (vpp-1)*pp)/vpp * W)``; ``comm - W`` for vpp=1."""
+    return jnp.maximum(jnp.maximum((comm_s - window_s) / vpp,
+                                   comm_s - (1.0 + (vpp - 1.0) * pp) / vpp * window_s), 0.0)

@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import group_collective_s, group_p2p_s, overlapped_cost_s
+from dse.cost.collectives import (group_collective_s, group_p2p_s, interleaved_exposed_s,
+                                  overlapped_cost_s)
 from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
 from dse.spec.hardware import Hardware
@@ -126,11 +127,16 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     ag = group_collective_s("all_gather", param_bytes, n_dp, dp_stride, hw)
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
-    dp_z0 = ov(ar, bwd_window)
-    dp_z1 = ov(rs, bwd_window) + ov(ag, fwd_window)
+    # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
+    ovi = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms,
+                                                 interleaved_exposed_s(comm, window, lay.pp, lay.vpp))
+    dp_z0 = ovi(ar, bwd_window)
+    dp_z1 = ovi(rs, bwd_window) + ovi(ag, fwd_window)
     # ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every micro-batch's
-    # backward (DeepSpeed stage 2; FSDP SHARD_GRAD_OP without no_sync)
-    dp_z2 = m * ov(rs, bwd_window) + ov(ag, fwd_window)
+    # backward (DeepSpeed stage 2; FSDP SHARD_GRAD_OP without no_sync); the last layer's
+    # share of every (micro-batch, chunk) pass has nothing left to hide under
+    z2_exposed = lay.vpp * jnp.maximum(rs / L_st, (rs - bwd_window) / lay.vpp + bwd_window / L_st)
+    dp_z2 = m * overlapped_cost_s(rs, bwd_window, hw.num_sms, jnp.minimum(z2_exposed, rs)) + ovi(ag, fwd_window)
     # ZeRO-3 gathers weights (fwd, bwd) and reduce-scatters gradients every micro-batch,
     # prefetched layer by layer under the whole layer loop
     dp_z3 = m * ov(2.0 * ag + rs, L_st * (layer_compute + layer_recompute + cp_exposed))
