@@ -6,7 +6,9 @@ bandwidth x throttle) until at least ``points`` (layout x hardware) points exist
 reports: the JIT compile time (first call, separately), the warm throughput of the full
 screen (memory pass on every point + time model on the feasible ones), and a plain
 Python loop calling the same scalar cost function (``jax.jit(train_step)`` per point) on
-a sample, with the ratio.  The last line is ``sweep_configs_per_s=<number>``.
+a sample, with the ratio; then the event simulator's speed on one 1024-GPU step
+(:mod:`dse.sim.bench`: simulated step, wall time, events/s).  The last line is
+``sweep_configs_per_s=<number>``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def hardware_grid(n: int):
     return out
 
 
-def run_bench(points: int = 1_048_576, loop_sample: int = 200) -> float:
+def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = True) -> float:
     model = get_model("llama3-70b")
     wl = Workload(global_batch=1024, seq_len=4096, precision=1)
     cols = enumerate_layouts(model, 1024, 1024, 4096)
@@ -83,5 +85,11 @@ def run_bench(points: int = 1_048_576, loop_sample: int = 200) -> float:
     print(f"python loop over jit(train_step): {loop_rate:,.0f} configs/s on {len(idx)} points "
           f"(max rel. diff vs vectorized {np.max(np.abs(vec / ref - 1)):.1e})")
     print(f"speedup of the vectorized sweep over the loop: {rate / loop_rate:,.0f}x")
+    if simulate:
+        # the detailed tier: one simulated step at 1024 GPUs, for the sweep's pick and for
+        # a pipelined layout with many more events (TP8 PP8 DP16, 16 micro-batches)
+        from dse.sim.bench import run_sim_bench
+        run_sim_bench()
+        run_sim_bench(Layout(tp=8, pp=8, dp=16, mbs=4, zero=1, sp=1))
     print(f"sweep_configs_per_s={rate:.0f}")
     return rate
