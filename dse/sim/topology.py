@@ -181,7 +181,6 @@ class Topology:
             return None
         # torus: axis order, shorter wrap direction
         shape = t["shape"]
-        st = self.strides[d]
         ca, cb = self.coord(a, d), self.coord(b, d)
         pa = list(np.unravel_index(ca, shape, order="F"))
         pb = list(np.unravel_index(cb, shape, order="F"))

@@ -62,9 +62,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s, group_p2p_s
-from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
-from dse.cost.gemm import gemm_time_s
+from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s
 from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
@@ -72,6 +70,7 @@ from dse.spec.model import Model
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import layer_cost
 from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
 from dse.train.rates import rates
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
@@ -86,28 +85,18 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     lc = layer_cost(model, wl, lay, hw, r)
     T = lay.mbs * wl.seq_len / lay.cp
     h = model.hidden_size * 1.0
-    V = model.vocab_size * 1.0
     el = r.act_bytes
     t = lay.tp * 1.0
-    head_f = gemm_time_s(T, V / lay.tp, h, r.peak_16_flops_per_s, hw.eff_gemm,
-                         r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
-                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s,
-                         cluster=hw.gemm_cluster)
-    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
-                             hw.kernel_launch_s, 4.0)
-    emb = memory_bound_time_s(3.0 * T * h * el, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 2.0)
+    head_f, ce = lm_head_s(model, wl, lay, hw, r)
+    emb = embedding_s(model, wl, lay, hw, r)
     act_bytes = T * h * el
     # the cost model's per-layer TP total is 4 all-reduces (== 4 AG + 4 RS with SP)
     tp_ar = lc.tp_comm_s / 4.0
     tp_sg = group_collective_s("reduce_scatter", act_bytes, t, 1.0, hw)
-    p2p_bytes = T * h * el / jnp.where(lay.sp > 0, t, 1.0)
-    t_p2p = group_p2p_s(p2p_bytes, lay.tp * lay.cp * lay.dp * 1.0, hw)
+    p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
     mem = memory_per_gpu(model, wl, lay, el)
     P = mem.params_per_gpu
-    n_dp = lay.dp * lay.cp * 1.0
-    opt_params = jnp.where(lay.zero >= 1, P / n_dp, P)
-    optimizer = memory_bound_time_s(ADAM_BYTES_PER_PARAM * opt_params, r.hbm_bw_bytes_per_s,
-                                    hw.kernel_launch_s, 4.0)
+    optimizer = optimizer_step_s(P, lay, hw, r)
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
     d = h / model.num_attention_heads
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el

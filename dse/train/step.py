@@ -35,15 +35,15 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import (group_collective_s, group_p2p_s, interleaved_exposed_s,
+from dse.cost.collectives import (group_collective_s, interleaved_exposed_s,
                                   overlapped_cost_s)
-from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
-from dse.cost.gemm import gemm_flops, gemm_time_s
+from dse.cost.gemm import gemm_flops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 from dse.train.layer import layer_cost
 from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
 from dse.train.rates import rates
 
 
@@ -78,20 +78,14 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     lc = layer_cost(model, wl, lay, hw, r)
     L_st = layers_per_stage(model, lay)
     m = wl.global_batch / (lay.dp * lay.mbs)
-    T = lay.mbs * wl.seq_len / lay.cp
     h = model.hidden_size * 1.0
     V = model.vocab_size * 1.0
     el = r.act_bytes
 
     # LM head + cross-entropy (last stage), embedding (first stage)
-    head_f = gemm_time_s(T, V / lay.tp, h, r.peak_16_flops_per_s, hw.eff_gemm,
-                         r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
-                         hw.num_sms, hw.tile_m, hw.tile_n, el, hw.kernel_launch_s,
-                         cluster=hw.gemm_cluster)
+    head_f, ce = lm_head_s(model, wl, lay, hw, r)
     head_b = 2.0 * head_f
-    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
-                             hw.kernel_launch_s, 4.0)
-    emb = memory_bound_time_s(3.0 * T * h * el, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 2.0)
+    emb = embedding_s(model, wl, lay, hw, r)
     head = head_f + head_b + ce
     head_stage = jnp.where(lay.pp > 1, jnp.maximum(head, emb), head + emb)
 
@@ -108,10 +102,9 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                                  + lc.ep_comm_s) + head + emb) / lay.pp
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
 
-    # pipeline p2p: activations of one micro-batch ([/tp with SP scatter-gather])
-    p2p_bytes = T * h * el / jnp.where(lay.sp > 0, lay.tp * 1.0, 1.0)
-    pp_stride = lay.tp * lay.cp * lay.dp * 1.0
-    t_p2p = jnp.where(lay.pp > 1, group_p2p_s(p2p_bytes, pp_stride, hw), 0.0)
+    # pipeline p2p: activations of one micro-batch
+    _, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
+    t_p2p = jnp.where(lay.pp > 1, t_p2p, 0.0)
     pp_exposed = jnp.where(lay.vpp > 1, 2.0 * (lay.pp - 1.0) * lay.vpp * t_p2p,
                            2.0 * (m + lay.pp - 1.0) * t_p2p)
 
@@ -144,10 +137,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
-    # optimizer step over this GPU's shard
-    opt_params = jnp.where(lay.zero >= 1, P / n_dp, P)
-    optimizer = memory_bound_time_s(ADAM_BYTES_PER_PARAM * opt_params, r.hbm_bw_bytes_per_s,
-                                    hw.kernel_launch_s, 4.0)
+    optimizer = optimizer_step_s(P, lay, hw, r)
 
     step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
 

@@ -1,0 +1,64 @@
+"""Operations of a training step outside the repeated transformer layer, shared by the
+vectorized step (dse.train.step) and the trace generator (dse.trace.generate):
+
+* LM head (last stage): one GEMM (T, V/tp, h) forward and 2x that backward (Megatron's
+  vocab-parallel output layer); cross-entropy on fp32 logits, memory-bound, three passes
+  over ``T*V/tp`` fp32 values forward and backward (Megatron
+  ``vocab_parallel_cross_entropy``: max, exp-sum, gradient).
+* Embedding (first stage): gather, dropout and its backward scatter, ~3 passes of T*h.
+* Pipeline p2p: one micro-batch's activations, ``T*h`` elements, divided by tp with
+  sequence parallelism (Megatron's scatter-gather optimisation).
+* Optimizer step: :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM` over this GPU's
+  parameter shard, memory-bound.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dse.cost.collectives import group_p2p_s
+from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
+from dse.cost.gemm import gemm_time_s
+from dse.spec.hardware import Hardware
+from dse.spec.layout import Layout, Workload
+from dse.spec.model import Model
+from dse.train.rates import Rates
+
+
+def tokens_per_micro_batch(wl: Workload, lay: Layout):
+    """Tokens one GPU processes per micro-batch: ``mbs * seq / cp``."""
+    return lay.mbs * wl.seq_len / lay.cp
+
+
+def lm_head_s(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates):
+    """(forward GEMM, cross-entropy forward+backward) seconds for one micro-batch; the
+    backward GEMMs cost 2x the forward."""
+    T = tokens_per_micro_batch(wl, lay)
+    V = model.vocab_size * 1.0
+    fwd = gemm_time_s(T, V / lay.tp, model.hidden_size * 1.0, r.peak_16_flops_per_s, hw.eff_gemm,
+                      r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+                      hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s, cluster=hw.gemm_cluster)
+    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
+                             hw.kernel_launch_s, 4.0)
+    return fwd, ce
+
+
+def embedding_s(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates):
+    T = tokens_per_micro_batch(wl, lay)
+    return memory_bound_time_s(3.0 * T * model.hidden_size * r.act_bytes, r.hbm_bw_bytes_per_s,
+                               hw.kernel_launch_s, 2.0)
+
+
+def pipeline_p2p(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates):
+    """(bytes, seconds) of one stage-to-stage activation transfer; stages sit
+    ``tp*cp*dp`` ranks apart (RankGrid order)."""
+    nbytes = (tokens_per_micro_batch(wl, lay) * model.hidden_size * r.act_bytes
+              / jnp.where(lay.sp > 0, lay.tp * 1.0, 1.0))
+    return nbytes, group_p2p_s(nbytes, lay.tp * lay.cp * lay.dp * 1.0, hw)
+
+
+def optimizer_step_s(params_per_gpu, lay: Layout, hw: Hardware, r: Rates):
+    """Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1)."""
+    shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
+    return memory_bound_time_s(ADAM_BYTES_PER_PARAM * shard, r.hbm_bw_bytes_per_s,
+                               hw.kernel_launch_s, 4.0)
