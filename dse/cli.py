@@ -24,13 +24,42 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def vary_hardware(hws: list, specs: list[str]) -> list:
+    """The Cartesian product of ``--vary KNOB=v1,v2,...`` over every base hardware: the
+    knobs and value syntax of study-file variants (dse.spec.variants), e.g.
+    ``--vary hbm_bw=1x,2x,4x --vary throttle=0,0.27``."""
+    import itertools
+
+    from dse.errors import require
+    from dse.spec.variants import KNOBS, apply_overrides
+    axes = []
+    for spec in specs:
+        knob, _, vals = spec.partition("=")
+        require(knob in KNOBS or knob == "throttle", "--vary", knob or spec,
+                f"must be KNOB=v1,v2,... with KNOB one of {sorted(set(KNOBS) | {'throttle'})}")
+        parsed = [float(v) if knob == "throttle" and v.replace(".", "", 1).isdigit() else v
+                  for v in vals.split(",") if v]
+        require(bool(parsed), "--vary", knob, "needs at least one value")
+        axes.append([(knob, v) for v in parsed])
+    out = []
+    for base in hws:
+        for combo in itertools.product(*axes):
+            if not combo:
+                out.append(base)
+                continue
+            over = dict(combo)
+            name = base.name + "[" + ",".join(f"{k}={v}" for k, v in combo) + "]"
+            out.append(apply_overrides(base, over, "--vary", "vary").replace(name=name))
+    return out
+
+
 def cmd_sweep(a) -> int:
     from dse.spec.hardware import get_hardware
     from dse.spec.layout import attention_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
     model = get_model(a.model)
-    hws = [get_hardware(h) for h in a.hardware]
+    hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention))
     if df.empty or not df["feasible"].any():
@@ -162,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
+    s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
+                   help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable)")
     s.add_argument("--top", type=_positive_int, default=10)
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_sweep)

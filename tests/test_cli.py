@@ -53,3 +53,20 @@ def test_sweep_prints_top_layouts():
                        "--global-batch", "128", "--seq", "4096", "--top", "3")
     assert rc == 0, err
     assert "step_time_s" in out and "mfu" in out and "tp_comm_s" in out
+
+
+def test_sweep_over_a_hardware_knob_grid(capsys):
+    rc = main(["sweep", "--model", "llama3-8b", "--hardware", "a100-pcie-80gb", "--gpus", "8",
+               "--global-batch", "64", "--seq", "2048", "--vary", "hbm_bw=1x,4x", "--vary", "throttle=0,0.5",
+               "--top", "40"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for name in ("hbm_bw=1x,throttle=0.0", "hbm_bw=4x,throttle=0.0", "hbm_bw=4x,throttle=0.5"):
+        assert name in out
+
+
+def test_vary_bad_knob_exit_2(capsys):
+    rc = main(["sweep", "--model", "llama3-8b", "--hardware", "a100-pcie-80gb", "--gpus", "8",
+               "--global-batch", "64", "--vary", "warp_drive=2x"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "warp_drive" in err and len(err.splitlines()) == 1
