@@ -60,6 +60,9 @@ def cmd_sweep(a) -> int:
     from dse.sweep.run import sweep
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
+    from dse.spec.hardware import check_precision
+    for hw in hws:
+        check_precision(hw, precision_code(a.precision), "--precision")
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention))
     if df.empty or not df["feasible"].any():
@@ -105,6 +108,8 @@ def resolve_layout(a):
     lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
                  recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
     check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
+    from dse.spec.hardware import check_precision
+    check_precision(hw, precision_code(a.precision), "--precision")
     wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
                   attention=attention_code(a.attention))
     return model, hw, wl, lay

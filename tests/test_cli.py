@@ -21,6 +21,8 @@ def run(*args):
     (["sweep", "--model", "llama3-8b", "--hardware", "a100-sxm-80gb", "--gpus", "0", "--global-batch", "8"], "gpus"),
     (["sweep", "--model", "llama3-8b", "--hardware", "a100-sxm-80gb", "--gpus", "8", "--global-batch", "8",
       "--precision", "int3"], "precision"),
+    (["estimate", "--model", "llama3-8b", "--hardware", "a100-sxm-80gb", "--gpus", "8", "--precision", "fp8"],
+     "fp8 tensor cores"),
 ])
 def test_bad_input_exit_2(args, needle, capsys):
     rc = main(args)

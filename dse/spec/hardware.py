@@ -202,3 +202,10 @@ def stack(hws: list[Hardware]) -> Hardware:
     """Batch several hardware specs into one pytree of 1-D arrays (leading axis = spec)."""
     import jax
     return jax.tree_util.tree_map(lambda *xs: jnp.asarray(xs, dtype=jnp.float32), *hws)
+
+
+def check_precision(hw: Hardware, precision: int, where: str) -> None:
+    """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``)."""
+    if precision == 2:
+        require(float(hw.peak_fp8_flops_per_s) > 0, where, "precision",
+                f"fp8 needs fp8 tensor cores, but {hw.name} has peak_tflops_fp8 = 0")

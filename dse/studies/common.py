@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dse.errors import require
-from dse.spec.hardware import Hardware, get_hardware, load_toml
+from dse.spec.hardware import Hardware, check_precision, get_hardware, load_toml
 from dse.spec.layout import precision_code
 from dse.spec.model import Model, get_model
 
@@ -61,10 +61,13 @@ def parse_workload(d: dict, where: str, hardware_required: bool = True) -> Study
     require(isinstance(hws, list) and (hws or not hardware_required), where, "workload.hardware",
             "must be a non-empty list of catalog names")
     hardware = tuple(get_hardware(h, where=f"{where}: workload.hardware") for h in hws)
+    precision = precision_code(str(w.get("precision", "bf16")), f"{where}: workload.precision")
+    for hw in hardware:
+        check_precision(hw, precision, f"{where}: workload")
     return StudyWorkload(model=model, seq_lens=int_list(w, "seq_len", where, "workload."),
                          global_batches=int_list(w, "global_batch", where, "workload."),
                          gpus=int_list(w, "gpus", where, "workload."), hardware=hardware,
-                         precision=precision_code(str(w.get("precision", "bf16")), f"{where}: workload.precision"))
+                         precision=precision)
 
 
 def results_dir(name: str) -> Path:
