@@ -133,6 +133,32 @@ def cmd_estimate(a) -> int:
     return 0 if fits else 1
 
 
+def cmd_infer(a) -> int:
+    from dse.infer.sweep import sweep_inference
+    from dse.spec.hardware import check_precision, get_hardware
+    from dse.spec.layout import precision_code
+    from dse.spec.model import get_model
+    model = get_model(a.model)
+    hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
+    prec = precision_code(a.precision)
+    for hw in hws:
+        check_precision(hw, prec, "--precision")
+    df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec)
+    if a.output:
+        df.to_csv(a.output, index=False)
+    ok = df[df["feasible"]]
+    if ok.empty:
+        print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
+        return 1
+    cols = ["hardware", "tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
+            "mem_gib", "kv_gib"]
+    print(f"{model.name} serving on {a.gpus} GPUs per replica, prompt {a.prompt}, {a.gen} generated "
+          f"tokens: {len(df)} points, {len(ok)} fit; highest decode throughput first:")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(ok.sort_values("tokens_per_s", ascending=False)[cols].head(a.top).to_string(index=False))
+    return 0
+
+
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
     df = predict_frame(read_csv(a.input), a.input)
@@ -205,6 +231,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("estimate", help="step time, memory and breakdown of one explicit layout")
     layout_args(s)
     s.set_defaults(fn=cmd_estimate)
+
+    s = sub.add_parser("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")
+    s.add_argument("--model", required=True)
+    s.add_argument("--hardware", required=True, nargs="+")
+    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs per replica")
+    s.add_argument("--batch", type=_positive_int, default=64, help="largest batch (powers of two up to it)")
+    s.add_argument("--prompt", type=_positive_int, default=2048, help="prompt tokens")
+    s.add_argument("--gen", type=_positive_int, default=256, help="generated tokens")
+    s.add_argument("--precision", default="bf16")
+    s.add_argument("--vary", action="append", metavar="KNOB=v1,v2")
+    s.add_argument("--top", type=_positive_int, default=10)
+    s.add_argument("-o", "--output")
+    s.set_defaults(fn=cmd_infer)
 
     s = sub.add_parser("predict", help="predict rows of the validation schema")
     s.add_argument("input")

@@ -78,3 +78,10 @@ def test_vary_bad_knob_exit_2(capsys):
                "--global-batch", "64", "--vary", "warp_drive=2x"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "warp_drive" in err and len(err.splitlines()) == 1
+
+
+def test_infer_command_prints_throughput(capsys):
+    rc = main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "2",
+               "--batch", "8", "--prompt", "512", "--gen", "64", "--top", "3"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "decode_s_per_token" in out and "tokens_per_s" in out
