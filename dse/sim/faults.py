@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -39,6 +38,7 @@ import numpy as np
 
 from dse.errors import InputError, require
 from dse.sim.topology import Topology
+from dse.spec.hardware import load_toml
 
 RECOVERY = ("selective_repeat", "go_back_n")
 
@@ -228,12 +228,7 @@ def load_faults(path: str | Path, topo: Topology | None = None) -> FaultSet:
     """Load a faults TOML file; with ``topo`` also validate it against the topology."""
     path = Path(path)
     where = str(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(where, "<file>", "file must exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(where, "<toml>", f"must be valid TOML ({e})") from None
+    data = load_toml(path)
     fs = faults_from_dict(data, where)
     if topo is not None:
         resolve(fs, topo)

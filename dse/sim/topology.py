@@ -48,7 +48,6 @@ Units: bytes, seconds, bytes/s inside; GB/s (1e9 bytes/s) and microseconds in TO
 from __future__ import annotations
 
 import math
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,6 +56,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from dse.errors import InputError, require
+from dse.spec.hardware import load_toml
 
 KINDS = ("switch", "fat_tree", "rail", "torus2d", "torus3d")
 DEFAULT_NAMES = {"switch": "nvsw", "fat_tree": "ft", "rail": "rail",
@@ -565,10 +565,5 @@ def load_topology(path: str | Path, num_gpus: int | None = None) -> Topology:
     size) must equal the product of the dimension sizes when given."""
     path = Path(path)
     where = str(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(where, "<file>", "file must exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(where, "<toml>", f"must be valid TOML ({e})") from None
+    data = load_toml(path)
     return topology_from_dict(data, where=where, num_gpus=num_gpus)

@@ -71,7 +71,7 @@ def test_fat_tree_and_torus_parameters_validated():
 
 
 def test_missing_and_bad_files(tmp_path):
-    with pytest.raises(InputError, match="file must exist"):
+    with pytest.raises(InputError, match="file: must exist"):
         load_topology(tmp_path / "nope.toml")
     p = tmp_path / "bad.toml"
     p.write_text("[[dim]]\nkind = 'switch'\nsize = 8\nbw_gb_s = 450\n")
