@@ -55,7 +55,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from dse.errors import InputError, require
+from dse.errors import require
 from dse.spec.hardware import load_toml
 
 KINDS = ("switch", "fat_tree", "rail", "torus2d", "torus3d")
