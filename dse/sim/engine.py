@@ -304,21 +304,30 @@ class _Sim:
             return self.jobs[st.job].grid.neighbor(st.rep, ch[1], ch[2])
         return ch[1]
 
-    def issue_send(self, c: int, i: int) -> None:
+    def _p2p_match(self, c: int, i: int, sign: int):
+        """(peer rank, peer's class, channel key) of a SEND (``sign`` +1) or RECV (-1),
+        or None when the peer is off the grid (the node is then a no-op).  A send and
+        its receive compute the same channel key: grid channels store the sender's step
+        direction, literal ones the tag."""
         st = self.cls[c]
         ch = st.role.chan[i]
         peer = self._peer(c, i)
         if peer < 0:
-            self.done_now(c, i)
-            return
+            return None
         cls_of = self.job_cls_of[st.job]
         require(peer < len(cls_of), f"job {st.job}", f"node {st.role.names[i]!r}.peer",
                 f"`0 <= peer < {len(cls_of)}` must hold, but got peer={peer}")
-        c2 = int(cls_of[peer])
-        if ch[0] == "d":
-            chan = ("d", ch[1], ch[2], ch[3])
-        else:
-            chan = ("p", ch[2])
+        chan = ("d", ch[1], sign * ch[2], ch[3]) if ch[0] == "d" else ("p", ch[2])
+        return peer, int(cls_of[peer]), chan
+
+    def issue_send(self, c: int, i: int) -> None:
+        st = self.cls[c]
+        ch = st.role.chan[i]
+        match = self._p2p_match(c, i, +1)
+        if match is None:
+            self.done_now(c, i)
+            return
+        peer, c2, chan = match
         key = (st.job, c, c2, chan, st.role.seq[i])
         pkey = (st.job, c, "send", ch[:-1])
         plans = self.plans.get(pkey)
@@ -338,19 +347,11 @@ class _Sim:
 
     def issue_recv(self, c: int, i: int) -> None:
         st = self.cls[c]
-        ch = st.role.chan[i]
-        peer = self._peer(c, i)
-        if peer < 0:
+        match = self._p2p_match(c, i, -1)
+        if match is None:
             self.done_now(c, i)
             return
-        cls_of = self.job_cls_of[st.job]
-        require(peer < len(cls_of), f"job {st.job}", f"node {st.role.names[i]!r}.peer",
-                f"`0 <= peer < {len(cls_of)}` must hold, but got peer={peer}")
-        c1 = int(cls_of[peer])
-        if ch[0] == "d":
-            chan = ("d", ch[1], -ch[2], ch[3])
-        else:
-            chan = ("p", ch[2])
+        _, c1, chan = match
         key = (st.job, c1, c, chan, st.role.seq[i])
         state = self.p2p.get(key)
         if state == "arrived":
