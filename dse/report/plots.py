@@ -20,25 +20,35 @@ BREAKDOWN_LABELS = {
 
 
 def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
-    """Best step time over (TP, PP), minimised over every other layout field."""
+    """Best step time over (TP, PP), minimised over every other layout field.  Cells
+    whose layouts all run out of memory say OOM; (TP, PP) pairs the GPU count cannot
+    form say n/a."""
     ok = df[df["feasible"]]
     best = ok.groupby(["tp", "pp"])["step_time_s"].min().unstack("pp")
     tps = sorted(df["tp"].unique())
     pps = sorted(df["pp"].unique())
     best = best.reindex(index=tps, columns=pps)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(pps), 1.2 + 0.6 * len(tps)))
-    im = ax.imshow(best.values, cmap="viridis_r", aspect="auto")
+    exists = df.groupby(["tp", "pp"]).size().unstack("pp").reindex(index=tps, columns=pps).notna()
+    fig, ax = plt.subplots(figsize=(2.5 + 0.8 * len(pps), 1.6 + 0.6 * len(tps)))
+    cmap = plt.get_cmap("viridis_r").copy()
+    cmap.set_bad("0.85")
+    im = ax.imshow(np.ma.masked_invalid(best.values), cmap=cmap, aspect="auto")
+    med = np.nanmedian(best.values)
     for i in range(len(tps)):
         for j in range(len(pps)):
             v = best.values[i, j]
-            ax.text(j, i, "OOM" if np.isnan(v) else f"{v:.1f}", ha="center", va="center",
-                    fontsize=8, color="w" if np.isnan(v) or v > np.nanmedian(best.values) else "k")
+            if np.isnan(v):
+                label, color = ("OOM" if exists.values[i, j] else "n/a"), "k"
+            else:
+                label, color = f"{v:.1f}", ("w" if v > med else "k")
+            ax.text(j, i, label, ha="center", va="center", fontsize=8, color=color)
     ax.set_xticks(range(len(pps)), pps)
     ax.set_yticks(range(len(tps)), tps)
     ax.set_xlabel("pipeline-parallel degree PP")
     ax.set_ylabel("tensor-parallel degree TP")
-    fig.colorbar(im, ax=ax, label="step time (s), best over DP/CP/mbs/vpp/recompute/ZeRO")
-    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, label="step time (s)")
+    ax.set_title(title + "\n(each cell: best over DP, CP, micro-batch, vpp, recompute, ZeRO, SP)",
+                 fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

@@ -67,7 +67,7 @@ def run(d: dict, path: Path) -> Path:
            "seq_len": hm.get("seq_len", wl.seq_lens[0]), "global_batch": wl.global_batches[0]}
     sub = _pick(full, sel)
     require(len(sub) > 0, where, "report.heatmap", f"must select a swept point, but {sel} is not in the sweep")
-    heatmap_tp_pp(sub, f"{wl.model.name}: step time over (TP, PP) — {sel['hardware']}, {sel['gpus']} GPUs, "
+    heatmap_tp_pp(sub, f"{wl.model.name} step time over (TP, PP): {sel['hardware']}, {sel['gpus']} GPUs,\n"
                   f"seq {sel['seq_len']}, global batch {sel['global_batch']}", out / "heatmap_tp_pp.png")
 
     bd = rep.get("breakdown", {})
