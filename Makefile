@@ -19,7 +19,7 @@ study: setup
 	$(PY) -m dse.cli study studies/$(STUDY).toml
 
 bench: setup
-	$(PY) -m dse.cli bench
+	DSE_JAX_CACHE= $(PY) -m dse.cli bench
 
 validate: setup
 	$(PY) -m dse.cli validate $(CSV) --out results/validation

@@ -62,7 +62,9 @@ def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = 
     sr = sweep_points(model, wl, hws, cols)
     sweep_s = time.perf_counter() - t0
     rate = n / sweep_s
-    print(f"jit compile (first call, {n_l} points): {compile_s:.2f} s")
+    cache = jax.config.jax_compilation_cache_dir
+    print(f"jit compile (first call, {n_l} points): {compile_s:.2f} s"
+          + (f" (read from the on-disk cache {cache}; DSE_JAX_CACHE= for a cold compile)" if cache else ""))
     print(f"warm sweep: {n} points in {sweep_s:.2f} s ({sr.feasible.mean():.1%} fit in memory; "
           f"memory pass {sr.timings_s['memory_s']:.2f} s, time pass {sr.timings_s['time_s']:.2f} s)")
 
