@@ -37,6 +37,15 @@ def cmd_trace(a) -> int:
     model, hw, wl, lay = resolve_layout(a)
     require(not (a.topology or a.faults) or a.simulate, "command line", "--topology/--faults",
             "need --simulate")
+    if a.simulate:             # validate the network files before writing anything
+        from dse.sim import load_faults, load_topology, simulate
+        if a.topology:
+            topo = load_topology(a.topology, num_gpus=a.gpus)
+        else:
+            topo = topology_for_hardware(hw, a.gpus)
+        require(topo.num_gpus == a.gpus, str(a.topology or "topology"), "num_gpus",
+                f"`topology GPUs == --gpus` must hold, but got ({topo.num_gpus}, {a.gpus})")
+        faults = load_faults(a.faults, topo) if a.faults else None
     out = Path(a.out)
     ts = generate_trace_set(model, wl, lay, hw)
     paths = write_trace_set(ts, out)
@@ -56,14 +65,6 @@ def cmd_trace(a) -> int:
               f" vectorized model {vec:.3f} s")
         print(f"  wrote {tl}")
         return 0
-    from dse.sim import load_faults, load_topology, simulate
-    if a.topology:
-        topo = load_topology(a.topology, num_gpus=a.gpus)
-    else:
-        topo = topology_for_hardware(hw, a.gpus)
-    require(topo.num_gpus == a.gpus, str(a.topology or "topology"), "num_gpus",
-            f"`topology GPUs == --gpus` must hold, but got ({topo.num_gpus}, {a.gpus})")
-    faults = load_faults(a.faults, topo) if a.faults else None
     res = simulate(ts, topo, faults, grid=rank_grid(lay))
     require(res.blocked is None, str(a.faults or a.topology or "simulation"), "replay",
             f"must finish, but {res.blocked}")
