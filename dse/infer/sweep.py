@@ -21,12 +21,11 @@ import pandas as pd
 from dse.errors import InputError, require
 from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_memory_bytes, inference_step
 from dse.infer.workload import InferenceWorkload
-from dse.spec.hardware import Hardware
-from dse.sweep.run import hardware_columns
+from dse.spec.hardware import GIB, Hardware
+from dse.sweep.run import hardware_columns, oom_status
 from dse.spec.layout import PRECISION_NAMES
 from dse.spec.model import Model
 
-GIB = 2.0**30
 MIN_PAD = 64
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True}  # ascending?
 
@@ -113,7 +112,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     no_fp8 = (precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0)
     oom = mem > cap
     for i in np.nonzero(oom)[0]:
-        status[i] = f"out of memory: needs {mem[i] / GIB:.1f} GiB > {cap[i] / GIB:.1f} GiB HBM"
+        status[i] = oom_status(mem[i], cap[i])
     for i in np.nonzero(no_fp8)[0]:
         status[i] = f"infeasible: {hws[h_idx[i]].name} has no fp8 tensor cores"
     feasible = ~oom & ~no_fp8

@@ -15,13 +15,12 @@ import jax
 import numpy as np
 import pandas as pd
 
-from dse.spec.hardware import Hardware, stack
+from dse.spec.hardware import GIB, Hardware, stack
 from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
 from dse.train.step import BREAKDOWN, StepResult, memory_bytes, train_step
 
-GIB = 2.0**30
 CHUNK = 1 << 15
 
 
@@ -136,6 +135,11 @@ def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_l
                           kind="stable").reset_index(drop=True)
 
 
+def oom_status(mem_bytes: float, hbm_bytes: float) -> str:
+    """The status of a point that does not fit (training and inference sweeps)."""
+    return f"out of memory: needs {mem_bytes / GIB:.1f} GiB > {hbm_bytes / GIB:.1f} GiB HBM"
+
+
 def to_dataframe(sr: SweepResult) -> pd.DataFrame:
     df = pd.DataFrame({"hardware": np.asarray(sr.hw_names, dtype=object)[sr.hw_index]})
     for f in FIELDS:
@@ -148,8 +152,7 @@ def to_dataframe(sr: SweepResult) -> pd.DataFrame:
     status = np.full(sr.n_points, "ok", dtype=object)
     bad = ~sr.feasible
     if bad.any():
-        status[bad] = [f"out of memory: needs {m:.1f} GiB > {c:.1f} GiB HBM"
-                       for m, c in zip(df["mem_gib"][bad], df["hbm_gib"][bad])]
+        status[bad] = [oom_status(m, c) for m, c in zip(sr.mem_bytes[bad], sr.hbm_bytes[bad])]
     df["status"] = status
     for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN:
         df[f] = sr.result[f]

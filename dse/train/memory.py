@@ -37,10 +37,10 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 
-GIB = 2.0**30
 RESERVE_BYTES = 1.0 * GIB
 FRAGMENTATION = 0.05
 
