@@ -78,7 +78,8 @@ def params_per_gpu(model: Model, lay: Layout):
 
 
 def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_bytes):
-    """Stored activation bytes of one layer for one micro-batch (no recompute)."""
+    """Stored activation bytes of one layer for one micro-batch (no recompute), as
+    (everything but the attention scores, the unfused path's score bytes)."""
     s = wl.seq_len / lay.cp
     b = lay.mbs * 1.0
     h = model.hidden_size * 1.0
@@ -95,7 +96,7 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
     # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
     scores = jnp.where(wl.attention, 0.0, (2.0 + 3.0 * model.dropout) * a * s * wl.seq_len * b * el / t)
-    return replicated + tp_region + scores
+    return replicated + tp_region, scores
 
 
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> MemoryBreakdown:
@@ -112,12 +113,11 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> Memory
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
-    full_layer = activation_bytes_per_layer(model, wl, lay, act_bytes)
+    no_scores, scores = activation_bytes_per_layer(model, wl, lay, act_bytes)
+    full_layer = no_scores + scores
     T = lay.mbs * wl.seq_len / lay.cp
     layer_input = 2.0 * T * model.hidden_size * (act_bytes / 2.0)
     layer_input = jnp.where(lay.sp > 0, layer_input / lay.tp, layer_input)
-    no_scores = activation_bytes_per_layer(model, Workload(wl.global_batch, wl.seq_len, wl.precision),
-                                           lay, act_bytes)
     per_layer = jnp.where(lay.recompute == 2, layer_input,
                           jnp.where(lay.recompute == 1, no_scores, full_layer))
     acts = L_st * inflight * per_layer + jnp.where(lay.recompute == 2, full_layer, 0.0)
