@@ -6,7 +6,9 @@ A blank layout field is *unknown*: the sweep searches every value the grid allow
 practitioner tuning that run would; the chosen values are written back in
 ``chosen_<field>`` columns.  Architecture heuristics the schema leaves implicit, each
 documented: a gated (SwiGLU) MLP when ``ffn_hidden_size != 4*hidden_size``; dropout for
-non-gated (GPT-style) models; tied embeddings never (Megatron unties by default).
+non-gated (GPT-style) models; tied input/output embeddings for non-gated models (Megatron-LM
+ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
+recipe passes).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention.
 """
@@ -56,7 +58,7 @@ def row_model(row, where) -> Model:
     gated = f != 4 * h
     m = Model(num_layers=_int(row, "num_layers", where), hidden_size=h, ffn_hidden_size=f,
               num_attention_heads=heads, num_kv_heads=kv, vocab_size=_int(row, "vocab_size", where),
-              seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated),
+              seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated), tied_embeddings=int(not gated),
               name=str(row.get("model", "")))
     validate_model(m, where)
     return m

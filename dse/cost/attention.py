@@ -30,6 +30,24 @@ import jax.numpy as jnp
 from dse.cost.gemm import gemm_time_s
 
 FA_BLOCK_ROWS = 128.0
+FA_MAX_HEAD_DIM = 256.0
+FA_HEAD_DIM_ALIGN = 8.0
+
+
+def flash_available(d):
+    """Whether a fused (Flash) attention kernel exists for head dimension ``d``.
+
+    FlashAttention-2 and -3 (Dao-AILab/flash-attention README, "head dimensions up to
+    256") and cuDNN's fused SDPA support ``d <= 256``; above that every framework falls
+    back to the unfused path (materialised scores).  Head dims that are not a multiple
+    of 8 are zero-padded to one (``flash_attn_interface``: ``head_size_og % 8``), which
+    :func:`flash_head_dim` charges."""
+    return d <= FA_MAX_HEAD_DIM
+
+
+def flash_head_dim(d):
+    """Head dimension the fused kernel computes with: ``ceil(d/8)*8`` (16-byte loads)."""
+    return jnp.ceil(d / FA_HEAD_DIM_ALIGN) * FA_HEAD_DIM_ALIGN
 
 
 def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):

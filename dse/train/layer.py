@@ -30,7 +30,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s, unfused_attention_time_s
+from dse.cost.attention import (FA_BLOCK_ROWS, flash_attention_time_s, flash_available,
+                                flash_head_dim, unfused_attention_time_s)
 from dse.cost.collectives import group_collective_s, group_p2p_s
 from dse.cost.elementwise import memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
@@ -96,23 +97,26 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
     # causal: tiles above the diagonal are skipped; diagonal tiles run in full.  Ring
     # attention with load-balanced (zig-zag) chunks keeps the same fraction per rank.
     causal = 0.5 + 0.5 * FA_BLOCK_ROWS / s_kv
-    attn_args = (lay.mbs, heads_l, kv_l, s_q, s_kv, d, causal, r.peak_16_flops_per_s,
-                 hw.eff_attn, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
-                 hw.num_sms, hw.smem_per_sm_bytes, r.act_bytes, hw.kernel_launch_s)
+    # unfused (Megatron before 2022; any head dim a fused kernel does not support): full
+    # score matrix, causal mask applied after the GEMM, so no tile skipping
+    # (Korthikanti et al. 2022, §4); selective recompute re-runs its forward
+    un = (lay.mbs, heads_l, s_q, s_kv, d, 1.0, model.dropout * 1.0, r.peak_16_flops_per_s,
+          hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+          hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
+    attn_f = unfused_attention_time_s(*un, backward=False)
+    attn_b = unfused_attention_time_s(*un, backward=True)
+    selective_extra = attn_f
     if wl.attention:
-        attn_f = flash_attention_time_s(*attn_args, backward=False)
+        attn_args = (lay.mbs, heads_l, kv_l, s_q, s_kv, flash_head_dim(d), causal,
+                     r.peak_16_flops_per_s, hw.eff_attn, r.hbm_bw_raw_bytes_per_s,
+                     r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms, hw.smem_per_sm_bytes,
+                     r.act_bytes, hw.kernel_launch_s)
         bwd_args = attn_args[:8] + (hw.eff_attn * hw.eff_attn_bwd,) + attn_args[9:]
-        attn_b = flash_attention_time_s(*bwd_args, backward=True)
-        selective_extra = 0.0      # FlashAttention's backward already recomputes S
-    else:
-        # unfused (Megatron before 2022): full score matrix, causal mask applied after
-        # the GEMM, so no tile skipping (Korthikanti et al. 2022, §4)
-        un = (lay.mbs, heads_l, s_q, s_kv, d, 1.0, model.dropout * 1.0, r.peak_16_flops_per_s,
-              hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
-              hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
-        attn_f = unfused_attention_time_s(*un, backward=False)
-        attn_b = unfused_attention_time_s(*un, backward=True)
-        selective_extra = attn_f   # selective recompute re-runs the attention core forward
+        fused = flash_available(d)
+        attn_f = jnp.where(fused, flash_attention_time_s(*attn_args, backward=False), attn_f)
+        attn_b = jnp.where(fused, flash_attention_time_s(*bwd_args, backward=True), attn_b)
+        # FlashAttention's backward already recomputes S: selective recompute is free
+        selective_extra = jnp.where(fused, 0.0, selective_extra)
 
     # --- memory-bound ---------------------------------------------------------------
     el = r.act_bytes

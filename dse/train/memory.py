@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.cost.attention import flash_available
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
@@ -95,7 +96,8 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
                  + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
     # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
-    scores = jnp.where(wl.attention, 0.0, (2.0 + 3.0 * model.dropout) * a * s * wl.seq_len * b * el / t)
+    fused = jnp.logical_and(wl.attention, flash_available(d))
+    scores = jnp.where(fused, 0.0, (2.0 + 3.0 * model.dropout) * a * s * wl.seq_len * b * el / t)
     return replicated + tp_region, scores
 
 

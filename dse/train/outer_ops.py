@@ -6,8 +6,11 @@ vectorized step (dse.train.step) and the trace generator (dse.trace.generate):
   over ``T*V/tp`` fp32 values forward and backward (Megatron
   ``vocab_parallel_cross_entropy``: max, exp-sum, gradient).
 * Embedding (first stage): gather, dropout and its backward scatter, ~3 passes of T*h.
-* Pipeline p2p: one micro-batch's activations, ``T*h`` elements, divided by tp with
-  sequence parallelism (Megatron's scatter-gather optimisation).
+* Pipeline p2p: one micro-batch's activations, ``T*h`` elements.  Each of the tp ranks
+  sends only its ``1/tp`` slice (Megatron's scatter-gather optimisation, Narayanan et
+  al. SC'21 §4.1, on by default, ``--no-scatter-gather-tensors-in-pipeline`` turns it
+  off); without sequence parallelism the receiver all-gathers the slices over NVLink,
+  with it the slices are already the layout the next stage wants.
 * Optimizer step: :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM` over this GPU's
   parameter shard, memory-bound.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import group_p2p_s
+from dse.cost.collectives import group_collective_s, group_p2p_s
 from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_time_s
 from dse.spec.hardware import Hardware
@@ -52,9 +55,11 @@ def embedding_s(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates)
 def pipeline_p2p(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates):
     """(bytes, seconds) of one stage-to-stage activation transfer; stages sit
     ``tp*cp*dp`` ranks apart (RankGrid order)."""
-    nbytes = (tokens_per_micro_batch(wl, lay) * model.hidden_size * r.act_bytes
-              / jnp.where(lay.sp > 0, lay.tp * 1.0, 1.0))
-    return nbytes, group_p2p_s(nbytes, lay.tp * lay.cp * lay.dp * 1.0, hw)
+    full = tokens_per_micro_batch(wl, lay) * model.hidden_size * r.act_bytes
+    nbytes = full / lay.tp
+    gather = jnp.where((lay.sp == 0) & (lay.tp > 1),
+                       group_collective_s("all_gather", full, lay.tp * 1.0, 1.0, hw), 0.0)
+    return nbytes, group_p2p_s(nbytes, lay.tp * lay.cp * lay.dp * 1.0, hw) + gather
 
 
 def optimizer_step_s(params_per_gpu, lay: Layout, hw: Hardware, r: Rates):

@@ -120,3 +120,32 @@ def test_unfused_attention_selective_recompute_trades_time_for_memory():
     assert t_sel > t_none
     flash = Workload(global_batch=64, seq_len=4096, precision=1, attention=1)
     assert float(STEP(MODEL, flash, none, h100()).step_time_s) < t_none
+
+
+def test_head_dim_above_256_falls_back_to_unfused_attention():
+    """No fused kernel exists for head dim > 256 (FlashAttention-2/3, cuDNN SDPA), so a
+    run asking for FlashAttention gets the unfused path -- time and score memory."""
+    import dataclasses
+    wide = dataclasses.replace(MODEL, hidden_size=14400, ffn_hidden_size=57600,
+                               num_attention_heads=32, num_kv_heads=32)   # d = 450
+    lay = Layout(tp=8, pp=4, dp=2, recompute=0, sp=1)
+    for m, same in ((wide, True), (MODEL, False)):
+        t = [float(STEP(m, Workload(global_batch=64, seq_len=4096, precision=1, attention=a), lay, h100()).step_time_s)
+             for a in (0, 1)]
+        mem = [float(memory_per_gpu(m, Workload(global_batch=64, seq_len=4096, precision=1, attention=a), lay, 2.0).total_bytes)
+               for a in (0, 1)]
+        assert (t[0] == pytest.approx(t[1])) == same
+        assert (mem[0] == pytest.approx(mem[1])) == same
+
+
+def test_pipeline_p2p_sends_one_tp_slice_and_gathers_without_sp():
+    """Megatron's scatter-gather (SC'21 §4.1): each TP rank sends 1/tp of the activation;
+    without sequence parallelism the receiver pays an NVLink all-gather on top."""
+    from dse.train.outer_ops import pipeline_p2p
+    from dse.train.rates import rates
+    wl = Workload(global_batch=64, seq_len=4096, precision=1)
+    r = rates(h100(), 1)
+    b_sp, t_sp = pipeline_p2p(MODEL, wl, Layout(tp=8, pp=4, dp=2, sp=1), h100(), r)
+    b_no, t_no = pipeline_p2p(MODEL, wl, Layout(tp=8, pp=4, dp=2, sp=0), h100(), r)
+    assert float(b_sp) == float(b_no) == pytest.approx(4096 * MODEL.hidden_size * 2 / 8)
+    assert float(t_no) > float(t_sp)
