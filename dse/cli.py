@@ -55,7 +55,7 @@ def vary_hardware(hws: list, specs: list[str]) -> list:
 
 def cmd_sweep(a) -> int:
     from dse.spec.hardware import get_hardware
-    from dse.spec.layout import attention_code, precision_code
+    from dse.spec.layout import attention_code, framework_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
     model = get_model(a.model)
@@ -64,7 +64,8 @@ def cmd_sweep(a) -> int:
     for hw in hws:
         check_precision(hw, precision_code(a.precision), "--precision")
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
-               precision_code(a.precision), progress=True, attention=attention_code(a.attention))
+               precision_code(a.precision), progress=True, attention=attention_code(a.attention),
+               framework=framework_code(a.framework))
     if df.empty or not df["feasible"].any():
         reason = "no valid layout" if df.empty else df["status"].iloc[0]
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
@@ -88,6 +89,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--seq", type=_positive_int, default=None)
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
     s.add_argument("--recompute", default="none", help="none | selective | full")
@@ -98,7 +100,8 @@ def layout_args(s: argparse.ArgumentParser) -> None:
 def resolve_layout(a):
     """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
     from dse.spec.hardware import get_hardware
-    from dse.spec.layout import Layout, Workload, attention_code, precision_code, recompute_code
+    from dse.spec.layout import (Layout, Workload, attention_code, framework_code, precision_code,
+                                 recompute_code)
     from dse.spec.model import get_model
     from dse.sweep.grid import check_layout
     model = get_model(a.model)
@@ -111,7 +114,7 @@ def resolve_layout(a):
     from dse.spec.hardware import check_precision
     check_precision(hw, precision_code(a.precision), "--precision")
     wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention))
+                  attention=attention_code(a.attention), framework=framework_code(a.framework))
     return model, hw, wl, lay
 
 
@@ -222,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable)")
     s.add_argument("--top", type=_positive_int, default=10)

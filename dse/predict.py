@@ -10,7 +10,9 @@ non-gated (GPT-style) models; tied input/output embeddings for non-gated models 
 ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
 recipe passes).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
-run used; blank or absent means FlashAttention.
+run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
+kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank =
+megatron) says which framework's memory accounting and pipeline transfers apply.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import ATTENTION, PRECISION, RECOMPUTE, Workload
+from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION, RECOMPUTE, Workload
 from dse.spec.model import Model, validate_model
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import sweep_points, to_dataframe
@@ -115,7 +117,11 @@ def predict_row(row: dict, where: str) -> dict:
     att = row.get("attention")
     att = "flash" if _blank(att) else str(att).strip()
     require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
-    wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att])
+    fw = row.get("framework")
+    fw = "megatron" if _blank(fw) else str(fw).strip()
+    require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
+    wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
+                  framework=FRAMEWORK[fw])
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
     ok = df[df["feasible"]]
     if ok.empty:

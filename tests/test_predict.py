@@ -39,3 +39,16 @@ def test_embeddings_tied_for_gpt_style_untied_for_swiglu():
     llama = row_model(dict(ROW, ffn_hidden_size=11008), "t.csv")
     assert gpt.tied_embeddings == 1 and gpt.dropout == 1
     assert llama.tied_embeddings == 0 and llama.gated_mlp == 1
+
+
+def test_framework_column_changes_memory_accounting_and_rejects_unknown():
+    """DeepSpeed keeps 16-bit grads plus an fp32 gradient buffer (+2 B/param over
+    Megatron's fp32 main grads) and a reduce bucket when dp > 1."""
+    rows = [dict(ROW, id=i, framework=f) for i, f in enumerate(("megatron", "deepspeed", None))]
+    out = predict_frame(pd.DataFrame(rows), "t.csv")
+    meg, ds, blank = out["predicted_mem_gib"]
+    assert ds > meg and blank == meg
+    import pytest
+    from dse.errors import InputError
+    with pytest.raises(InputError, match="framework"):
+        predict_frame(pd.DataFrame([dict(ROW, framework="jax")]), "t.csv")

@@ -11,8 +11,12 @@ FSDP); ``sp`` sequence parallelism 0/1.
 Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
 ``precision`` 0 = fp32 (tf32 tensor cores), 1 = bf16/fp16, 2 = fp8 (Transformer Engine);
 ``attention`` 1 = FlashAttention (fused, the default of every current framework), 0 = the
-unfused path of Megatron-LM before 2022 (materialised scores, fused softmax).  It is a
-static field: each value compiles its own kernel-free cost function.
+unfused path of Megatron-LM before 2022 (materialised scores, fused softmax);
+``framework`` 0 = Megatron-LM / Megatron-Core / NeMo (the default), 1 = DeepSpeed
+(Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers): it changes how model
+states are held in memory and how pipeline activations are sent (:mod:`dse.train.memory`,
+:func:`dse.train.outer_ops.pipeline_p2p`).  Both are static fields: each value compiles
+its own cost function.
 """
 
 from __future__ import annotations
@@ -44,12 +48,13 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("attention",))
+@pytree_dataclass(static=("attention", "framework"))
 class Workload:
     global_batch: int
     seq_len: int
     precision: int = 1
     attention: int = 1
+    framework: int = 0
 
 
 def precision_code(name: str, where: str = "--precision") -> int:
@@ -72,3 +77,13 @@ def attention_code(name: str, where: str = "--attention") -> int:
     if name not in ATTENTION:
         raise InputError(where, "attention", f"must be one of {sorted(ATTENTION)}, but got {name!r}")
     return ATTENTION[name]
+
+
+FRAMEWORK = {"megatron": 0, "deepspeed": 1}
+FRAMEWORK_NAMES = {v: k for k, v in FRAMEWORK.items()}
+
+
+def framework_code(name: str, where: str = "--framework") -> int:
+    if name not in FRAMEWORK:
+        raise InputError(where, "framework", f"must be one of {sorted(FRAMEWORK)}, but got {name!r}")
+    return FRAMEWORK[name]

@@ -7,6 +7,12 @@ fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
   the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
   flight, the FSDP prefetch).
+DeepSpeed (``framework`` 1; DeepSpeed ``runtime/bf16_optimizer.py`` and
+``zero/stage_1_and_2.py``) keeps the 16-bit gradients in ``param.grad`` until the step
+*and* an fp32 gradient buffer the size of the local parameters: gradients 2 + 4 B/param,
+the 4 B sharded only from ZeRO-2 on; with ZeRO >= 1 and dp > 1 it also holds the
+contiguous reduce bucket, ``reduce_bucket_size`` = 5e8 elements of 16-bit (DeepSpeed config
+default).
 Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
 heaviest stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
 embedding on the first stage and the LM head on the last (both when pp = 1, one shared
@@ -43,6 +49,7 @@ from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 
 RESERVE_BYTES = 1.0 * GIB
+DS_REDUCE_BUCKET_ELEMS = 5e8
 FRAGMENTATION = 0.05
 
 
@@ -110,6 +117,9 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> Memory
     per_layer_w = (P / L_st) * weight_b
     weights = jnp.where(lay.zero >= 3, weights / shard + 2.0 * per_layer_w, weights)
     grads = jnp.where(lay.zero >= 2, 4.0 * P / shard, 4.0 * P)
+    if wl.framework == 1:
+        bucket = jnp.where((lay.zero >= 1) & (shard > 1), DS_REDUCE_BUCKET_ELEMS * 2.0, 0.0)
+        grads = jnp.where(lay.zero >= 2, 6.0 * P / shard, 6.0 * P) + bucket
     opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
 
     m = wl.global_batch / (lay.dp * lay.mbs)

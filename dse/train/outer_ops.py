@@ -10,7 +10,9 @@ vectorized step (dse.train.step) and the trace generator (dse.trace.generate):
   sends only its ``1/tp`` slice (Megatron's scatter-gather optimisation, Narayanan et
   al. SC'21 §4.1, on by default, ``--no-scatter-gather-tensors-in-pipeline`` turns it
   off); without sequence parallelism the receiver all-gathers the slices over NVLink,
-  with it the slices are already the layout the next stage wants.
+  with it the slices are already the layout the next stage wants.  DeepSpeed's pipeline
+  engine (``runtime/pipe/engine.py``) has no such optimisation: every TP rank sends the
+  whole tensor.
 * Optimizer step: :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM` over this GPU's
   parameter shard, memory-bound.
 """
@@ -56,6 +58,8 @@ def pipeline_p2p(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates
     """(bytes, seconds) of one stage-to-stage activation transfer; stages sit
     ``tp*cp*dp`` ranks apart (RankGrid order)."""
     full = tokens_per_micro_batch(wl, lay) * model.hidden_size * r.act_bytes
+    if wl.framework == 1:
+        return full, group_p2p_s(full, lay.tp * lay.cp * lay.dp * 1.0, hw)
     nbytes = full / lay.tp
     gather = jnp.where((lay.sp == 0) & (lay.tp > 1),
                        group_collective_s("all_gather", full, lay.tp * 1.0, 1.0, hw), 0.0)
