@@ -2,7 +2,8 @@
 
 Model states (mixed-precision Adam; Rajbhandari et al. 2020, ZeRO, §3; Megatron-LM keeps
 fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
-  weights 2 B/param (bf16; +1 B fp8 copy of linear weights with TE fp8; 4 B for fp32),
+  weights 2 B/param (bf16; +1 B fp8 copy of the layers' linear weights with TE fp8 --
+  not of the embedding or LM head; 4 B for fp32),
   gradients 4 B/param, optimizer 12 B/param (fp32 master, Adam m and v).
   ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
   the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
@@ -29,7 +30,9 @@ recompute drops):
 layer's input, 2sbh [/t with SP], plus one layer's full set while it is recomputed.
 In flight on the first stage: ``min(m, pp)`` micro-batches with 1F1B, times
 ``1 + (pp-1)/(pp*vpp)`` with interleaving (Narayanan et al. 2021, §2.2.2).
-LM head: fp32 logits and their gradient for one micro-batch, 2 * 4 * sb*V/t bytes.
+LM head: for one micro-batch the fp32 softmax that ``vocab_parallel_cross_entropy`` saves
+for backward (4 B) and, in backward, the 16-bit gradient cast back for the output layer
+(2 B): ``6 * sb*V/t`` bytes (the bf16 logits themselves are freed after the fp32 cast).
 
 Allocator reserve: a fixed ``RESERVE_BYTES`` for the CUDA context, cuBLAS/NCCL
 workspaces, plus ``FRAGMENTATION`` of the allocated bytes for the PyTorch caching
@@ -50,6 +53,7 @@ from dse.spec.model import Model
 
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
+LOGIT_BYTES = 6.0
 FRAGMENTATION = 0.05
 
 
@@ -80,9 +84,14 @@ def params_per_gpu(model: Model, lay: Layout):
     dense = attn + jnp.where(E > 1, h * E, expert)
     experts = jnp.where(E > 1, expert * E / lay.ep, 0.0)
     per_layer = (dense + experts) / lay.tp + 2 * h
-    emb = model.vocab_size * h / lay.tp
-    emb_mats = jnp.where(lay.pp > 1, 1.0, 2.0 - model.tied_embeddings)
-    return layers_per_stage(model, lay) * per_layer + emb_mats * emb
+    return layers_per_stage(model, lay) * per_layer + embedding_params_per_gpu(model, lay)
+
+
+def embedding_params_per_gpu(model: Model, lay: Layout):
+    """Input embedding and LM head parameters on the heaviest stage: ``V*h/tp`` each, one
+    matrix per stage with pp > 1, two with pp = 1 unless tied."""
+    emb = model.vocab_size * 1.0 * model.hidden_size / lay.tp
+    return jnp.where(lay.pp > 1, 1.0, 2.0 - model.tied_embeddings) * emb
 
 
 def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_bytes):
@@ -111,8 +120,12 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> MemoryBreakdown:
     P = params_per_gpu(model, lay)
     shard = lay.dp * lay.cp * 1.0
-    weight_b = jnp.where(act_bytes > 2, 4.0, jnp.where(wl.precision == 2, 3.0, 2.0))
-    weights = P * weight_b
+    weight_b = jnp.where(act_bytes > 2, 4.0, 2.0)
+    # Transformer Engine caches an fp8 copy of each Linear's weight for the step; the
+    # embedding and LM head stay bf16
+    fp8_copy = jnp.where(wl.precision == 2, 1.0, 0.0) * (P - embedding_params_per_gpu(model, lay))
+    weights = P * weight_b + fp8_copy
+    weight_b = weight_b + fp8_copy / P
     L_st = layers_per_stage(model, lay)
     per_layer_w = (P / L_st) * weight_b
     weights = jnp.where(lay.zero >= 3, weights / shard + 2.0 * per_layer_w, weights)
@@ -133,7 +146,7 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> Memory
     per_layer = jnp.where(lay.recompute == 2, layer_input,
                           jnp.where(lay.recompute == 1, no_scores, full_layer))
     acts = L_st * inflight * per_layer + jnp.where(lay.recompute == 2, full_layer, 0.0)
-    logits = 2.0 * 4.0 * T * model.vocab_size / lay.tp
+    logits = LOGIT_BYTES * T * model.vocab_size / lay.tp
     acts = acts + logits
     allocated = weights + grads + opt + acts
     total = allocated * (1.0 + FRAGMENTATION) + RESERVE_BYTES

@@ -149,3 +149,15 @@ def test_pipeline_p2p_sends_one_tp_slice_and_gathers_without_sp():
     b_no, t_no = pipeline_p2p(MODEL, wl, Layout(tp=8, pp=4, dp=2, sp=0), h100(), r)
     assert float(b_sp) == float(b_no) == pytest.approx(4096 * MODEL.hidden_size * 2 / 8)
     assert float(t_no) > float(t_sp)
+
+
+def test_memory_jit_equals_eager_for_large_vocab_times_hidden():
+    """vocab*hidden above 2**31 must not overflow the traced int32 leaves."""
+    import dataclasses
+    wide = dataclasses.replace(MODEL, hidden_size=14400, ffn_hidden_size=57600, num_attention_heads=32,
+                               num_kv_heads=32, vocab_size=250000, tied_embeddings=1)
+    wl = Workload(global_batch=64, seq_len=2048, precision=2)
+    lay = Layout(tp=8, pp=1, dp=1, recompute=2, zero=1)
+    eager = float(memory_per_gpu(wide, wl, lay, 2.0).total_bytes)
+    jitted = float(jax.jit(memory_per_gpu)(wide, wl, lay, 2.0).total_bytes)
+    assert jitted == pytest.approx(eager, rel=1e-5)
