@@ -71,10 +71,10 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "ampere": GenerationEfficiency(gemm=0.70, gemm_fp8=0.70, attn=0.70, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.45, attn_bwd=0.85,
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=128, tile_n=256, cluster=2),
-    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.45, attn_bwd=0.85,
+    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),
 }

@@ -2,9 +2,13 @@
 vectorized step (dse.train.step) and the trace generator (dse.trace.generate):
 
 * LM head (last stage): one GEMM (T, V/tp, h) forward and 2x that backward (Megatron's
-  vocab-parallel output layer); cross-entropy on fp32 logits, memory-bound, three passes
-  over ``T*V/tp`` fp32 values forward and backward (Megatron
-  ``vocab_parallel_cross_entropy``: max, exp-sum, gradient).
+  vocab-parallel output layer); cross-entropy memory-bound over the ``T*V/tp`` logits,
+  :data:`CE_BYTES_PER_LOGIT` of HBM traffic per logit, counted from Megatron-Core's
+  unfused ``compute_language_model_loss`` + ``VocabParallelCrossEntropy`` (the default;
+  ``--cross-entropy-loss-fusion`` is opt-in): forward transpose-contiguous (r2 w2),
+  ``.float()`` (r2 w4), max (r4), subtract max (r4 w4), exp (r4 w4), sum (r4), divide
+  (r4 w4) = 42 B; backward scale by the loss gradient (r4 w4), cast to bf16 (r4 w2),
+  transpose back (r2 w2) = 18 B.
 * Embedding (first stage): gather, dropout and its backward scatter, ~3 passes of T*h.
 * Pipeline p2p: one micro-batch's activations, ``T*h`` elements.  Each of the tp ranks
   sends only its ``1/tp`` slice (Megatron's scatter-gather optimisation, Narayanan et
@@ -30,6 +34,9 @@ from dse.spec.model import Model
 from dse.train.rates import Rates
 
 
+CE_BYTES_PER_LOGIT = 60.0
+
+
 def tokens_per_micro_batch(wl: Workload, lay: Layout):
     """Tokens one GPU processes per micro-batch: ``mbs * seq / cp``."""
     return lay.mbs * wl.seq_len / lay.cp
@@ -43,8 +50,8 @@ def lm_head_s(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates):
     fwd = gemm_time_s(T, V / lay.tp, model.hidden_size * 1.0, r.peak_16_flops_per_s, hw.eff_gemm,
                       r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
                       hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s, cluster=hw.gemm_cluster)
-    ce = memory_bound_time_s(3.0 * 4.0 * T * V / lay.tp * 2.0, r.hbm_bw_bytes_per_s,
-                             hw.kernel_launch_s, 4.0)
+    ce = memory_bound_time_s(CE_BYTES_PER_LOGIT * T * V / lay.tp, r.hbm_bw_bytes_per_s,
+                             hw.kernel_launch_s, 10.0)
     return fwd, ce
 
 
