@@ -65,7 +65,7 @@ def cmd_sweep(a) -> int:
         check_precision(hw, precision_code(a.precision), "--precision")
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
-               framework=framework_code(a.framework))
+               framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap))
     if df.empty or not df["feasible"].any():
         reason = "no valid layout" if df.empty else df["status"].iloc[0]
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
@@ -90,6 +90,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
+    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
     s.add_argument("--recompute", default="none", help="none | selective | full")
@@ -114,7 +115,8 @@ def resolve_layout(a):
     from dse.spec.hardware import check_precision
     check_precision(hw, precision_code(a.precision), "--precision")
     wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention), framework=framework_code(a.framework))
+                  attention=attention_code(a.attention), framework=framework_code(a.framework),
+                  tp_overlap=int(a.tp_overlap))
     return model, hw, wl, lay
 
 
@@ -226,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
+    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap) on SP layouts")
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable)")
     s.add_argument("--top", type=_positive_int, default=10)

@@ -12,7 +12,9 @@ recipe passes).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
 kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank =
-megatron) says which framework's memory accounting and pipeline transfers apply.
+megatron) says which framework's memory accounting and pipeline transfers apply; an optional
+``tp_comm_overlap`` column (true | false; blank = false, Megatron's default) whether TP
+collectives were overlapped with GEMMs (``--tp-comm-overlap``).
 """
 
 from __future__ import annotations
@@ -120,8 +122,11 @@ def predict_row(row: dict, where: str) -> dict:
     fw = row.get("framework")
     fw = "megatron" if _blank(fw) else str(fw).strip()
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
+    ov = row.get("tp_comm_overlap")
+    ov = "false" if _blank(ov) else str(ov).strip().lower()
+    require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
-                  framework=FRAMEWORK[fw])
+                  framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"))
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
     ok = df[df["feasible"]]
     if ok.empty:

@@ -121,3 +121,31 @@ def interleaved_exposed_s(comm_s, window_s, pp, vpp):
     ``max(0, (comm - W)/vpp, comm - (1 + (vpp-1)*pp)/vpp * W)``; ``comm - W`` for vpp=1."""
     return jnp.maximum(jnp.maximum((comm_s - window_s) / vpp,
                                    comm_s - (1.0 + (vpp - 1.0) * pp) / vpp * window_s), 0.0)
+
+
+# Transformer Engine userbuffers (``--tp-comm-overlap``), default methods per GEMM
+# (transformer_engine/pytorch/module/base.py ``initialize_ub``): the forward all-gathers
+# (QKV, FC1) and the backward ones feeding the row-parallel dgrads run "ring_exchange"
+# (tp steps, copy engines, 1 SM); the forward reduce-scatters (proj, FC2) run "pipeline"
+# (the GEMM split in 4, 16 SMs); the backward input all-gathers and dgrad reduce-scatters of
+# the column-parallel linears run "bulk" beside an independent GEMM (16 SMs).
+TP_OVERLAP_SPLITS = 4.0
+
+
+def tp_overlap_cost_s(tp_comm_s, gemm_window_s, tp, num_sms):
+    """Critical-path cost of one layer's TP collectives (forward + backward, 8 of equal
+    size ``c = tp_comm/8``) under TE's userbuffers overlap:
+
+    ``exposed = max(0, tp_comm - window) + 4c/tp + 2c/splits``
+
+    -- a ring exchange cannot hide its first of ``tp`` steps (4 of them per layer), a
+    pipelined reduce-scatter its last of ``splits`` chunks (2 per layer), bulk overlaps
+    hide fully under their GEMM -- and the hidden remainder costs the SMs it occupies, as
+    :func:`overlapped_cost_s`, for the half of the traffic that runs on 16 SMs (the ring
+    exchanges use copy engines).  Wang et al., ASPLOS'23 ("Overlap communication with
+    dependent computation via decomposition") for the decomposition."""
+    c = tp_comm_s / 8.0
+    exposed = jnp.maximum(tp_comm_s - gemm_window_s, 0.0) + 4.0 * c / tp + 2.0 * c / TP_OVERLAP_SPLITS
+    exposed = jnp.minimum(exposed, tp_comm_s)
+    f = jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
+    return exposed + 0.5 * (tp_comm_s - exposed) * f

@@ -16,7 +16,10 @@ unfused path of Megatron-LM before 2022 (materialised scores, fused softmax);
 (Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers): it changes how model
 states are held in memory and how pipeline activations are sent (:mod:`dse.train.memory`,
 :func:`dse.train.outer_ops.pipeline_p2p`).  Both are static fields: each value compiles
-its own cost function.
+its own cost function.  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
+(Transformer Engine userbuffers: TP collectives pipelined with the GEMMs that consume or
+produce them; needs sequence parallelism), 0 = TP collectives on the critical path
+(Megatron-LM's default).
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("attention", "framework"))
+@pytree_dataclass(static=("attention", "framework", "tp_overlap"))
 class Workload:
     global_batch: int
     seq_len: int
     precision: int = 1
     attention: int = 1
     framework: int = 0
+    tp_overlap: int = 0
 
 
 def precision_code(name: str, where: str = "--precision") -> int:

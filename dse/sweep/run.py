@@ -117,12 +117,12 @@ def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
 
 def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_len: int,
           precision: int = 1, opt: GridOptions = GridOptions(), progress: bool = False,
-          attention: int = 1, framework: int = 0) -> pd.DataFrame:
+          attention: int = 1, framework: int = 0, tp_overlap: int = 0) -> pd.DataFrame:
     """Every valid layout x hardware for one workload, as a DataFrame sorted fastest
     first (infeasible rows last, with their reason in ``status``)."""
     cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt)
     wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision, attention=attention,
-                  framework=framework)
+                  framework=framework, tp_overlap=tp_overlap)
     if len(cols["tp"]) == 0:
         return pd.DataFrame()
     sr = sweep_points(model, wl, hws, cols, progress=progress)

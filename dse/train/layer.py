@@ -32,7 +32,8 @@ import jax.numpy as jnp
 
 from dse.cost.attention import (FA_BLOCK_ROWS, flash_attention_time_s, flash_available,
                                 flash_head_dim, unfused_attention_time_s)
-from dse.cost.collectives import group_collective_s, group_p2p_s
+from dse.cost.collectives import (TP_OVERLAP_SPLITS, group_collective_s, group_p2p_s,
+                                  tp_overlap_cost_s)
 from dse.cost.elementwise import memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
 from dse.spec.hardware import Hardware
@@ -46,7 +47,8 @@ class LayerCost(NamedTuple):
     bwd_compute_s: object   # same, backward
     attn_s: object          # attention core forward + backward (the CP overlap window)
     selective_recompute_s: object  # extra backward time of selective recompute
-    tp_comm_s: object       # TP/SP collectives, forward + backward
+    tp_comm_s: object       # TP/SP collectives, forward + backward (raw)
+    tp_exposed_s: object    # their cost on the critical path (== raw unless overlapped)
     cp_comm_s: object       # ring-attention K/V exchange, forward + backward (raw)
     ep_comm_s: object       # MoE all-to-all, forward + backward
     model_flops: object     # forward+backward useful FLOPs (no recompute)
@@ -144,6 +146,20 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
     # 2 all-reduces fwd + 2 bwd (no SP) == 2 AG + 2 RS each way (SP): same volume.
     tp_coll = group_collective_s("all_reduce", act_bytes, t, 1.0, hw)
     tp_comm = 4.0 * tp_coll
+    tp_exposed = tp_comm
+    if wl.tp_overlap:
+        on = (lay.sp > 0) & (t > 1)
+        window = qkv_f + out_f + fc1_f + fc2_f + qkv_b + out_b + fc1_b + fc2_b
+        tp_exposed = jnp.where(on, tp_overlap_cost_s(tp_comm, window, t, hw.num_sms), tp_comm)
+        # the overlapped GEMMs run as chunks: ring exchanges split M into tp pieces (QKV
+        # and FC1 forward, proj and FC2 dgrad), pipelined reduce-scatters into
+        # TP_OVERLAP_SPLITS (proj and FC2 forward); smaller GEMMs quantize worse
+        ch = lambda pieces, m, n, k, c=1.0: pieces * _linear(m / pieces, n, k, r, hw, c) - _linear(m, n, k, r, hw, c)
+        split_f = (ch(t, T, (a + 2 * g) * d / t, h) + ch(t, tokens_per_expert, f * (1 + gated) / t, h, n_local)
+                   + ch(TP_OVERLAP_SPLITS, T, h, a * d / t) + ch(TP_OVERLAP_SPLITS, tokens_per_expert, h, f / t, n_local))
+        split_b = ch(t, T, a * d / t, h) + ch(t, tokens_per_expert, f / t, h, n_local)
+        fwd = fwd + jnp.where(on, split_f, 0.0)
+        bwd = bwd + jnp.where(on, split_b, 0.0)
     # ring attention: cp-1 K/V chunk exchanges fwd; bwd sends K/V and dK/dV (2x)
     kv_chunk = 2.0 * lay.mbs * s_q * kv_l * d * el
     cp_stride = t
@@ -158,4 +174,4 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
                  + gemm_flops(tokens_per_expert, h, f / t, n_local))
     attn_flops = 4.0 * lay.mbs * heads_l * s_q * s_kv * d * causal
     flops = 3.0 * (lin_flops + attn_flops)
-    return LayerCost(fwd, bwd, attn_f + attn_b, selective_extra, tp_comm, cp_comm, ep_comm, flops)
+    return LayerCost(fwd, bwd, attn_f + attn_b, selective_extra, tp_comm, tp_exposed, cp_comm, ep_comm, flops)

@@ -91,7 +91,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
 
     # exposed communication per layer per micro-batch
     recompute_full = (lay.recompute == 2) * 1.0
-    tp_exposed = lc.tp_comm_s * (1.0 + 0.5 * recompute_full)
+    tp_exposed = lc.tp_exposed_s * (1.0 + 0.5 * recompute_full)
     ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
     cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, lc.attn_s), 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s

@@ -161,3 +161,23 @@ def test_memory_jit_equals_eager_for_large_vocab_times_hidden():
     eager = float(memory_per_gpu(wide, wl, lay, 2.0).total_bytes)
     jitted = float(jax.jit(memory_per_gpu)(wide, wl, lay, 2.0).total_bytes)
     assert jitted == pytest.approx(eager, rel=1e-5)
+
+
+def test_tp_comm_overlap_hides_collectives_only_with_sp_and_chunks_the_gemms():
+    """--tp-comm-overlap (TE userbuffers) needs SP; it lowers the TP cost on the critical
+    path below the raw collective time, and the split GEMMs cost more compute."""
+    from dse.spec.hardware import get_hardware
+    from dse.train.layer import layer_cost
+    from dse.train.rates import rates
+    hw = get_hardware("h100-sxm-80gb")
+    r = rates(hw, 1)
+    base = Workload(global_batch=64, seq_len=4096, precision=1)
+    over = Workload(global_batch=64, seq_len=4096, precision=1, tp_overlap=1)
+    sp = Layout(tp=8, pp=4, dp=2, sp=1)
+    a, b = layer_cost(MODEL, base, sp, hw, r), layer_cost(MODEL, over, sp, hw, r)
+    assert float(b.tp_comm_s) == pytest.approx(float(a.tp_comm_s))
+    assert float(b.tp_exposed_s) < float(a.tp_exposed_s) == pytest.approx(float(a.tp_comm_s))
+    assert float(b.fwd_compute_s) > float(a.fwd_compute_s)
+    nosp = Layout(tp=8, pp=4, dp=2, sp=0)
+    c, d = layer_cost(MODEL, base, nosp, hw, r), layer_cost(MODEL, over, nosp, hw, r)
+    assert float(d.tp_exposed_s) == pytest.approx(float(c.tp_exposed_s))
