@@ -17,3 +17,13 @@ def test_out_of_sample_iteration_times_within_10_percent():
     assert (p["status"] == "ok").all()
     err = (p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1).abs()
     assert (err <= 0.10).all(), dict(zip(p["id"], err.round(3)))
+
+
+@pytest.mark.validation
+def test_out_of_sample_peak_memory_within_10_percent():
+    """BLOOM-176B's ~60 GB per GPU, with the framework it ran (Megatron-DeepSpeed)."""
+    p = predict_frame(read_csv(str(CSV)), str(CSV))
+    m = p.dropna(subset=["measured_mem_gib"])
+    assert len(m) >= 1
+    err = (m["predicted_mem_gib"] / m["measured_mem_gib"] - 1).abs()
+    assert (err <= 0.10).all(), dict(zip(m["id"], err.round(3)))

@@ -21,3 +21,11 @@ def memory_bound_time_s(bytes_moved, hbm_bw_bytes_per_s, kernel_launch_s, kernel
 # m (4), v (4); write master (4), m (4), v (4), bf16 param copy (2); plus the gradient
 # norm for clipping, one more read of the grad (4).
 ADAM_BYTES_PER_PARAM = 34.0
+
+
+# DeepSpeed's bf16 optimizer accumulates every micro-batch's 16-bit gradients into its
+# fp32 buffer in a separate pass (``BF16_Optimizer.update_hp_grads``): read the 16-bit
+# grad (2), read and write the fp32 accumulator (4 + 4), clear the 16-bit grad (2).
+# Megatron-LM fuses this into the weight-gradient GEMM (``gradient_accumulation_fusion``:
+# the GEMM accumulates into the fp32 main_grad), so it costs nothing extra there.
+DS_GRAD_ACCUM_BYTES_PER_PARAM = 12.0

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from dse.cost.collectives import (group_collective_s, interleaved_exposed_s,
                                   overlapped_cost_s)
+from dse.cost.elementwise import DS_GRAD_ACCUM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_flops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
@@ -97,9 +98,16 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
 
-    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage
+    # DeepSpeed: a separate fp32 gradient-accumulation pass after every micro-batch
+    mem = memory_per_gpu(model, wl, lay, el)
+    P = mem.params_per_gpu
+    accum = 0.0
+    if wl.framework == 1:
+        accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
+                                    hw.kernel_launch_s, 2.0)
+    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
-                                 + lc.ep_comm_s) + head + emb) / lay.pp
+                                 + lc.ep_comm_s) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
 
     # pipeline p2p: activations of one micro-batch
@@ -109,8 +117,6 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                            2.0 * (m + lay.pp - 1.0) * t_p2p)
 
     # data parallel / ZeRO
-    mem = memory_per_gpu(model, wl, lay, el)
-    P = mem.params_per_gpu
     n_dp = lay.dp * lay.cp * 1.0
     dp_stride = lay.tp * 1.0
     grad_bytes = 4.0 * P
