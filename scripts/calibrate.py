@@ -5,6 +5,8 @@ Usage::
     .venv/bin/python scripts/calibrate.py GEN FIELD=v1,v2,... [FIELD=...] [--precision P]
 
 e.g. ``scripts/calibrate.py hopper gemm=0.65,0.68,0.71 attn=0.45,0.5,0.55 gemm_fp8=0.6,0.63``.
+``--facts FILE [COL,COL]`` merges documented per-source run facts first (the separated
+analysis of scripts/run_facts.py; never used for the constants in dse/spec/efficiency.py).
 Prints, for every combination, the MAPE over the calibration rows of that GPU generation
 (and precision, if given) of ``dse.spec.efficiency.GENERATIONS[GEN]`` with those fields
 set.  This is how the constants in dse/spec/efficiency.py were chosen: one global value
@@ -28,6 +30,11 @@ def main(argv: list[str]) -> None:
         i = argv.index("--precision")
         prec = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
+    facts = None
+    if "--facts" in argv:
+        i = argv.index("--facts")
+        facts, cols = argv[i + 1], argv[i + 2].split(",")
+        argv = argv[:i] + argv[i + 3:]
     gen, *specs = argv
     grid = {}
     for spec in specs:
@@ -37,6 +44,10 @@ def main(argv: list[str]) -> None:
     df = df[df["gpu"].str.split("-").str[0].map(GEN_OF) == gen]
     if prec:
         df = df[df["precision"] == prec]
+    if facts:
+        import pandas as pd
+        from run_facts import with_facts      # scripts/ is sys.path[0] when run as a script
+        df = with_facts(df, pd.read_csv(facts), cols)
     base = eff.GENERATIONS[gen]
     for combo in itertools.product(*grid.values()):
         eff.GENERATIONS[gen] = dataclasses.replace(base, **dict(zip(grid, combo)))
