@@ -26,7 +26,8 @@ unfused path adds the scores, ``(2 + 3*dropout)*a*s^2*b`` bytes, which selective
 recompute drops):
   replicated region  (8 + 2*dropout) * sbh  bytes  [/t with sequence parallelism]
   TP region          2sb(a+2g)d + 2sbh + 4sba + 2sb*f*(1+gated) + 2sbf   [/t]
-(MoE: the MLP terms scale with top_k.)  Full recompute stores only each
+(MoE: the MLP terms scale with top_k.)  With TE fp8 the QKV, FC1 and FC2 inputs are saved
+as fp8 (1 B) and the projection input gains an fp8 copy: ``-(h + f)/t`` bytes per token.  Full recompute stores only each
 layer's input, 2sbh [/t with SP], plus one layer's full set while it is recomputed.
 In flight on the first stage: ``min(m, pp)`` micro-batches with 1F1B, times
 ``1 + (pp-1)/(pp*vpp)`` with interleaving (Narayanan et al. 2021, §2.2.2).
@@ -110,6 +111,12 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     replicated = jnp.where(lay.sp > 0, replicated / t, replicated)
     tp_region = (2 * s * b * (a + 2 * g) * d * el + 2 * s * b * h * el + 4 * s * b * a
                  + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
+    # Transformer Engine fp8 saves each linear's input for its weight gradient as fp8
+    # (1 B): the two norm outputs (QKV and FC1 inputs) and the FC2 input shrink by half;
+    # the projection's input is kept twice, bf16 for attention backward plus its fp8 copy
+    fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
+    replicated = replicated - fp8 * jnp.where(lay.sp > 0, 2 * s * b * h / t, 2 * s * b * h) * el
+    tp_region = tp_region + fp8 * (s * b * h - s * b * f) * el / t
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
     # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
     fused = jnp.logical_and(wl.attention, flash_available(d))
