@@ -93,7 +93,8 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
-    s.add_argument("--recompute", default="none", help="none | selective | full")
+    s.add_argument("--recompute", default="none",
+                   help="none | selective | full | block (full on the fewest layers that fit)")
     s.add_argument("--zero", type=int, default=1)
     s.add_argument("--sp", action="store_true", help="sequence parallelism")
 
@@ -128,6 +129,8 @@ def cmd_estimate(a) -> int:
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
           f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
+    if lay.recompute >= 2:
+        print(f"  full recompute of {float(r.recompute_layers):.0f} layer(s) per rank")
     print(f"  memory per GPU {float(r.mem_bytes) / 2**30:.1f} GiB of {float(hw.hbm_bytes) / 2**30:.1f} GiB"
           f" ({'fits' if fits else 'DOES NOT FIT'})")
     print(f"  step time {float(r.step_time_s):.3f} s, {float(r.tokens_per_s):,.0f} tokens/s, "

@@ -5,7 +5,8 @@ Both are pytrees whose every field is a leaf, so a sweep vmaps over arrays of th
 Layout fields (Megatron-LM names): ``tp`` tensor, ``pp`` pipeline, ``dp`` data, ``cp``
 context, ``ep`` expert parallel degree; ``mbs`` micro-batch size (sequences); ``vpp``
 virtual pipeline stages per rank (1 = plain 1F1B); ``recompute`` 0 none, 1 selective,
-2 full; ``zero`` 0 (DDP), 1 (distributed optimizer), 2 (+ gradients), 3 (+ parameters,
+2 full, 3 block (Megatron's ``--recompute-method block``: full recompute of only as many of
+each rank's layers as it takes to fit in HBM, at least one); ``zero`` 0 (DDP), 1 (distributed optimizer), 2 (+ gradients), 3 (+ parameters,
 FSDP); ``sp`` sequence parallelism 0/1.
 
 Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dse.errors import InputError
 from dse.spec.pytree import pytree_dataclass
 
-RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
 PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2}
 PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8"}

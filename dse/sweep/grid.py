@@ -15,7 +15,7 @@ Validity rules (Megatron-LM ``arguments.py`` and ``parallel_state.py``):
   * zero in {0,1,2,3}, with or without pipeline parallelism (PyTorch FSDP2 with
     pipelining, as torchtitan and Llama 3 run it; DeepSpeed alone restricts PP to ZeRO-1).
     ZeRO-2 and -3 pay their collectives every micro-batch (dse.train.step).
-  * recompute in {none, selective, full}
+  * recompute in {none, selective, full, block}
 Integer rules are checked here, once, in numpy; memory is the sweep's data-dependent
 constraint (dse.sweep).
 """
@@ -47,7 +47,7 @@ class GridOptions:
     ep: tuple[int, ...] | None = None
     mbs: tuple[int, ...] | None = None
     vpp: tuple[int, ...] | None = None
-    recompute: tuple[int, ...] = (0, 1, 2)
+    recompute: tuple[int, ...] = (0, 1, 2, 3)
     zero: tuple[int, ...] = (0, 1, 2, 3)
     sp: tuple[int, ...] = (0, 1)
     max_tp: int = 64
@@ -115,7 +115,7 @@ def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: 
         lo = 0 if f in ("recompute", "zero", "sp") else 1
         require(isinstance(v, (int, np.integer)) and v >= lo, where, f, f"must be an integer >= {lo}, but got {v!r}")
     require(lay.zero <= 3, where, "zero", f"`zero <= 3` must hold, but got (zero={lay.zero})")
-    require(lay.recompute <= 2, where, "recompute", "must be none, selective or full")
+    require(lay.recompute <= 3, where, "recompute", "must be none, selective, full or block")
     require(model.num_attention_heads % lay.tp == 0, where, "tp",
             f"`num_attention_heads % tp == 0` must hold, but got (num_attention_heads="
             f"{model.num_attention_heads}, tp={lay.tp})")

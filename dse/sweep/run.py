@@ -155,7 +155,7 @@ def to_dataframe(sr: SweepResult) -> pd.DataFrame:
     if bad.any():
         status[bad] = [oom_status(m, c) for m, c in zip(sr.mem_bytes[bad], sr.hbm_bytes[bad])]
     df["status"] = status
-    for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN:
+    for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN + ("recompute_layers",):
         df[f] = sr.result[f]
     return df
 

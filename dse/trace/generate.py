@@ -94,7 +94,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     tp_ar = lc.tp_comm_s / 4.0
     tp_sg = group_collective_s("reduce_scatter", act_bytes, t, 1.0, hw)
     p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
-    mem = memory_per_gpu(model, wl, lay, el)
+    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
     optimizer = optimizer_step_s(P, lay, hw, r)
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
@@ -105,7 +105,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         attn=lc.attn_s, cp_comm=lc.cp_comm_s,
         ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
         head_f=head_f, head_b=2.0 * head_f, ce=ce, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
-        params=P, optimizer=optimizer, kv_chunk=kv_chunk,
+        params=P, optimizer=optimizer, kv_chunk=kv_chunk, rc_frac=mem.recompute_fraction,
         a2a_bytes=T * model.top_k * h * el,
         flops_layer=lc.model_flops)
 
@@ -164,12 +164,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     ``stage<s>``, one per pipeline stage."""
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
-    full_recompute = _int(lay.recompute) == 2
     selective = _int(lay.recompute) == 1
     c = {k: float(v) for k, v in _costs(model, wl, lay, hw).items()}
     m = int(wl.global_batch) // (dp * mbs)
     L = int(model.num_layers)
     L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
+    rc_layers = int(round(c["rc_frac"] * L_st))  # full: all; block: the first rc_layers
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
@@ -264,7 +264,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                                     duration_s=c["cp_comm"] / 3.0,
                                     group_dim="cp")
                     last_s2 = cp_node
-            if bwd and full_recompute:
+            if bwd and k < rc_layers:
                 s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
                    num_ops=c["flops_layer"] / 3.0)
                 tp_colls(f"{tag} recompute", 2)

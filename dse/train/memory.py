@@ -65,6 +65,7 @@ class MemoryBreakdown(NamedTuple):
     activations_bytes: object
     total_bytes: object
     params_per_gpu: object
+    recompute_fraction: object   # share of the rank's layers fully recomputed (0..1)
 
 
 def layers_per_stage(model: Model, lay: Layout):
@@ -124,7 +125,10 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     return replicated + tp_region, scores
 
 
-def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> MemoryBreakdown:
+def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf) -> MemoryBreakdown:
+    """Peak bytes per GPU (module docstring).  ``hbm_bytes`` is only used by block
+    recompute, which recomputes the fewest whole layers (at least one) that bring the
+    total under it."""
     P = params_per_gpu(model, lay)
     shard = lay.dp * lay.cp * 1.0
     weight_b = jnp.where(act_bytes > 2, 4.0, 2.0)
@@ -150,11 +154,19 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes) -> Memory
     T = lay.mbs * wl.seq_len / lay.cp
     layer_input = 2.0 * T * model.hidden_size * (act_bytes / 2.0)
     layer_input = jnp.where(lay.sp > 0, layer_input / lay.tp, layer_input)
-    per_layer = jnp.where(lay.recompute == 2, layer_input,
-                          jnp.where(lay.recompute == 1, no_scores, full_layer))
-    acts = L_st * inflight * per_layer + jnp.where(lay.recompute == 2, full_layer, 0.0)
     logits = LOGIT_BYTES * T * model.vocab_size / lay.tp
-    acts = acts + logits
-    allocated = weights + grads + opt + acts
+    states = weights + grads + opt
+    # block recompute: the fewest of the rank's L_st layers (at least one) whose inputs
+    # alone are kept, so that the total fits: solve (A0 - k*saving + full_layer)*(1+frag)
+    # + reserve <= hbm for k, A0 the allocation without recompute
+    a0 = states + L_st * inflight * full_layer + logits
+    a_max = (hbm_bytes - RESERVE_BYTES) / (1.0 + FRAGMENTATION)
+    saving = jnp.maximum(inflight * (full_layer - layer_input), 1.0)
+    k = jnp.clip(jnp.ceil((a0 + full_layer - a_max) / saving), 1.0, L_st)
+    frac = jnp.where(lay.recompute == 2, 1.0, jnp.where(lay.recompute == 3, k / L_st, 0.0))
+    per_layer = jnp.where(lay.recompute == 1, no_scores,
+                          frac * layer_input + (1.0 - frac) * full_layer)
+    acts = L_st * inflight * per_layer + jnp.where(frac > 0, full_layer, 0.0) + logits
+    allocated = states + acts
     total = allocated * (1.0 + FRAGMENTATION) + RESERVE_BYTES
-    return MemoryBreakdown(weights, grads, opt, acts, total, P)
+    return MemoryBreakdown(weights, grads, opt, acts, total, P, frac)

@@ -23,6 +23,8 @@ carry both:
   CP ring exchange vs the attention compute of the layer (Liu et al. 2023);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
 Recompute: full re-runs each layer's forward (and its TP collectives) before backward;
+block does so for the fewest layers that make the step fit (Megatron ``--recompute-method
+block --recompute-num-layers k``, k chosen per point by :func:`memory_per_gpu`);
 selective recomputes the attention core: free with FlashAttention (its backward
 recomputes the scores anyway), one attention-core forward with the unfused path.
 MFU counts model FLOPs only (6*N*tokens-style, plus attention), against the nominal
@@ -63,6 +65,7 @@ class StepResult(NamedTuple):
     model_flops: object
     mfu: object
     tokens_per_s: object
+    recompute_layers: object   # layers per rank fully recomputed (full: all; block: the fewest that fit)
 
 
 BREAKDOWN = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
@@ -71,7 +74,7 @@ BREAKDOWN = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
 
 def memory_bytes(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     """Peak bytes per GPU (the sweep's first, cheap pass)."""
-    return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes).total_bytes
+    return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes).total_bytes
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -91,7 +94,11 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     head_stage = jnp.where(lay.pp > 1, jnp.maximum(head, emb), head + emb)
 
     # exposed communication per layer per micro-batch
-    recompute_full = (lay.recompute == 2) * 1.0
+    # full recompute (all layers) or block recompute (the fewest that fit): the share of
+    # the rank's layers whose forward runs twice
+    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
+    P = mem.params_per_gpu
+    recompute_full = mem.recompute_fraction
     tp_exposed = lc.tp_exposed_s * (1.0 + 0.5 * recompute_full)
     ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
     cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, lc.attn_s), 0.0)
@@ -99,8 +106,6 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
 
     # DeepSpeed: a separate fp32 gradient-accumulation pass after every micro-batch
-    mem = memory_per_gpu(model, wl, lay, el)
-    P = mem.params_per_gpu
     accum = 0.0
     if wl.framework == 1:
         accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
@@ -164,4 +169,5 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     mfu = flops / (step * gpus * peak_nominal)
     tps = wl.global_batch * wl.seq_len / step
     return StepResult(step, compute, recompute, tp_total, cp_total, ep_total, pp_exposed,
-                      bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps)
+                      bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps,
+                      recompute_full * L_st)

@@ -181,3 +181,23 @@ def test_tp_comm_overlap_hides_collectives_only_with_sp_and_chunks_the_gemms():
     nosp = Layout(tp=8, pp=4, dp=2, sp=0)
     c, d = layer_cost(MODEL, base, nosp, hw, r), layer_cost(MODEL, over, nosp, hw, r)
     assert float(d.tp_exposed_s) == pytest.approx(float(c.tp_exposed_s))
+
+
+def test_block_recompute_recomputes_the_fewest_layers_that_fit():
+    """Megatron's block method: full recompute of k of the rank's layers, k the smallest
+    (>= 1) that brings the step under HBM; time and memory sit between none and full."""
+    hw = h100()
+    wl = Workload(global_batch=128, seq_len=8192, precision=1)
+    lay = lambda rc: Layout(tp=4, pp=8, dp=2, vpp=5, mbs=1, zero=1, sp=1, recompute=rc)
+    mem = {rc: memory_per_gpu(MODEL, wl, lay(rc), 2.0, hw.hbm_bytes) for rc in (0, 2, 3)}
+    step = {rc: STEP(MODEL, wl, lay(rc), hw) for rc in (0, 2, 3)}
+    L_st = 10
+    assert float(mem[0].total_bytes) > hw.hbm_bytes            # does not fit without recompute
+    assert float(mem[3].total_bytes) <= hw.hbm_bytes            # block fits ...
+    k = float(step[3].recompute_layers)
+    assert 1 <= k < L_st and k == int(k)                        # ... with a few whole layers
+    assert float(mem[2].total_bytes) < float(mem[3].total_bytes) < float(mem[0].total_bytes)
+    assert float(step[0].step_time_s) < float(step[3].step_time_s) < float(step[2].step_time_s)
+    assert float(step[2].recompute_layers) == L_st and float(step[0].recompute_layers) == 0
+    roomy = memory_per_gpu(MODEL, Workload(global_batch=128, seq_len=1024, precision=1), lay(3), 2.0, hw.hbm_bytes)
+    assert float(roomy.recompute_fraction) * L_st == pytest.approx(1.0)   # at least one layer
