@@ -1,6 +1,14 @@
-"""Published measurements *outside* the calibration set, never used to choose a constant
-(tests/data/published_other.csv says where each comes from).  They check that the model
-generalises beyond the rows it was calibrated on."""
+"""Published measurements *outside* the calibration set, never used to choose a constant.
+They check that the model generalises beyond the rows it was calibrated on: other
+frameworks (Megatron-DeepSpeed, PyTorch FSDP in llm-foundry and torchtitan, NeMo 2 /
+Megatron-Bridge), other models (MPT, Llama 3.1 405B, Nemotron-4) and another GPU (B200).
+
+Data and provenance (every number with the table line it was copied from):
+tests/data/published_other.csv (BLOOM-176B), published_nemo.csv + .md (NeMo and
+Megatron-Bridge performance summaries, B200 and H100, fp8), published_fsdp.csv + .md
+(llm-foundry MPT and torchtitan, A100 and H100).  The bounds sit a little above today's
+errors (docs/accuracy.md quotes them) so that a regression fails; the H100 FSDP bound is
+loose on purpose: those 2023 runs are a documented gap, not a target."""
 
 from pathlib import Path
 
@@ -8,22 +16,50 @@ import pytest
 
 from dse.predict import predict_frame, read_csv
 
-CSV = Path(__file__).parent / "data" / "published_other.csv"
+DATA = Path(__file__).parent / "data"
+
+
+def _predict(name):
+    p = predict_frame(read_csv(str(DATA / name)), name)
+    p["ape"] = (p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1).abs()
+    return p
 
 
 @pytest.mark.validation
-def test_out_of_sample_iteration_times_within_10_percent():
-    p = predict_frame(read_csv(str(CSV)), str(CSV))
+def test_bloom176b_iteration_time_within_10_percent():
+    p = _predict("published_other.csv")
     assert (p["status"] == "ok").all()
-    err = (p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1).abs()
-    assert (err <= 0.10).all(), dict(zip(p["id"], err.round(3)))
+    assert (p["ape"] <= 0.10).all(), dict(zip(p["id"], p["ape"].round(3)))
 
 
 @pytest.mark.validation
-def test_out_of_sample_peak_memory_within_10_percent():
+def test_bloom176b_peak_memory_within_10_percent():
     """BLOOM-176B's ~60 GB per GPU, with the framework it ran (Megatron-DeepSpeed)."""
-    p = predict_frame(read_csv(str(CSV)), str(CSV))
+    p = _predict("published_other.csv")
     m = p.dropna(subset=["measured_mem_gib"])
     assert len(m) >= 1
     err = (m["predicted_mem_gib"] / m["measured_mem_gib"] - 1).abs()
     assert (err <= 0.10).all(), dict(zip(m["id"], err.round(3)))
+
+
+@pytest.mark.validation
+def test_nemo_b200_and_h100_fp8_runs():
+    """NeMo 25.02 and Megatron-Bridge 25.09/25.11 fp8 pre-training on DGX B200 and H100
+    (Llama 3 8B/70B/405B, GPT-3 175B, Nemotron-4 15B/340B): Blackwell's constants are
+    Hopper's, unfitted, so this is the B200 check."""
+    p = _predict("published_nemo.csv")
+    assert (p["status"] == "ok").all()
+    assert p["ape"].mean() <= 0.12, p[["id", "ape"]].round(3).to_string()
+    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.11
+
+
+@pytest.mark.validation
+def test_fsdp_runs_a100_and_h100():
+    """PyTorch FSDP (ZeRO-3 / SHARD_GRAD_OP) training from llm-foundry and torchtitan."""
+    p = _predict("published_fsdp.csv")
+    ok = p[p["status"] == "ok"]
+    assert len(ok) >= 0.95 * len(p)
+    a100 = ok[ok["gpu"].str.startswith("a100")]
+    h100 = ok[ok["gpu"].str.startswith("h100")]
+    assert a100["ape"].mean() <= 0.06, a100[["id", "ape"]].round(3).to_string()
+    assert h100["ape"].mean() <= 0.25, h100[["id", "ape"]].round(3).to_string()
