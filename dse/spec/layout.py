@@ -62,33 +62,29 @@ class Workload:
     tp_overlap: int = 0
 
 
-def precision_code(name: str, where: str = "--precision") -> int:
-    if name not in PRECISION:
-        raise InputError(where, "precision", f"must be one of {sorted(PRECISION)}, but got {name!r}")
-    return PRECISION[name]
-
-
-def recompute_code(name: str, where: str = "--recompute") -> int:
-    if name not in RECOMPUTE:
-        raise InputError(where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {name!r}")
-    return RECOMPUTE[name]
-
-
 ATTENTION = {"flash": 1, "unfused": 0}
 ATTENTION_NAMES = {v: k for k, v in ATTENTION.items()}
-
-
-def attention_code(name: str, where: str = "--attention") -> int:
-    if name not in ATTENTION:
-        raise InputError(where, "attention", f"must be one of {sorted(ATTENTION)}, but got {name!r}")
-    return ATTENTION[name]
-
-
 FRAMEWORK = {"megatron": 0, "deepspeed": 1}
 FRAMEWORK_NAMES = {v: k for k, v in FRAMEWORK.items()}
 
 
+def _code(table: dict[str, int], field: str, name: str, where: str) -> int:
+    if name not in table:
+        raise InputError(where, field, f"must be one of {sorted(table)}, but got {name!r}")
+    return table[name]
+
+
+def precision_code(name: str, where: str = "--precision") -> int:
+    return _code(PRECISION, "precision", name, where)
+
+
+def recompute_code(name: str, where: str = "--recompute") -> int:
+    return _code(RECOMPUTE, "recompute", name, where)
+
+
+def attention_code(name: str, where: str = "--attention") -> int:
+    return _code(ATTENTION, "attention", name, where)
+
+
 def framework_code(name: str, where: str = "--framework") -> int:
-    if name not in FRAMEWORK:
-        raise InputError(where, "framework", f"must be one of {sorted(FRAMEWORK)}, but got {name!r}")
-    return FRAMEWORK[name]
+    return _code(FRAMEWORK, "framework", name, where)
