@@ -68,6 +68,7 @@ def test_top3_layouts_agree_within_5_percent():
 @pytest.mark.parametrize("lay", [
     Layout(tp=8, pp=4, dp=2, mbs=1, zero=1, sp=1),
     Layout(tp=4, pp=2, dp=8, mbs=1, zero=0, recompute=2),
+    Layout(tp=2, pp=4, dp=8, mbs=2, zero=1, sp=1, recompute=3),   # block: some layers recomputed
 ])
 def test_pipelined_layouts_agree_within_5_percent(lay):
     _check(lay, 64)
