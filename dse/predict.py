@@ -8,7 +8,9 @@ practitioner tuning that run would; the chosen values are written back in
 documented: a gated (SwiGLU) MLP when ``ffn_hidden_size != 4*hidden_size``; dropout for
 non-gated (GPT-style) models; tied input/output embeddings for non-gated models (Megatron-LM
 ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
-recipe passes).
+recipe passes).  Optional ``num_experts`` and ``top_k`` columns (or Megatron's
+``num_moe_experts`` / ``moe_router_topk``) make the row a mixture-of-experts model whose
+experts each have ``ffn_hidden_size``.
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
 kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank =
@@ -37,6 +39,10 @@ REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention
 LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
                "micro_batch_size": "mbs", "vpp": "vpp"}
 CHUNK = 1 << 14
+# optional mixture-of-experts columns (Megatron's argument names accepted as aliases);
+# ffn_hidden_size is then each expert's MLP width
+MOE_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
+            "top_k": "top_k", "moe_router_topk": "top_k"}
 
 
 def _blank(v) -> bool:
@@ -60,10 +66,14 @@ def row_model(row, where) -> Model:
     heads = _int(row, "num_attention_heads", where)
     kv = heads if _blank(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
     gated = f != 4 * h
+    moe = {}
+    for col, field in MOE_COLS.items():
+        if col in row and not _blank(row[col]):
+            moe[field] = _int(row, col, where)
     m = Model(num_layers=_int(row, "num_layers", where), hidden_size=h, ffn_hidden_size=f,
               num_attention_heads=heads, num_kv_heads=kv, vocab_size=_int(row, "vocab_size", where),
               seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated), tied_embeddings=int(not gated),
-              name=str(row.get("model", "")))
+              name=str(row.get("model", "")), **moe)
     validate_model(m, where)
     return m
 
@@ -112,6 +122,9 @@ def predict_row(row: dict, where: str) -> dict:
     if "dp" in fixed:
         keep = cols["dp"] == fixed["dp"]
         cols = {k: v[keep] for k, v in cols.items()}
+    if fixed.get("ep", 1) > 1 and model.num_experts == 1:
+        return {**out, "status": "infeasible: ep > 1 needs a mixture-of-experts model "
+                                 "(give num_experts and top_k columns)"}
     if len(cols["tp"]) == 0:
         return {**out, "status": "infeasible: no valid layout matches the given fields "
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "

@@ -52,3 +52,17 @@ def test_framework_column_changes_memory_accounting_and_rejects_unknown():
     from dse.errors import InputError
     with pytest.raises(InputError, match="framework"):
         predict_frame(pd.DataFrame([dict(ROW, framework="jax")]), "t.csv")
+
+
+def test_moe_columns_make_a_mixture_of_experts_row():
+    """num_experts/top_k (or Megatron's num_moe_experts/moe_router_topk) turn the row into
+    an MoE model; ep > 1 without them is explained, not silently dropped."""
+    moe = dict(ROW, id=3, model="Mixtral-like", hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+               num_kv_heads=8, num_layers=8, vocab_size=32000, seq_length=4096, global_batch_size=64,
+               micro_batch_size=1, gpu="h100-sxm-80gb", num_gpus=16, tp=1, pp=1, dp=16, ep=8,
+               recompute=None, zero_stage=1, precision="bf16", sequence_parallel=None)
+    rows = [moe, dict(moe, id=4, num_experts=8, top_k=2), dict(moe, id=5, num_moe_experts=8, moe_router_topk=2)]
+    out = predict_frame(pd.DataFrame(rows), "t.csv")
+    assert out.loc[0, "status"].startswith("infeasible: ep > 1 needs a mixture-of-experts model")
+    assert out.loc[1, "status"] == "ok" and out.loc[2, "status"] == "ok"
+    assert out.loc[1, "predicted_iter_time_s"] == out.loc[2, "predicted_iter_time_s"]
