@@ -69,7 +69,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import layer_cost
-from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
 from dse.train.rates import rates
 
@@ -96,7 +96,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
-    optimizer = optimizer_step_s(P, lay, hw, r)
+    fp8_params = jnp.where(wl.precision == 2, P - embedding_params_per_gpu(model, lay), 0.0)
+    optimizer = optimizer_step_s(P, lay, hw, r, fp8_params)
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
     d = h / model.num_attention_heads
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el

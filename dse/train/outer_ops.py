@@ -35,6 +35,7 @@ from dse.train.rates import Rates
 
 
 CE_BYTES_PER_LOGIT = 60.0
+FP8_WEIGHT_CAST_BYTES = 4.0
 
 
 def tokens_per_micro_batch(wl: Workload, lay: Layout):
@@ -73,8 +74,13 @@ def pipeline_p2p(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates
     return nbytes, group_p2p_s(nbytes, lay.tp * lay.cp * lay.dp * 1.0, hw) + gather
 
 
-def optimizer_step_s(params_per_gpu, lay: Layout, hw: Hardware, r: Rates):
-    """Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1)."""
+def optimizer_step_s(params_per_gpu, lay: Layout, hw: Hardware, r: Rates, fp8_params=0.0):
+    """Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1), plus, with Transformer
+    Engine fp8, the once-per-step re-quantisation of the ``fp8_params`` linear weights
+    (TE casts weights on the first micro-batch and reuses them for the rest): read bf16,
+    write the fp8 copy and its transpose, :data:`FP8_WEIGHT_CAST_BYTES` per parameter.
+    The delayed-scaling amax reduction is one small all-reduce per step (latency only,
+    not charged)."""
     shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
-    return memory_bound_time_s(ADAM_BYTES_PER_PARAM * shard, r.hbm_bw_bytes_per_s,
-                               hw.kernel_launch_s, 4.0)
+    return memory_bound_time_s(ADAM_BYTES_PER_PARAM * shard + FP8_WEIGHT_CAST_BYTES * fp8_params,
+                               r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 4.0)

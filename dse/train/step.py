@@ -45,7 +45,7 @@ from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 from dse.train.layer import layer_cost
-from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
 from dse.train.rates import rates
 
@@ -148,7 +148,8 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
-    optimizer = optimizer_step_s(P, lay, hw, r)
+    fp8_params = jnp.where(wl.precision == 2, P - embedding_params_per_gpu(model, lay), 0.0)
+    optimizer = optimizer_step_s(P, lay, hw, r, fp8_params)
 
     step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
 
