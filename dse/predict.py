@@ -56,7 +56,7 @@ def _int(row, col, where, positive=True):
         require(f == int(f) and (f > 0 or not positive), where, col,
                 f"must be a positive integer, but got {v!r}")
         return int(f)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(where, col, f"must be a positive integer, but got {v!r}") from None
 
 
@@ -66,10 +66,16 @@ def row_model(row, where) -> Model:
     heads = _int(row, "num_attention_heads", where)
     kv = heads if _blank(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
     gated = f != 4 * h
-    moe = {}
+    moe, named = {}, {}
     for col, field in MOE_COLS.items():
         if col in row and not _blank(row[col]):
-            moe[field] = _int(row, col, where)
+            v = _int(row, col, where)
+            require(moe.get(field, v) == v, where, col,
+                    f"must agree with {named.get(field)} ({moe.get(field)}), but got {v}")
+            moe[field], named[field] = v, col
+    if moe.get("top_k", 1) > moe.get("num_experts", 1):
+        raise InputError(where, named["top_k"], f"must be <= the number of experts "
+                         f"({moe.get('num_experts', 1)}), but got {moe['top_k']}")
     m = Model(num_layers=_int(row, "num_layers", where), hidden_size=h, ffn_hidden_size=f,
               num_attention_heads=heads, num_kv_heads=kv, vocab_size=_int(row, "vocab_size", where),
               seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated), tied_embeddings=int(not gated),
@@ -103,6 +109,20 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
     return GridOptions(pow2_only=False, max_tp=1024, max_cp=64, max_mbs=64, max_vpp=64, **kw), fixed
 
 
+def _run_facts(row, where) -> tuple[str, str, str]:
+    """The optional ``attention``, ``framework`` and ``tp_comm_overlap`` columns."""
+    att = row.get("attention")
+    att = "flash" if _blank(att) else str(att).strip()
+    require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
+    fw = row.get("framework")
+    fw = "megatron" if _blank(fw) else str(fw).strip()
+    require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
+    ov = row.get("tp_comm_overlap")
+    ov = "false" if _blank(ov) else str(ov).strip().lower()
+    require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
+    return att, fw, ov
+
+
 def predict_row(row: dict, where: str) -> dict:
     """Prediction for one row: the fastest feasible layout consistent with its fields."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
@@ -111,13 +131,15 @@ def predict_row(row: dict, where: str) -> dict:
     hw = get_hardware(str(row["gpu"]), where=f"{where}: gpu")
     prec = str(row["precision"]).strip()
     require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
-    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    # every column is validated before any early return
     model = row_model(row, where)
     gpus = _int(row, "num_gpus", where)
     gbs = _int(row, "global_batch_size", where)
     seq = _int(row, "seq_length", where)
     opt, fixed = row_options(row, where)
+    att, fw, ov = _run_facts(row, where)
+    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
     cols = enumerate_layouts(model, gpus, gbs, seq, opt)
     if "dp" in fixed:
         keep = cols["dp"] == fixed["dp"]
@@ -129,15 +151,6 @@ def predict_row(row: dict, where: str) -> dict:
         return {**out, "status": "infeasible: no valid layout matches the given fields "
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)"}
-    att = row.get("attention")
-    att = "flash" if _blank(att) else str(att).strip()
-    require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
-    fw = row.get("framework")
-    fw = "megatron" if _blank(fw) else str(fw).strip()
-    require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
-    ov = row.get("tp_comm_overlap")
-    ov = "false" if _blank(ov) else str(ov).strip().lower()
-    require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"))
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))

@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python scripts/calibrate.py GEN FIELD=v1,v2,... [FIELD=...] [--precision P]
 
 e.g. ``scripts/calibrate.py hopper gemm=0.65,0.68,0.71 attn=0.45,0.5,0.55 gemm_fp8=0.6,0.63``.
-``--facts FILE [COL,COL]`` merges documented per-source run facts first (the separated
+``--facts FILE COL[,COL...]`` merges documented per-source run facts first (the separated
 analysis of scripts/run_facts.py; never used for the constants in dse/spec/efficiency.py).
 Prints, for every combination, the MAPE over the calibration rows of that GPU generation
 (and precision, if given) of ``dse.spec.efficiency.GENERATIONS[GEN]`` with those fields

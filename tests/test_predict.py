@@ -66,3 +66,13 @@ def test_moe_columns_make_a_mixture_of_experts_row():
     assert out.loc[0, "status"].startswith("infeasible: ep > 1 needs a mixture-of-experts model")
     assert out.loc[1, "status"] == "ok" and out.loc[2, "status"] == "ok"
     assert out.loc[1, "predicted_iter_time_s"] == out.loc[2, "predicted_iter_time_s"]
+
+
+def test_optional_columns_are_validated_even_on_rows_that_end_early():
+    import pytest
+    from dse.errors import InputError
+    for bad in (dict(ROW, tp=3, framework="jax"), dict(ROW, precision="fp8", tp_comm_overlap="maybe"),
+                dict(ROW, num_experts="abc"), dict(ROW, num_experts=8, num_moe_experts=4),
+                dict(ROW, num_experts=2, moe_router_topk=4), dict(ROW, num_layers=float("inf"))):
+        with pytest.raises(InputError):
+            predict_frame(pd.DataFrame([bad]), "t.csv")

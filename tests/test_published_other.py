@@ -4,11 +4,13 @@ frameworks (Megatron-DeepSpeed, PyTorch FSDP in llm-foundry and torchtitan, NeMo
 Megatron-Bridge), other models (MPT, Llama 3.1 405B, Nemotron-4) and another GPU (B200).
 
 Data and provenance (every number with the table line it was copied from):
-tests/data/published_other.csv (BLOOM-176B), published_nemo.csv + .md (NeMo and
-Megatron-Bridge performance summaries, B200 and H100, fp8), published_fsdp.csv + .md
-(llm-foundry MPT and torchtitan, A100 and H100).  The bounds sit a little above today's
+tests/data/published_other.csv (BLOOM-176B), published_nemo.csv + .md and
+published_nemo_gb200_moe.md (NeMo and Megatron-Bridge performance summaries: dense fp8
+pre-training on B200, GB200 and H100), published_moe.csv (the same tables' Mixtral and
+Qwen3 mixture-of-experts rows), published_fsdp.csv + .md (llm-foundry MPT and
+torchtitan, A100 and H100).  The bounds sit a little above today's
 errors (docs/accuracy.md quotes them) so that a regression fails; the H100 FSDP bound is
-loose on purpose: those 2023 runs are a documented gap, not a target."""
+loose on purpose, as is the MoE one: documented gaps (docs/accuracy.md), not targets."""
 
 from pathlib import Path
 
@@ -43,14 +45,27 @@ def test_bloom176b_peak_memory_within_10_percent():
 
 
 @pytest.mark.validation
-def test_nemo_b200_and_h100_fp8_runs():
-    """NeMo 25.02 and Megatron-Bridge 25.09/25.11 fp8 pre-training on DGX B200 and H100
-    (Llama 3 8B/70B/405B, GPT-3 175B, Nemotron-4 15B/340B): Blackwell's constants are
-    Hopper's, unfitted, so this is the B200 check."""
+def test_nemo_blackwell_and_h100_fp8_runs():
+    """NeMo 25.02-25.07 and Megatron-Bridge 25.09-26.06 dense fp8 pre-training on DGX
+    B200, GB200 NVL72 and H100 (Llama 3 8B/70B/405B, GPT-3 175B, Nemotron-4 15B/340B):
+    Blackwell's constants are Hopper's, unfitted, so this is the Blackwell check."""
     p = _predict("published_nemo.csv")
     assert (p["status"] == "ok").all()
-    assert p["ape"].mean() <= 0.12, p[["id", "ape"]].round(3).to_string()
-    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.11
+    assert p["ape"].mean() <= 0.16, p[["id", "ape"]].round(3).to_string()
+    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.12
+    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.16
+
+
+@pytest.mark.validation
+def test_nemo_mixture_of_experts_runs():
+    """Mixtral 8x7B/8x22B and Qwen3 30B-A3B/235B-A22B from the same tables: predicted
+    (optional num_experts/top_k columns) but under-predicted, more so in early releases;
+    rows whose expert parallelism spans TP ranks (MoE parallel folding) are reported
+    infeasible, with the reason."""
+    p = _predict("published_moe.csv")
+    ok = p[p["status"] == "ok"]
+    assert len(ok) >= 0.85 * len(p)
+    assert ok["ape"].mean() <= 0.45, ok[["id", "ape"]].round(3).to_string()
 
 
 @pytest.mark.validation

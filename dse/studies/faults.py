@@ -42,7 +42,8 @@ def candidates(df: pd.DataFrame, k: int, distinct: tuple[str, ...] = ()) -> pd.D
         ok["_key"] = [tuple(r[f] for f in distinct) for _, r in ok.iterrows()]
     else:
         ok["_key"] = [tuple(int(r[f]) for f in LAYOUT_KEYS) + (bool(r["sp"]),
-                      r["recompute"] == "full") for _, r in ok.iterrows()]
+                      r["recompute"] in ("full", "block"), r.get("recompute_layers", 0))
+                     for _, r in ok.iterrows()]
     return ok.drop_duplicates("_key").head(k).drop(columns="_key")
 
 

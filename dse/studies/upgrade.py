@@ -84,33 +84,39 @@ def headroom(model, seq: int, gbs: int, precision: int, hws, row, mbs_list) -> p
     dp, mbs0 = int(row["dp"]), int(row["mbs"])
     m = gbs // (dp * mbs0)
     fits = {h.name: [] for h in hws}
-    mem = {}
+    mem = {h.name: {} for h in hws}          # per GPU: block recompute depends on its HBM
     for k in mbs_list:
         cols = layout_cols(row)
         cols["mbs"] = np.asarray([k], dtype=np.int32)
         sr = sweep_points(model, Workload(dp * k * m, seq, precision), list(hws), cols)
-        df = to_dataframe(sr)
-        mem[k] = float(df["mem_gib"].iloc[0])
-        for _, r in df.iterrows():
+        for _, r in to_dataframe(sr).iterrows():
+            mem[r["hardware"]][k] = float(r["mem_gib"])
             if r["feasible"]:
                 fits[r["hardware"]].append(k)
     # memory is affine in mbs at a fixed layout and m (activations and logits scale with
-    # it, model states do not): mem(k) = a + b k, so k_fit = (HBM - a) / b
-    b_gib = (mem[mbs_list[1]] - mem[mbs_list[0]]) / (mbs_list[1] - mbs_list[0]) if len(mbs_list) > 1 else np.nan
-    a_gib = mem[mbs_list[0]] - b_gib * mbs_list[0]
+    # it, model states do not): mem(k) = a + b k, so k_fit = (HBM - a) / b.  Not with block
+    # recompute, which recomputes more layers as the micro-batch grows: no fit there.
+    affine = row["recompute"] != "block" and len(mbs_list) > 1
     rows = []
     for h in hws:
+        mh = mem[h.name]
+        hbm = float(h.hbm_bytes) / GIB
         k = max(fits[h.name]) if fits[h.name] else np.nan
-        rows.append({"hardware": h.name, "hbm_gib": float(h.hbm_bytes) / GIB, "micro_batches_per_step": m,
+        if affine:
+            b_gib = (mh[mbs_list[1]] - mh[mbs_list[0]]) / (mbs_list[1] - mbs_list[0])
+            fit = (hbm - (mh[mbs_list[0]] - b_gib * mbs_list[0])) / b_gib
+        else:
+            fit = np.nan
+        rows.append({"hardware": h.name, "hbm_gib": hbm, "micro_batches_per_step": m,
                      "max_mbs": k, "max_global_batch": dp * k * m if np.isfinite(k) else np.nan,
-                     "mem_gib_at_max_mbs": mem.get(k, np.nan) if np.isfinite(k) else np.nan,
-                     "mbs_fit_continuous": (float(h.hbm_bytes) / GIB - a_gib) / b_gib,
-                     "free_gib_at_layout": float(h.hbm_bytes) / GIB - float(row["mem_gib"]),
+                     "mem_gib_at_max_mbs": mh.get(k, np.nan) if np.isfinite(k) else np.nan,
+                     "mbs_fit_continuous": fit,
+                     "free_gib_at_layout": hbm - mh.get(mbs0, float(row["mem_gib"])),
                      "mbs_tried": "/".join(map(str, mbs_list)),
                      "limit": (f"≥ {k} (largest tried)" if k == mbs_list[-1] else
                                f"mbs {mbs_list[mbs_list.index(int(k)) + 1]} needs "
-                               f"{mem[mbs_list[mbs_list.index(int(k)) + 1]]:.1f} GiB") if np.isfinite(k) else
-                     f"mbs {mbs_list[0]} needs {mem[mbs_list[0]]:.1f} GiB"})
+                               f"{mh[mbs_list[mbs_list.index(int(k)) + 1]]:.1f} GiB") if np.isfinite(k) else
+                     f"mbs {mbs_list[0]} needs {mh[mbs_list[0]]:.1f} GiB"})
     return pd.DataFrame(rows)
 
 

@@ -7,8 +7,11 @@ Validity rules (Megatron-LM ``arguments.py`` and ``parallel_state.py``):
     documented in dse.train.memory)
   * cp divides seq_len and seq_len/cp is a multiple of 2*cp (zig-zag load balancing)
   * global_batch % dp == 0 and mbs divides global_batch/dp
-  * vpp > 1 needs pp > 1, pp*vpp <= num_layers and micro-batches % pp == 0; when
-    num_layers % (pp*vpp) != 0 the heaviest virtual stage holds ceil(L/(pp*vpp)) layers
+  * vpp > 1 needs pp > 1, pp*vpp <= num_layers + 2 and micro-batches % pp == 0 (the +2:
+    Megatron-Core's ``account_for_embedding_in_pipeline_split`` and
+    ``account_for_loss_in_pipeline_split`` let the embedding and the loss fill a virtual
+    stage each, as Llama 3.1 405B's 126 layers on PP16 x VPP8 do); when num_layers %
+    (pp*vpp) != 0 the heaviest virtual stage holds ceil(L/(pp*vpp)) layers
     (uneven split, Megatron-Core ``--decoder-first/last-pipeline-num-layers``; Llama 3
     trained 126 layers on PP16 this way, arXiv:2407.21783 §3.3.2)
   * sp only with tp > 1; ep divides num_experts and dp*cp (dense models: ep = 1)
@@ -94,7 +97,7 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
                             continue
                         m = local // mbs
                         vpps = [1] + [v for v in range(2, opt.max_vpp + 1)
-                                      if pp > 1 and pp * v <= model.num_layers and m % pp == 0]
+                                      if pp > 1 and pp * v <= model.num_layers + 2 and m % pp == 0]
                         for vpp in vpps:
                             if not _allowed(vpp, opt.vpp):
                                 continue
@@ -132,8 +135,8 @@ def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: 
     require(global_batch % (lay.dp * lay.mbs) == 0, where, "mbs",
             f"`global_batch % (dp*mbs) == 0` must hold, but got (global_batch={global_batch}, dp={lay.dp}, mbs={lay.mbs})")
     if lay.vpp > 1:
-        require(lay.pp > 1 and lay.pp * lay.vpp <= model.num_layers, where, "vpp",
-                f"`pp > 1 and pp*vpp <= num_layers` must hold, but got (num_layers={model.num_layers}, "
+        require(lay.pp > 1 and lay.pp * lay.vpp <= model.num_layers + 2, where, "vpp",
+                f"`pp > 1 and pp*vpp <= num_layers + 2` must hold, but got (num_layers={model.num_layers}, "
                 f"pp={lay.pp}, vpp={lay.vpp})")
     require(not (lay.sp and lay.tp == 1), where, "sp", "sequence parallelism needs tp > 1")
     require(model.num_experts % lay.ep == 0 and (lay.dp * lay.cp) % lay.ep == 0, where, "ep",

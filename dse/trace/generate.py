@@ -63,6 +63,7 @@ import jax
 import jax.numpy as jnp
 
 from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s
+from dse.cost.elementwise import DS_GRAD_ACCUM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
@@ -98,6 +99,10 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     P = mem.params_per_gpu
     fp8_params = jnp.where(wl.precision == 2, P - embedding_params_per_gpu(model, lay), 0.0)
     optimizer = optimizer_step_s(P, lay, hw, r, fp8_params)
+    accum = 0.0
+    if wl.framework == 1:   # DeepSpeed's per-micro-batch fp32 gradient accumulation pass
+        accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
+                                    hw.kernel_launch_s, 2.0)
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
     d = h / model.num_attention_heads
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el
@@ -106,7 +111,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         attn=lc.attn_s, cp_comm=lc.cp_comm_s,
         ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
         head_f=head_f, head_b=2.0 * head_f, ce=ce, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
-        params=P, optimizer=optimizer, kv_chunk=kv_chunk, rc_frac=mem.recompute_fraction,
+        params=P, optimizer=optimizer, kv_chunk=kv_chunk, rc_frac=mem.recompute_fraction, accum=accum,
         a2a_bytes=T * model.top_k * h * el,
         flops_layer=lc.model_flops)
 
@@ -162,7 +167,10 @@ def pipeline_order(pp: int, vpp: int, m: int, stage: int) -> list[tuple[bool, in
 
 def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> TraceSet:
     """One training step of ``lay`` as a trace set (module docstring); roles
-    ``stage<s>``, one per pipeline stage."""
+    ``stage<s>``, one per pipeline stage.  TP comm/GEMM overlap (``wl.tp_overlap``) is
+    not represented in traces and is refused."""
+    require(not wl.tp_overlap, "trace", "tp_overlap",
+            "must be off: traces keep TP collectives as their own nodes (drop --tp-overlap)")
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
@@ -170,7 +178,6 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     m = int(wl.global_batch) // (dp * mbs)
     L = int(model.num_layers)
     L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
-    rc_layers = int(round(c["rc_frac"] * L_st))  # full: all; block: the first rc_layers
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
@@ -191,11 +198,13 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     vpp = _int(lay.vpp)
     if vpp > 1:
         where = f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}"
-        require(pp > 1 and pp * vpp <= L, where, "vpp", f"`pp*vpp <= num_layers` with pp > 1 "
+        require(pp > 1 and pp * vpp <= L + 2, where, "vpp", f"`pp*vpp <= num_layers + 2` with pp > 1 "
                 f"must hold, but got (num_layers={L}, pp={pp}, vpp={vpp})")
         require(m % pp == 0, where, "vpp", f"interleaving needs `micro_batches % pp == 0`, "
                 f"but got (micro_batches={m}, pp={pp})")
     L_ch = L_st // vpp                              # layers per model chunk
+    # full: all layers; block: the first rc_layers/vpp layers of every chunk
+    rc_per_chunk = int(round(c["rc_frac"] * L_st)) // vpp
     n_virt = pp * vpp
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
@@ -265,7 +274,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                                     duration_s=c["cp_comm"] / 3.0,
                                     group_dim="cp")
                     last_s2 = cp_node
-            if bwd and k < rc_layers:
+            if bwd and (k % L_ch) < rc_per_chunk:
                 s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
                    num_ops=c["flops_layer"] / 3.0)
                 tp_colls(f"{tag} recompute", 2)
@@ -345,6 +354,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
                 layer_pass(mb, k, True, (dep,))
                 dep = None
+            if ch == 0 and c["accum"] > 0:
+                s0(f"mb{mb} grad accumulation", NodeKind.COMPUTE, duration_s=c["accum"])
             if zero == 2 and has_dp:
                 # the compute stream waits for this pass's gradient reduce-scatters at the
                 # end of backward (FSDP's post-backward callback, DeepSpeed's epilogue)

@@ -153,8 +153,12 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
         tp_exposed = jnp.where(on, tp_overlap_cost_s(tp_comm, window, t, hw.num_sms), tp_comm)
         # the overlapped GEMMs run as chunks: ring exchanges split M into tp pieces (QKV
         # and FC1 forward, proj and FC2 dgrad), pipelined reduce-scatters into
-        # TP_OVERLAP_SPLITS (proj and FC2 forward); smaller GEMMs quantize worse
-        ch = lambda pieces, m, n, k, c=1.0: pieces * _linear(m / pieces, n, k, r, hw, c) - _linear(m, n, k, r, hw, c)
+        # TP_OVERLAP_SPLITS (proj and FC2 forward).  TE issues the chunks on several
+        # streams (NVTE_COMM_OVERLAP_MAX_STREAMS), so their tiles share the waves; what
+        # they add is per-chunk tile quantization in M and one launch per extra chunk
+        ch = lambda pieces, m, n, k, c=1.0: (_linear(m / pieces, n, k, r, hw, c * pieces)
+                                             + (pieces - 1.0) * hw.kernel_launch_s
+                                             - _linear(m, n, k, r, hw, c))
         split_f = (ch(t, T, (a + 2 * g) * d / t, h) + ch(t, tokens_per_expert, f * (1 + gated) / t, h, n_local)
                    + ch(TP_OVERLAP_SPLITS, T, h, a * d / t) + ch(TP_OVERLAP_SPLITS, tokens_per_expert, h, f / t, n_local))
         split_b = ch(t, T, a * d / t, h) + ch(t, tokens_per_expert, f / t, h, n_local)

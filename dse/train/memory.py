@@ -10,8 +10,9 @@ fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   flight, the FSDP prefetch).
 DeepSpeed (``framework`` 1; DeepSpeed ``runtime/bf16_optimizer.py`` and
 ``zero/stage_1_and_2.py``) keeps the 16-bit gradients in ``param.grad`` until the step
-*and* an fp32 gradient buffer the size of the local parameters: gradients 2 + 4 B/param,
-the 4 B sharded only from ZeRO-2 on; with ZeRO >= 1 and dp > 1 it also holds the
+*and* an fp32 gradient buffer the size of the local parameters: gradients 2 + 4 B/param
+(4 B in fp32 training, where there are no 16-bit grads), all of it sharded from ZeRO-2
+on; with ZeRO >= 1 and dp > 1 it also holds the
 contiguous reduce bucket, ``reduce_bucket_size`` = 5e8 elements of 16-bit (DeepSpeed config
 default).
 Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
@@ -27,7 +28,8 @@ recompute drops):
   replicated region  (8 + 2*dropout) * sbh  bytes  [/t with sequence parallelism]
   TP region          2sb(a+2g)d + 2sbh + 4sba + 2sb*f*(1+gated) + 2sbf   [/t]
 (MoE: the MLP terms scale with top_k.)  With TE fp8 the QKV, FC1 and FC2 inputs are saved
-as fp8 (1 B) and the projection input gains an fp8 copy: ``-(h + f)/t`` bytes per token.  Full recompute stores only each
+as fp8 (1 B) and the projection input gains an fp8 copy: ``-(h + f)/t`` bytes per token
+with SP, ``-2h + (h - f)/t`` without (the norm outputs are then replicated).  Full recompute stores only each
 layer's input, 2sbh [/t with SP], plus one layer's full set while it is recomputed.
 In flight on the first stage: ``min(m, pp)`` micro-batches with 1F1B, times
 ``1 + (pp-1)/(pp*vpp)`` with interleaving (Narayanan et al. 2021, §2.2.2).
@@ -143,7 +145,8 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     grads = jnp.where(lay.zero >= 2, 4.0 * P / shard, 4.0 * P)
     if wl.framework == 1:
         bucket = jnp.where((lay.zero >= 1) & (shard > 1), DS_REDUCE_BUCKET_ELEMS * 2.0, 0.0)
-        grads = jnp.where(lay.zero >= 2, 6.0 * P / shard, 6.0 * P) + bucket
+        ds_grad_b = jnp.where(act_bytes > 2, 4.0, 6.0)
+        grads = jnp.where(lay.zero >= 2, ds_grad_b * P / shard, ds_grad_b * P) + bucket
     opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
 
     m = wl.global_batch / (lay.dp * lay.mbs)
@@ -163,6 +166,9 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     a_max = (hbm_bytes - RESERVE_BYTES) / (1.0 + FRAGMENTATION)
     saving = jnp.maximum(inflight * (full_layer - layer_input), 1.0)
     k = jnp.clip(jnp.ceil((a0 + full_layer - a_max) / saving), 1.0, L_st)
+    # with interleaving, --recompute-num-layers counts per virtual-pipeline chunk, so the
+    # rank recomputes a multiple of vpp layers
+    k = jnp.minimum(lay.vpp * jnp.ceil(k / lay.vpp), L_st)
     frac = jnp.where(lay.recompute == 2, 1.0, jnp.where(lay.recompute == 3, k / L_st, 0.0))
     per_layer = jnp.where(lay.recompute == 1, no_scores,
                           frac * layer_input + (1.0 - frac) * full_layer)

@@ -154,7 +154,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
 
     # breakdown (steady-state shares of m * t_mb; bubble separate)
-    compute = m * (L_st * layer_compute + head_stage)
+    compute = m * (L_st * layer_compute + head_stage + accum)
     recompute = m * L_st * layer_recompute
     tp_total = m * L_st * tp_exposed
     cp_total = m * L_st * cp_exposed

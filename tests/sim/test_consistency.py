@@ -82,6 +82,22 @@ def test_interleaved_layouts_agree_within_5_percent(lay, gbs):
     _check(lay, gbs)
 
 
+def test_deepspeed_framework_agrees_within_5_percent():
+    """DeepSpeed's full-tensor pipeline sends and per-micro-batch accumulation pass."""
+    lay = Layout(tp=8, pp=4, dp=2, mbs=1, zero=1, sp=1)
+    wl = Workload(global_batch=64, seq_len=SEQ, framework=1)
+    vec = float(jax.jit(train_step)(MODEL, wl, lay, HW).step_time_s)
+    res = simulate(generate_trace_set(MODEL, wl, lay, HW), TOPO, grid=rank_grid(lay), record_timeline=False)
+    assert res.step_time_s == pytest.approx(vec, rel=0.05)
+
+
+def test_tp_overlap_is_refused_by_the_trace_generator():
+    from dse.errors import InputError
+    with pytest.raises(InputError, match="tp_overlap"):
+        generate_trace_set(MODEL, Workload(global_batch=64, seq_len=SEQ, tp_overlap=1),
+                           Layout(tp=8, pp=4, dp=2, mbs=1, zero=1, sp=1), HW)
+
+
 def test_interleaved_dp_window():
     """Chunk-wise DP overlap under interleaving (dse.cost.collectives.interleaved_exposed_s)."""
     ratio = _check(Layout(tp=4, pp=2, dp=8, mbs=1, vpp=8, zero=0, recompute=2), 64, rel=0.02)
