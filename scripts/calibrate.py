@@ -33,6 +33,8 @@ def main(argv: list[str]) -> None:
     facts = None
     if "--facts" in argv:
         i = argv.index("--facts")
+        if len(argv) < i + 3:
+            sys.exit("usage: calibrate.py GEN FIELD=v1,v2 ... --facts FILE COL[,COL...]")
         facts, cols = argv[i + 1], argv[i + 2].split(",")
         argv = argv[:i] + argv[i + 3:]
     gen, *specs = argv
