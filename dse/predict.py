@@ -10,7 +10,8 @@ non-gated (GPT-style) models; tied input/output embeddings for non-gated models 
 ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
 recipe passes).  Optional ``num_experts`` and ``top_k`` columns (or Megatron's
 ``num_moe_experts`` / ``moe_router_topk``) make the row a mixture-of-experts model whose
-experts each have ``ffn_hidden_size``.
+experts each have ``ffn_hidden_size``; an optional ``head_dim`` (or ``kv_channels``) column
+sets a head dimension other than ``hidden_size / num_attention_heads`` (Qwen3, Gemma).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
 kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank =
@@ -39,10 +40,11 @@ REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention
 LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
                "micro_batch_size": "mbs", "vpp": "vpp"}
 CHUNK = 1 << 14
-# optional mixture-of-experts columns (Megatron's argument names accepted as aliases);
-# ffn_hidden_size is then each expert's MLP width
+# optional architecture columns (Megatron's argument names accepted as aliases): mixture
+# of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
 MOE_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
-            "top_k": "top_k", "moe_router_topk": "top_k"}
+            "top_k": "top_k", "moe_router_topk": "top_k",
+            "head_dim": "kv_channels", "kv_channels": "kv_channels"}
 
 
 def _blank(v) -> bool:

@@ -76,3 +76,15 @@ def test_optional_columns_are_validated_even_on_rows_that_end_early():
                 dict(ROW, num_experts=2, moe_router_topk=4), dict(ROW, num_layers=float("inf"))):
         with pytest.raises(InputError):
             predict_frame(pd.DataFrame([bad]), "t.csv")
+
+
+def test_head_dim_column_decouples_attention_width_from_hidden():
+    """Qwen3-style heads: 32 heads of 128 on hidden 2048 -- the attention is twice as wide
+    as hidden/heads says, so it costs more time and memory."""
+    base = dict(ROW, num_layers=8, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_kv_heads=4,
+                num_gpus=8, tp=1, dp=8, micro_batch_size=1, global_batch_size=64, recompute="none")
+    out = predict_frame(pd.DataFrame([base, dict(base, id=2, head_dim=128), dict(base, id=3, kv_channels=128)]), "t.csv")
+    assert (out["status"] == "ok").all()
+    assert out.loc[1, "predicted_iter_time_s"] > out.loc[0, "predicted_iter_time_s"]
+    assert out.loc[1, "predicted_mem_gib"] > out.loc[0, "predicted_mem_gib"]
+    assert out.loc[1, "predicted_iter_time_s"] == out.loc[2, "predicted_iter_time_s"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of
 
 
 def kv_heads_per_gpu(model: Model, tp):
@@ -26,8 +26,8 @@ def kv_heads_per_gpu(model: Model, tp):
 
 
 def head_dim(model: Model):
-    """``hidden_size / num_attention_heads`` as a float (works on traced leaves)."""
-    return model.hidden_size / model.num_attention_heads
+    """The head dimension as a float (works on traced leaves; ``kv_channels`` if set)."""
+    return head_dim_of(model)
 
 
 def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):

@@ -6,7 +6,10 @@ model (the calibration set holds ~20 distinct architectures).  Sources are the c
 
 Parameter count per layer (Megatron-LM convention, biases and norms ignored except the
 norm weights which are O(h)):
-  attention  h*(h + 2*kv*d) + h*h            (Q, K, V and output projections, d = h/a)
+  attention  h*(a*d + 2*kv*d) + a*d*h        (Q, K, V and output projections; d = h/a
+                                             unless ``kv_channels`` sets it, as Megatron's
+                                             --kv-channels and HF's head_dim do: Qwen3,
+                                             Gemma)
   MLP        (3 if gated else 2) * h * f      (SwiGLU has gate, up and down)
   MoE        MLP x num_experts, plus the h*E router
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+
+import jax.numpy as jnp
 
 from dse.errors import InputError, require
 from dse.spec.hardware import load_toml
@@ -38,13 +43,14 @@ class Model:
     tied_embeddings: int = 0
     num_experts: int = 1
     top_k: int = 1
+    kv_channels: int = 0
     name: str = ""
     description: str = ""
     norm: str = "layernorm"
 
     @property
     def head_dim(self):
-        return self.hidden_size // self.num_attention_heads
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
 
     def replace(self, **kw) -> "Model":
         return dataclasses.replace(self, **kw)
@@ -52,7 +58,8 @@ class Model:
     def params_per_layer(self) -> int:
         h, f = self.hidden_size, self.ffn_hidden_size
         kv = self.num_kv_heads * self.head_dim
-        attn = h * (h + 2 * kv) + h * h
+        q = self.num_attention_heads * self.head_dim
+        attn = h * (q + 2 * kv) + q * h
         mlp = (3 if self.gated_mlp else 2) * h * f * self.num_experts
         router = h * self.num_experts if self.num_experts > 1 else 0
         return attn + mlp + router + 2 * h
@@ -63,7 +70,7 @@ class Model:
 
 
 _INT_FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-               "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k")
+               "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k", "kv_channels")
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
 _LABELS = ("description", "source", "norm", "name")
 
@@ -76,12 +83,12 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
             f"unknown key; allowed keys are {sorted(allowed)}")
     kw = {}
     for k in _INT_FIELDS:
-        if k not in d and k in ("seq_length", "num_experts", "top_k"):
+        if k not in d and k in ("seq_length", "num_experts", "top_k", "kv_channels"):
             continue
         require(k in d, where, f"{name}.{k}", "is required")
         v = d[k]
-        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, where,
-                f"{name}.{k}", f"must be a positive integer, but got {v!r}")
+        require(isinstance(v, int) and not isinstance(v, bool) and (v > 0 or (k == "kv_channels" and v == 0)),
+                where, f"{name}.{k}", f"must be a positive integer, but got {v!r}")
         kw[k] = v
     for k in _BOOL_FIELDS:
         v = d.get(k, False)
@@ -93,8 +100,15 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
     return m
 
 
+def head_dim_of(model: Model):
+    """Head dimension as a float that works on traced leaves: ``kv_channels`` when set,
+    else ``hidden_size / num_attention_heads``."""
+    return jnp.where(model.kv_channels > 0, model.kv_channels * 1.0,
+                     model.hidden_size / model.num_attention_heads)
+
+
 def validate_model(m: Model, where: str) -> None:
-    require(m.hidden_size % m.num_attention_heads == 0, where, "hidden_size",
+    require(m.kv_channels > 0 or m.hidden_size % m.num_attention_heads == 0, where, "hidden_size",
             f"`hidden_size % num_attention_heads == 0` must hold, but got "
             f"(hidden_size={m.hidden_size}, num_attention_heads={m.num_attention_heads})")
     require(m.num_attention_heads % m.num_kv_heads == 0, where, "num_kv_heads",
@@ -138,6 +152,7 @@ def model_from_hf_config(path: Path) -> Model:
         "gated_mlp": act in ("silu", "swiglu", "swish", "geglu"),
         "tied_embeddings": bool(get("tie_word_embeddings", default=False)),
         "num_experts": get("num_local_experts", "num_experts", default=1),
+        "kv_channels": int(c.get("head_dim") or 0),   # Qwen3/Gemma: head_dim != hidden/heads
         "top_k": get("num_experts_per_tok", default=1),
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(get("_name_or_path", "model_type", default=Path(path).parent.name)),

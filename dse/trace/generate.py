@@ -67,7 +67,7 @@ from dse.cost.elementwise import DS_GRAD_ACCUM_BYTES_PER_PARAM, memory_bound_tim
 from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import layer_cost
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
@@ -104,7 +104,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
                                     hw.kernel_launch_s, 2.0)
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
-    d = h / model.num_attention_heads
+    d = head_dim_of(model)
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el
     return dict(
         fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,

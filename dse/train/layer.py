@@ -38,7 +38,7 @@ from dse.cost.elementwise import memory_bound_time_s
 from dse.cost.gemm import gemm_flops, gemm_time_s
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of
 from dse.train.rates import Rates
 
 
@@ -74,7 +74,7 @@ def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) 
     f = model.ffn_hidden_size * 1.0
     a = model.num_attention_heads * 1.0
     g = model.num_kv_heads * 1.0
-    d = h / a
+    d = head_dim_of(model)
     T = lay.mbs * wl.seq_len / lay.cp
     gated = model.gated_mlp * 1.0
     moe = model.num_experts > 1

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of
 
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
@@ -80,9 +80,10 @@ def params_per_gpu(model: Model, lay: Layout):
     """Parameters held by one GPU of the heaviest stage (before ZeRO sharding)."""
     h = model.hidden_size * 1.0
     f = model.ffn_hidden_size * 1.0
-    d = h / model.num_attention_heads
+    d = head_dim_of(model)
     kv = model.num_kv_heads * d
-    attn = h * (h + 2 * kv) + h * h
+    q = model.num_attention_heads * d
+    attn = h * (q + 2 * kv) + q * h
     expert = (2.0 + model.gated_mlp) * h * f
     E = model.num_experts * 1.0
     dense = attn + jnp.where(E > 1, h * E, expert)
@@ -106,20 +107,20 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     h = model.hidden_size * 1.0
     a = model.num_attention_heads * 1.0
     g = model.num_kv_heads * 1.0
-    d = h / a
+    d = head_dim_of(model)
     f = model.ffn_hidden_size * model.top_k * 1.0
     t = lay.tp * 1.0
     el = act_bytes / 2.0     # formulas below are in 2-byte units
     replicated = (8.0 + 2.0 * model.dropout) * s * b * h * el
     replicated = jnp.where(lay.sp > 0, replicated / t, replicated)
-    tp_region = (2 * s * b * (a + 2 * g) * d * el + 2 * s * b * h * el + 4 * s * b * a
+    tp_region = (2 * s * b * (a + 2 * g) * d * el + 2 * s * b * a * d * el + 4 * s * b * a
                  + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
     # Transformer Engine fp8 saves each linear's input for its weight gradient as fp8
     # (1 B): the two norm outputs (QKV and FC1 inputs) and the FC2 input shrink by half;
     # the projection's input is kept twice, bf16 for attention backward plus its fp8 copy
     fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
     replicated = replicated - fp8 * jnp.where(lay.sp > 0, 2 * s * b * h / t, 2 * s * b * h) * el
-    tp_region = tp_region + fp8 * (s * b * h - s * b * f) * el / t
+    tp_region = tp_region + fp8 * (s * b * a * d - s * b * f) * el / t
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
     # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
     fused = jnp.logical_and(wl.attention, flash_available(d))
