@@ -63,15 +63,15 @@ import jax
 import jax.numpy as jnp
 
 from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s
-from dse.cost.elementwise import DS_GRAD_ACCUM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model, head_dim_of
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import layer_cost
-from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
-from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
+from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.outer_ops import (embedding_s, grad_accumulation_s, lm_head_s, optimizer_step_s,
+                                 pipeline_p2p)
 from dse.train.rates import rates
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
@@ -97,12 +97,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
-    fp8_params = jnp.where(wl.precision == 2, P - embedding_params_per_gpu(model, lay), 0.0)
-    optimizer = optimizer_step_s(P, lay, hw, r, fp8_params)
-    accum = 0.0
-    if wl.framework == 1:   # DeepSpeed's per-micro-batch fp32 gradient accumulation pass
-        accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
-                                    hw.kernel_launch_s, 2.0)
+    optimizer = optimizer_step_s(model, wl, lay, hw, r, P)
+    accum = grad_accumulation_s(wl, hw, r, P)   # DeepSpeed only
     kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
     d = head_dim_of(model)
     kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el

@@ -18,7 +18,8 @@ vectorized step (dse.train.step) and the trace generator (dse.trace.generate):
   engine (``runtime/pipe/engine.py``) has no such optimisation: every TP rank sends the
   whole tensor.
 * Optimizer step: :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM` over this GPU's
-  parameter shard, memory-bound.
+  parameter shard, memory-bound (plus the fp8 weight re-quantisation with TE fp8).
+* DeepSpeed's per-micro-batch fp32 gradient accumulation pass.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dse.cost.collectives import group_collective_s, group_p2p_s
-from dse.cost.elementwise import ADAM_BYTES_PER_PARAM, memory_bound_time_s
+from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM,
+                                  memory_bound_time_s)
 from dse.cost.gemm import gemm_time_s
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
+from dse.train.memory import embedding_params_per_gpu
 from dse.train.rates import Rates
 
 
@@ -74,13 +77,24 @@ def pipeline_p2p(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates
     return nbytes, group_p2p_s(nbytes, lay.tp * lay.cp * lay.dp * 1.0, hw) + gather
 
 
-def optimizer_step_s(params_per_gpu, lay: Layout, hw: Hardware, r: Rates, fp8_params=0.0):
+def optimizer_step_s(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates, params_per_gpu):
     """Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1), plus, with Transformer
-    Engine fp8, the once-per-step re-quantisation of the ``fp8_params`` linear weights
-    (TE casts weights on the first micro-batch and reuses them for the rest): read bf16,
-    write the fp8 copy and its transpose, :data:`FP8_WEIGHT_CAST_BYTES` per parameter.
-    The delayed-scaling amax reduction is one small all-reduce per step (latency only,
-    not charged)."""
+    Engine fp8, the once-per-step re-quantisation of the layers' linear weights (TE casts
+    weights on the first micro-batch and reuses them for the rest; the embedding and LM
+    head stay bf16): read bf16, write the fp8 copy and its transpose,
+    :data:`FP8_WEIGHT_CAST_BYTES` per parameter.  The delayed-scaling amax reduction is one
+    small all-reduce per step (latency only, not charged)."""
     shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
+    fp8_params = jnp.where(wl.precision == 2, params_per_gpu - embedding_params_per_gpu(model, lay), 0.0)
     return memory_bound_time_s(ADAM_BYTES_PER_PARAM * shard + FP8_WEIGHT_CAST_BYTES * fp8_params,
                                r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 4.0)
+
+
+def grad_accumulation_s(wl: Workload, hw: Hardware, r: Rates, params_per_gpu):
+    """DeepSpeed's separate fp32 gradient-accumulation pass after every micro-batch
+    (:data:`dse.cost.elementwise.DS_GRAD_ACCUM_BYTES_PER_PARAM`); 0 under Megatron, which
+    fuses it into the weight-gradient GEMM."""
+    if wl.framework != 1:
+        return 0.0
+    return memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * params_per_gpu, r.hbm_bw_bytes_per_s,
+                               hw.kernel_launch_s, 2.0)

@@ -39,14 +39,14 @@ import jax.numpy as jnp
 
 from dse.cost.collectives import (group_collective_s, interleaved_exposed_s,
                                   overlapped_cost_s)
-from dse.cost.elementwise import DS_GRAD_ACCUM_BYTES_PER_PARAM, memory_bound_time_s
 from dse.cost.gemm import gemm_flops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 from dse.train.layer import layer_cost
-from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
-from dse.train.outer_ops import embedding_s, lm_head_s, optimizer_step_s, pipeline_p2p
+from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.outer_ops import (embedding_s, grad_accumulation_s, lm_head_s, optimizer_step_s,
+                                 pipeline_p2p)
 from dse.train.rates import rates
 
 
@@ -105,11 +105,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
 
-    # DeepSpeed: a separate fp32 gradient-accumulation pass after every micro-batch
-    accum = 0.0
-    if wl.framework == 1:
-        accum = memory_bound_time_s(DS_GRAD_ACCUM_BYTES_PER_PARAM * P, r.hbm_bw_bytes_per_s,
-                                    hw.kernel_launch_s, 2.0)
+    accum = grad_accumulation_s(wl, hw, r, P)   # DeepSpeed only
     t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
                                  + lc.ep_comm_s) + head + emb) / lay.pp + accum
@@ -148,8 +144,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
-    fp8_params = jnp.where(wl.precision == 2, P - embedding_params_per_gpu(model, lay), 0.0)
-    optimizer = optimizer_step_s(P, lay, hw, r, fp8_params)
+    optimizer = optimizer_step_s(model, wl, lay, hw, r, P)
 
     step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
 
