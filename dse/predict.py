@@ -42,7 +42,7 @@ LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
 CHUNK = 1 << 14
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
-MOE_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
+ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
             "top_k": "top_k", "moe_router_topk": "top_k",
             "head_dim": "kv_channels", "kv_channels": "kv_channels"}
 
@@ -68,20 +68,20 @@ def row_model(row, where) -> Model:
     heads = _int(row, "num_attention_heads", where)
     kv = heads if _blank(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
     gated = f != 4 * h
-    moe, named = {}, {}
-    for col, field in MOE_COLS.items():
+    arch, named = {}, {}
+    for col, field in ARCH_COLS.items():
         if col in row and not _blank(row[col]):
             v = _int(row, col, where)
-            require(moe.get(field, v) == v, where, col,
-                    f"must agree with {named.get(field)} ({moe.get(field)}), but got {v}")
-            moe[field], named[field] = v, col
-    if moe.get("top_k", 1) > moe.get("num_experts", 1):
+            require(arch.get(field, v) == v, where, col,
+                    f"must agree with {named.get(field)} ({arch.get(field)}), but got {v}")
+            arch[field], named[field] = v, col
+    if arch.get("top_k", 1) > arch.get("num_experts", 1):
         raise InputError(where, named["top_k"], f"must be <= the number of experts "
-                         f"({moe.get('num_experts', 1)}), but got {moe['top_k']}")
+                         f"({arch.get('num_experts', 1)}), but got {arch['top_k']}")
     m = Model(num_layers=_int(row, "num_layers", where), hidden_size=h, ffn_hidden_size=f,
               num_attention_heads=heads, num_kv_heads=kv, vocab_size=_int(row, "vocab_size", where),
               seq_length=_int(row, "seq_length", where), gated_mlp=int(gated), dropout=int(not gated), tied_embeddings=int(not gated),
-              name=str(row.get("model", "")), **moe)
+              name=str(row.get("model", "")), **arch)
     validate_model(m, where)
     return m
 
