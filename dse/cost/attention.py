@@ -55,11 +55,12 @@ def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):
     return jnp.clip(bc, 16.0, 128.0)
 
 
-def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
-                           peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
-                           l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
-                           kernel_launch_s, backward=False):
-    """Seconds for one FlashAttention forward (or backward) call on one GPU."""
+def flash_attention_terms(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
+                          peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+                          l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
+                          backward=False):
+    """The roofline terms ``(t_compute, t_hbm, t_l2)`` of one FlashAttention forward (or
+    backward) call on one GPU (module docstring), seconds, and its HBM bytes."""
     bc = _fa_blocks(d, smem_per_sm_bytes, bytes_per_el)
     q_tiles = jnp.ceil(s_q / FA_BLOCK_ROWS)
     units = batch * heads * q_tiles
@@ -80,6 +81,20 @@ def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
     l2_traffic = units * kv_bytes_per_head * causal_frac
     dq_accum = jnp.where(backward, batch * heads * s_q * d * 4.0 * jnp.ceil(s_kv / bc) * causal_frac, 0.0)
     t_l2 = (l2_traffic + dq_accum) / l2_bw_bytes_per_s
+    return t_compute, t_hbm, t_l2, io + kv_hbm + kv_out
+
+
+def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
+                           peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+                           l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
+                           kernel_launch_s, backward=False):
+    """Seconds for one FlashAttention forward (or backward) call on one GPU:
+    ``max(t_compute, t_hbm, t_l2)`` of :func:`flash_attention_terms` plus one launch
+    (two for the backward: dQ/dK/dV kernel and the dQ conversion)."""
+    t_compute, t_hbm, t_l2, _ = flash_attention_terms(
+        batch, heads, kv_heads, s_q, s_kv, d, causal_frac, peak_flops_per_s, eff,
+        hbm_bw_bytes_per_s, l2_bw_bytes_per_s, l2_bytes, num_sms, smem_per_sm_bytes,
+        bytes_per_el, backward)
     return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s * (2.0 if backward else 1.0)
 
 

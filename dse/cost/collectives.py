@@ -57,32 +57,41 @@ def _split(n, stride, domain):
     return local, n / local
 
 
-def group_collective_s(kind: str, size_bytes, n, stride, hw):
-    """Time of collective ``kind`` ("all_reduce", "reduce_scatter", "all_gather",
-    "all_to_all") on a group of ``n`` ranks ``stride`` apart, on hardware ``hw``.
-
-    Hierarchical decomposition (NCCL across nodes):
+def group_collective_terms(kind: str, size_bytes, n, stride, hw):
+    """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
+    ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
+    ``n`` ranks ``stride`` apart (hierarchical decomposition of NCCL across nodes):
       all-reduce  = RS(local, NVLink) + AR(S/local over `inter` domains, NIC) + AG(local)
       RS / AG     = RS/AG(local, NVLink) on S, then RS/AG(inter, NIC) on S/local
       all-to-all  = the (inter-1)/inter share of the data crosses the NIC, the rest
-                    NVLink; the two phases overlap, so the max.
+                    NVLink; the two phases overlap (:func:`group_collective_s` takes the max).
     """
     nv_bw = hw.nvlink_bw_bytes_per_s * hw.eff_nvlink
     nic_bw = hw.nic_bw_bytes_per_s * hw.eff_nic
     local, inter = _split(n, stride, hw.nvlink_domain_gpus)
     a_nv, a_nic = hw.nvlink_latency_s, hw.nic_latency_s
     if kind == "all_reduce":
-        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0
-                + allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0,
+                allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
     if kind in ("reduce_scatter", "all_gather"):
-        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv)
-                + scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv),
+                scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
     if kind == "all_to_all":
         cross = size_bytes * (inter - 1.0) / jnp.maximum(inter, 1.0)
         t_nic = jnp.where(inter > 1, cross / nic_bw + (inter - 1.0) * a_nic, 0.0)
         t_nv = scatter_gather_s(size_bytes - cross, local, nv_bw, a_nv)
-        return jnp.maximum(t_nic, t_nv)
+        return t_nv, t_nic
     raise ValueError(f"unknown collective {kind!r}")
+
+
+def group_collective_s(kind: str, size_bytes, n, stride, hw):
+    """Time of collective ``kind`` on a group of ``n`` ranks ``stride`` apart, on hardware
+    ``hw``: the sum of the NVLink and NIC phases of :func:`group_collective_terms` (they run
+    one after the other), their max for all-to-all (they overlap)."""
+    t_nv, t_nic = group_collective_terms(kind, size_bytes, n, stride, hw)
+    if kind == "all_to_all":
+        return jnp.maximum(t_nic, t_nv)
+    return t_nv + t_nic
 
 
 def group_p2p_s(size_bytes, stride, hw):

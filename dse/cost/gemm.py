@@ -28,12 +28,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
-def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
-                l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, kernel_launch_s,
-                count=1.0, cluster=1.0):
-    """Time of one batched (or grouped) GEMM kernel doing ``count`` identical problems of
-    shape (m, n, k), as cuBLAS ``gemmStridedBatched`` and grouped-GEMM kernels do: the
-    tiles of all problems share the waves, and the launch cost is paid once."""
+def gemm_terms(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+               l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, count=1.0, cluster=1.0):
+    """The roofline terms of :func:`gemm_time_s` (module docstring), seconds:
+    ``(t_compute, t_hbm, t_l2)`` for ``count`` identical problems; the largest is what
+    bounds the kernel."""
     tiles = count * jnp.ceil(m / tile_m) * jnp.ceil(n / tile_n)
     waves = jnp.ceil(tiles / num_sms)
     t_compute = waves * num_sms * 2.0 * tile_m * tile_n * k / (peak_flops_per_s * eff)
@@ -42,7 +41,26 @@ def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_
     t_hbm = hbm_elems * bytes_per_el / hbm_bw_bytes_per_s
     l2_elems = m * n * k * (1.0 / tile_n + 1.0 / tile_m) / cluster + m * n
     t_l2 = l2_elems * bytes_per_el / l2_bw_bytes_per_s
-    return jnp.maximum(jnp.maximum(t_compute, count * t_hbm), count * t_l2) + kernel_launch_s
+    return t_compute, count * t_hbm, count * t_l2
+
+
+def gemm_hbm_bytes(m, n, k, l2_bytes, bytes_per_el, count=1.0):
+    """HBM bytes of ``count`` GEMMs with L2 reuse (module docstring)."""
+    l2_block = jnp.sqrt(jnp.maximum(l2_bytes / (3.0 * bytes_per_el), 1.0))
+    return count * (m * n + jnp.maximum(m * k + k * n, 2.0 * m * n * k / l2_block)) * bytes_per_el
+
+
+def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
+                l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, kernel_launch_s,
+                count=1.0, cluster=1.0):
+    """Time of one batched (or grouped) GEMM kernel doing ``count`` identical problems of
+    shape (m, n, k), as cuBLAS ``gemmStridedBatched`` and grouped-GEMM kernels do: the
+    tiles of all problems share the waves, and the launch cost is paid once:
+    ``max(t_compute, t_hbm, t_l2) + kernel_launch_s`` (:func:`gemm_terms`)."""
+    t_compute, t_hbm, t_l2 = gemm_terms(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s,
+                                        l2_bw_bytes_per_s, l2_bytes, num_sms, tile_m, tile_n,
+                                        bytes_per_el, count, cluster)
+    return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s
 
 
 def gemm_flops(m, n, k, count=1.0):

@@ -17,17 +17,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.spec.model import Model, head_dim_of
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 
-
-def kv_heads_per_gpu(model: Model, tp):
-    """KV heads one GPU holds: ``max(ceil(kv_heads / tp), 1)``."""
-    return jnp.maximum(jnp.ceil(model.num_kv_heads / tp), 1.0)
-
-
-def head_dim(model: Model):
-    """The head dimension as a float (works on traced leaves; ``kv_channels`` if set)."""
-    return head_dim_of(model)
+# the one definitions live with the model spec
+kv_heads_per_gpu = kv_heads_per_rank
+head_dim = head_dim_of
 
 
 def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):

@@ -28,6 +28,12 @@ from __future__ import annotations
 from dse.errors import InputError
 from dse.spec.pytree import pytree_dataclass
 
+# Enumerations: the named constants the cost code compares against (never bare integers)
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_BLOCK = 0, 1, 2, 3
+PRECISION_FP32, PRECISION_16, PRECISION_FP8 = 0, 1, 2
+ATTENTION_UNFUSED, ATTENTION_FLASH = 0, 1
+FRAMEWORK_MEGATRON, FRAMEWORK_DEEPSPEED = 0, 1
+
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
 PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2}

@@ -17,6 +17,7 @@ norm weights which are O(h)):
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 import json
 from pathlib import Path
 
@@ -49,20 +50,17 @@ class Model:
     norm: str = "layernorm"
 
     @property
-    def head_dim(self):
-        return self.kv_channels or self.hidden_size // self.num_attention_heads
+    def head_dim(self) -> float:
+        """The head dimension (:func:`head_dim_of`, the one definition)."""
+        return float(head_dim_of(self))
 
     def replace(self, **kw) -> "Model":
         return dataclasses.replace(self, **kw)
 
     def params_per_layer(self) -> int:
-        h, f = self.hidden_size, self.ffn_hidden_size
-        kv = self.num_kv_heads * self.head_dim
-        q = self.num_attention_heads * self.head_dim
-        attn = h * (q + 2 * kv) + q * h
-        mlp = (3 if self.gated_mlp else 2) * h * f * self.num_experts
-        router = h * self.num_experts if self.num_experts > 1 else 0
-        return attn + mlp + router + 2 * h
+        """Parameters of one layer (:func:`layer_params`, the one definition)."""
+        p = layer_params(self)
+        return int(round(float(p.attention + p.router + p.experts + p.norms)))
 
     def num_params(self) -> int:
         emb = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
@@ -98,6 +96,35 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
               norm=str(d.get("norm", "layernorm")), **kw)
     validate_model(m, where)
     return m
+
+
+class LayerParams(NamedTuple):
+    """Parameters of one layer by part (module docstring); the dense MLP is ``experts``
+    with ``num_experts == 1``."""
+    attention: object     # h(a d + 2 g d) + a d h
+    router: object        # h E for MoE, else 0
+    experts: object       # (2 + gated) h f per expert, times E
+    norms: object         # 2 h
+
+
+def layer_params(model: Model) -> LayerParams:
+    """The one parameter count of a layer (works on traced leaves)."""
+    h = model.hidden_size * 1.0
+    d = head_dim_of(model)
+    q = model.num_attention_heads * d
+    kv = model.num_kv_heads * d
+    E = model.num_experts * 1.0
+    return LayerParams(attention=h * (q + 2 * kv) + q * h,
+                       router=jnp.where(E > 1, h * E, 0.0),
+                       experts=(2.0 + model.gated_mlp) * h * model.ffn_hidden_size * E,
+                       norms=2.0 * h)
+
+
+def kv_heads_per_rank(model: Model, tp):
+    """KV heads one GPU holds under tensor parallelism: ``max(ceil(g / tp), 1)`` --
+    Megatron-LM and vLLM split the KV heads over TP and replicate one per GPU when
+    ``tp > g`` (the one definition, for training and serving)."""
+    return jnp.maximum(jnp.ceil(model.num_kv_heads / tp), 1.0)
 
 
 def head_dim_of(model: Model):

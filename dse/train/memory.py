@@ -52,7 +52,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
-from dse.spec.model import Model, head_dim_of
+from dse.spec.model import Model, head_dim_of, layer_params
 
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
@@ -77,18 +77,13 @@ def layers_per_stage(model: Model, lay: Layout):
 
 
 def params_per_gpu(model: Model, lay: Layout):
-    """Parameters held by one GPU of the heaviest stage (before ZeRO sharding)."""
-    h = model.hidden_size * 1.0
-    f = model.ffn_hidden_size * 1.0
-    d = head_dim_of(model)
-    kv = model.num_kv_heads * d
-    q = model.num_attention_heads * d
-    attn = h * (q + 2 * kv) + q * h
-    expert = (2.0 + model.gated_mlp) * h * f
-    E = model.num_experts * 1.0
-    dense = attn + jnp.where(E > 1, h * E, expert)
-    experts = jnp.where(E > 1, expert * E / lay.ep, 0.0)
-    per_layer = (dense + experts) / lay.tp + 2 * h
+    """Parameters held by one GPU of the heaviest stage (before ZeRO sharding): dense
+    weights /tp, expert weights /(tp*ep) (:func:`dse.spec.model.layer_params`)."""
+    p = layer_params(model)
+    moe = model.num_experts > 1
+    dense = p.attention + p.router + jnp.where(moe, 0.0, p.experts)
+    experts = jnp.where(moe, p.experts / lay.ep, 0.0)
+    per_layer = (dense + experts) / lay.tp + p.norms
     return layers_per_stage(model, lay) * per_layer + embedding_params_per_gpu(model, lay)
 
 

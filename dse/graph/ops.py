@@ -1,0 +1,271 @@
+"""Operator records of the operator graph, and the one place each is costed.
+
+An operator graph (docs/architecture.md) lists, for one design point, every operator
+of one pass: GEMMs, attention cores, memory-bound passes, collectives, point-to-point
+transfers.  Each record is a pytree: its name, phase and kind are static (aux data), its
+shapes and multiplicities are array leaves, so a graph ``vmap``s like any other spec.
+
+``calls`` is how many times the operator runs per pass (it may be a traced 0/1 to switch
+an operator on or off, e.g. the MoE router).  Phases: ``fwd``, ``bwd``, ``recompute``
+(extra work of selective recompute), ``step`` (once per optimizer step).
+
+Costing (the formulas live in :mod:`dse.cost`; this module only dispatches):
+
+* :class:`Gemm` -- :func:`dse.cost.gemm.gemm_time_s`; ``rate`` picks the linear-layer
+  precision (fp8 with Transformer Engine) or the 16-bit path (LM head); ``chunks`` > 1
+  splits M into that many pieces that share the waves (TE userbuffers' chunked GEMMs),
+  adding one launch per extra chunk; ``skinny`` applies the inference skinny-GEMM tile
+  and Stream-K split (:func:`dse.infer.forward.linear_time_s`'s rule, kept in
+  :func:`skinny_split`).
+* :class:`Attention` -- FlashAttention (:func:`dse.cost.attention.flash_attention_time_s`)
+  where ``fused`` is 1, the unfused path otherwise.
+* :class:`MemPass` -- :func:`dse.cost.elementwise.memory_bound_time_s`.
+* :class:`Collective` -- :func:`dse.cost.collectives.group_collective_s`.
+* :class:`P2P` -- :func:`dse.cost.collectives.group_p2p_s`.
+
+What bounds each operator (:func:`op_bound`) is the largest of its roofline terms:
+``tensor`` (tensor-core compute), ``hbm``, ``l2``, ``launch`` (kernel launches),
+``nvlink``, ``nic``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from dse.cost.attention import (FA_BLOCK_ROWS, flash_attention_terms,
+                                flash_attention_time_s, unfused_attention_time_s)
+from dse.cost.collectives import group_collective_terms, group_p2p_s
+from dse.cost.elementwise import memory_bound_time_s
+from dse.cost.gemm import gemm_hbm_bytes, gemm_terms
+from dse.spec.pytree import pytree_dataclass
+
+BOUNDS = ("tensor", "hbm", "l2", "launch", "nvlink", "nic")
+MIN_TILE_M = 16.0        # smallest token tile (mma m16; wgmma N with swap-AB)
+SPLIT_K_MIN_K = 256.0    # a split-K slice keeps at least this many K elements
+
+
+def _replace(self, **kw):
+    return dataclasses.replace(self, **kw)
+
+
+@pytree_dataclass(static=("name", "phase", "rate", "skinny"))
+class Gemm:
+    """``calls`` x (``count`` problems of (m, n, k), M split into ``chunks``)."""
+    m: float
+    n: float
+    k: float
+    count: float = 1.0
+    chunks: float = 1.0
+    calls: float = 1.0
+    name: str = ""
+    phase: str = "fwd"
+    rate: str = "linear"      # "linear" (fp8 with TE) | "16" (16-bit path, LM head)
+    skinny: bool = False      # inference kernels: skinny tile + Stream-K (module docstring)
+    replace = _replace
+
+
+@pytree_dataclass(static=("name", "phase", "backward"))
+class Attention:
+    """One attention core call per ``calls``: (batch, heads) query tiles of ``s_q`` rows
+    over ``s_kv`` keys; ``d_fused`` is the (padded) head dim the fused kernel uses."""
+    batch: float
+    heads: float
+    kv_heads: float
+    s_q: float
+    s_kv: float
+    d: float
+    d_fused: float
+    causal: float
+    dropout: float
+    fused: float
+    calls: float = 1.0
+    name: str = ""
+    phase: str = "fwd"
+    backward: bool = False
+    replace = _replace
+
+
+@pytree_dataclass(static=("name", "phase"))
+class MemPass:
+    """Memory-bound kernels moving ``bytes_moved`` in ``kernels`` launches."""
+    bytes_moved: float
+    kernels: float = 1.0
+    calls: float = 1.0
+    name: str = ""
+    phase: str = "fwd"
+    replace = _replace
+
+
+@pytree_dataclass(static=("name", "phase", "kind", "group"))
+class Collective:
+    """A collective of ``kind`` over ``n`` ranks ``stride`` apart (group ``tp`` / ``cp`` /
+    ``ep`` / ``dp`` / ``pp``), ``size_bytes`` the full buffer (nccl-tests convention)."""
+    size_bytes: float
+    n: float
+    stride: float
+    calls: float = 1.0
+    name: str = ""
+    phase: str = "fwd"
+    kind: str = "all_reduce"
+    group: str = "tp"
+    replace = _replace
+
+
+@pytree_dataclass(static=("name", "phase", "group"))
+class P2P:
+    """A point-to-point send of ``size_bytes`` to a rank ``stride`` away."""
+    size_bytes: float
+    stride: float
+    calls: float = 1.0
+    name: str = ""
+    phase: str = "fwd"
+    group: str = "pp"
+    replace = _replace
+
+
+OP_TYPES = (Gemm, Attention, MemPass, Collective, P2P)
+
+
+def op_kind(op) -> str:
+    return {Gemm: "gemm", Attention: "attention", MemPass: "memory", Collective: "collective",
+            P2P: "p2p"}[type(op)]
+
+
+def skinny_split(m, n, k, hw):
+    """(token tile, split-K factor) of an inference GEMM (M tokens): the tile is
+    ``clip(pow2(M), 16, tile_m)`` (Ampere mma m16n8k16; Hopper swap-AB puts the tokens
+    on wgmma's N) and Stream-K spreads K over the idle SMs,
+    ``s = clip(floor(num_sms / m_tiles) / n_tiles, 1, K / 256)`` (Osama et al. 2023,
+    arXiv:2301.03598).  The GEMM is costed as (M, N s, K / s)."""
+    pow2_m = 2.0 ** jnp.ceil(jnp.log2(jnp.maximum(m, 1.0)))
+    tile_m = jnp.clip(pow2_m, jnp.minimum(MIN_TILE_M, hw.tile_m), hw.tile_m)
+    m_tiles = jnp.ceil(m / tile_m)
+    n_tiles = jnp.ceil(n / hw.tile_n)
+    slots = jnp.maximum(jnp.floor(hw.num_sms / m_tiles), 1.0)
+    # (1 - 1e-6): keep ceil(n s / tile_n) <= slots against rounding
+    split = jnp.clip(slots / n_tiles * (1.0 - 1e-6), 1.0, jnp.maximum(k / SPLIT_K_MIN_K, 1.0))
+    return tile_m, split
+
+
+def _gemm_args(op: Gemm, hw, r):
+    """(m, n, k, peak, eff, hbm_bw, tile_m, bytes_per_el) the cost functions take."""
+    if op.rate == "linear":
+        peak, eff, el = r.peak_linear_flops_per_s, r.eff_linear, r.linear_bytes
+    else:
+        peak, eff, el = r.peak_16_flops_per_s, hw.eff_gemm, r.act_bytes
+    m, n, k = op.m / op.chunks, op.n, op.k
+    if op.skinny:
+        # inference: weight/KV streams run at the achieved (STREAM-like) bandwidth
+        tile_m, split = skinny_split(m, n, k, hw)
+        return m, n * split, k / split, peak, eff, r.hbm_bw_bytes_per_s, tile_m, el
+    return m, n, k, peak, eff, r.hbm_bw_raw_bytes_per_s, hw.tile_m, el
+
+
+def _gemm_terms(op: Gemm, hw, r):
+    m, n, k, peak, eff, bw, tile_m, el = _gemm_args(op, hw, r)
+    return gemm_terms(m, n, k, peak, eff, bw, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+                      tile_m, hw.tile_n, el, op.count * op.chunks, hw.gemm_cluster)
+
+
+def _attn_call_args(op: Attention, hw, r):
+    flash = (op.batch, op.heads, op.kv_heads, op.s_q, op.s_kv, op.d_fused, op.causal,
+             r.peak_16_flops_per_s, hw.eff_attn * (hw.eff_attn_bwd if op.backward else 1.0),
+             r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+             hw.smem_per_sm_bytes, r.act_bytes)
+    unfused = (op.batch, op.heads, op.s_q, op.s_kv, op.d, 1.0, op.dropout, r.peak_16_flops_per_s,
+               hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
+               hw.num_sms, hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
+    return flash, unfused
+
+
+def unit_time_s(op, hw, r):
+    """Seconds of one call of ``op`` on one GPU (module docstring)."""
+    if isinstance(op, Gemm):
+        t_c, t_h, t_l = _gemm_terms(op, hw, r)
+        return (jnp.maximum(jnp.maximum(t_c, t_h), t_l) + hw.kernel_launch_s
+                + (op.chunks - 1.0) * hw.kernel_launch_s)
+    if isinstance(op, Attention):
+        flash, unfused = _attn_call_args(op, hw, r)
+        t_un = unfused_attention_time_s(*unfused, backward=op.backward)
+        t_fa = flash_attention_time_s(*flash, hw.kernel_launch_s, backward=op.backward)
+        return jnp.where(op.fused > 0, t_fa, t_un)
+    if isinstance(op, MemPass):
+        return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
+                                   op.kernels)
+    if isinstance(op, Collective):
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        return jnp.maximum(t_nv, t_nic) if op.kind == "all_to_all" else t_nv + t_nic
+    if isinstance(op, P2P):
+        return group_p2p_s(op.size_bytes, op.stride, hw)
+    raise TypeError(f"not an operator: {type(op).__name__}")
+
+
+def time_s(op, hw, r):
+    """Seconds of all ``calls`` of ``op`` in one pass."""
+    return op.calls * unit_time_s(op, hw, r)
+
+
+def flops(op):
+    """Useful (model) FLOPs of all calls: ``2 m n k count`` per GEMM; attention
+    ``4 b heads s_q s_kv d causal`` forward, twice that backward (the backward's
+    recomputed QK^T is not useful work); 0 for memory and communication."""
+    if isinstance(op, Gemm):
+        return op.calls * 2.0 * op.m * op.n * op.k * op.count
+    if isinstance(op, Attention):
+        fwd = 4.0 * op.batch * op.heads * op.s_q * op.s_kv * op.d * op.causal
+        return op.calls * fwd * (2.0 if op.backward else 1.0)
+    return 0.0 * op.calls
+
+
+def bytes_moved(op, hw, r):
+    """Bytes of all calls: HBM bytes for kernels, the buffer size for communication."""
+    if isinstance(op, Gemm):
+        m, n, k, _, _, _, _, el = _gemm_args(op, hw, r)
+        return op.calls * gemm_hbm_bytes(m, n, k, hw.l2_bytes, el, op.count * op.chunks)
+    if isinstance(op, Attention):
+        flash, unfused = _attn_call_args(op, hw, r)
+        fa = flash_attention_terms(*flash, backward=op.backward)[3]
+        scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
+        passes = (3.0 if op.backward else 2.0) + 2.5 * op.dropout
+        return op.calls * jnp.where(op.fused > 0, fa, passes * scores)
+    if isinstance(op, MemPass):
+        return op.calls * op.bytes_moved
+    return op.calls * op.size_bytes
+
+
+def bound_terms(op, hw, r):
+    """Seconds per call by resource, in :data:`BOUNDS` order (0 where not involved)."""
+    z = 0.0 * op.calls
+    launch = hw.kernel_launch_s
+    if isinstance(op, Gemm):
+        t_c, t_h, t_l = _gemm_terms(op, hw, r)
+        return (t_c, t_h, t_l, op.chunks * launch, z, z)
+    if isinstance(op, Attention):
+        flash, unfused = _attn_call_args(op, hw, r)
+        t_c, t_h, t_l, _ = flash_attention_terms(*flash, backward=op.backward)
+        t_un = unfused_attention_time_s(*unfused, backward=op.backward)
+        scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
+        passes = (3.0 if op.backward else 2.0) + 2.5 * op.dropout
+        un_h = passes * scores / r.hbm_bw_raw_bytes_per_s
+        f = op.fused > 0
+        return (jnp.where(f, t_c, t_un - un_h), jnp.where(f, t_h, un_h), jnp.where(f, t_l, z),
+                launch + z, z, z)
+    if isinstance(op, MemPass):
+        return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)
+    if isinstance(op, Collective):
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        return (z, z, z, z, t_nv, t_nic)
+    if isinstance(op, P2P):
+        inside = op.stride < hw.nvlink_domain_gpus
+        t = group_p2p_s(op.size_bytes, op.stride, hw)
+        return (z, z, z, z, jnp.where(inside, t, 0.0), jnp.where(inside, 0.0, t))
+    raise TypeError(f"not an operator: {type(op).__name__}")
+
+
+def causal_fraction(s_kv):
+    """Share of the score tiles a causal FlashAttention call computes: tiles above the
+    diagonal are skipped, diagonal tiles run in full, ``0.5 + 0.5 Br / s_kv``; ring
+    attention with load-balanced (zig-zag) chunks keeps the same fraction per rank."""
+    return 0.5 + 0.5 * FA_BLOCK_ROWS / s_kv

@@ -1,0 +1,213 @@
+"""The operator graph of one training step: one transformer layer's forward and backward
+for one micro-batch on one GPU (:func:`layer_ops`), and the operators outside the
+repeated layer (:func:`outer_ops`).  Costs are reductions of these lists
+(:mod:`dse.train.layer`, :mod:`dse.train.step`), the per-operator table
+(:mod:`dse.graph.table`) lists them, and the trace generator expands them into nodes.
+
+Layer operators (Megatron-LM ``TransformerLayer``; Shoeybi et al. 2019 for the TP split,
+Korthikanti et al. 2022 for sequence parallelism, Liu et al. 2023 ring attention for CP):
+
+  norm1 -> [SP all-gather] -> QKV linear -> rotary -> attention core -> out linear
+  -> [TP all-reduce | SP reduce-scatter] -> (dropout) + residual -> norm2 -> [SP AG]
+  -> FC1 (gate+up) -> GeLU/SwiGLU -> FC2 -> [TP AR | SP RS] -> (dropout) + residual
+
+With T = mbs*seq/cp tokens per GPU, h hidden, f FFN, a heads, g KV heads, d the head
+dim, t = tp, the linear GEMMs are (M, N, K):
+  QKV (T, (a+2g)d/t, h); out (T, h, ad/t); FC1 (T, f(1+gated)/t, h); FC2 (T, h, f/t).
+The backward runs each linear twice: data gradient (M, K, N) and weight gradient
+(K, N, M).  MoE layers replace the MLP by ``num_experts/ep`` local experts, each seeing
+``T*top_k*ep/num_experts`` tokens, plus the (T, E, h) router, with two all-to-alls
+(dispatch, combine) per pass over the EP group (Lepikhin et al. 2020, GShard).
+
+Memory-bound bytes (forward, per layer): two norms (read+write), two residual adds
+(2 reads, 1 write), rotary on Q and K, the activation function, dropout (if the model
+uses it); element-wise work runs on T*h/t elements with SP and on T*h without it (the
+replicated regions).  Backward moves twice the forward bytes.  FP8 (Transformer
+Engine): each fp8 GEMM input is produced by a cast that reads bf16 and writes fp8
+(3 bytes/element, amax reduction folded in).
+
+TP: 2 all-reduces forward + 2 backward, or with SP 2 all-gathers + 2 reduce-scatters
+each way, of the T*h activations.  With ``--tp-comm-overlap`` (TE userbuffers) the GEMMs
+next to a ring exchange run as ``tp`` chunks (QKV and FC1 forward, proj and FC2 dgrad),
+those next to a pipelined reduce-scatter as :data:`TP_OVERLAP_SPLITS` chunks (proj and
+FC2 forward).  CP: ring attention exchanges the K/V chunk with the next rank ``cp - 1``
+times forward and twice that backward (K/V and dK/dV).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from dse.cost.attention import flash_available, flash_head_dim
+from dse.cost.collectives import TP_OVERLAP_SPLITS
+from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
+from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
+from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+
+CE_FWD_BYTES_PER_LOGIT = 42.0
+CE_BWD_BYTES_PER_LOGIT = 18.0
+FP8_WEIGHT_CAST_BYTES = 4.0
+
+
+def tokens_per_micro_batch(wl: Workload, lay: Layout):
+    """Tokens one GPU processes per micro-batch: ``mbs * seq / cp``."""
+    return lay.mbs * wl.seq_len / lay.cp
+
+
+def _linear(name, m, n, k, count, fwd_chunks, dgrad_chunks):
+    """A linear's three GEMMs: forward (m, n, k), dgrad (m, k, n), wgrad (k, n, m)."""
+    return (Gemm(m, n, k, count, fwd_chunks, name=f"{name}", phase="fwd"),
+            Gemm(m, k, n, count, dgrad_chunks, name=f"{name} dgrad", phase="bwd"),
+            Gemm(k, n, m, count, 1.0, name=f"{name} wgrad", phase="bwd"))
+
+
+def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
+    """Every operator of one layer, one micro-batch, forward and backward (module
+    docstring); ``act_bytes`` bytes per activation element."""
+    t = lay.tp * 1.0
+    h = model.hidden_size * 1.0
+    f = model.ffn_hidden_size * 1.0
+    a = model.num_attention_heads * 1.0
+    g = model.num_kv_heads * 1.0
+    d = head_dim_of(model)
+    T = tokens_per_micro_batch(wl, lay)
+    gated = model.gated_mlp * 1.0
+    moe = model.num_experts > 1
+    E = model.num_experts * 1.0
+    k_top = model.top_k * 1.0
+    tpe = jnp.where(moe, T * k_top * lay.ep / E, T)           # tokens per local expert
+    n_local = jnp.where(moe, E / lay.ep, 1.0)
+    on = (lay.sp > 0) & (t > 1) if wl.tp_overlap else False
+    ring = jnp.where(on, t, 1.0)
+    pipe = jnp.where(on, TP_OVERLAP_SPLITS, 1.0)
+
+    ops = [*_linear("qkv", T, (a + 2 * g) * d / t, h, 1.0, ring, 1.0),
+           *_linear("out proj", T, h, a * d / t, 1.0, pipe, ring),
+           *_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
+           *_linear("fc2", tpe, h, f / t, n_local, pipe, ring)]
+    router = [op.replace(calls=jnp.where(moe, 1.0, 0.0))
+              for op in _linear("router", T, E, h, 1.0, 1.0, 1.0)]
+
+    # attention core: FlashAttention where a fused kernel exists (and the workload uses
+    # it), else the unfused path; selective recompute re-runs the unfused forward
+    s_q, s_kv = wl.seq_len / lay.cp, wl.seq_len * 1.0
+    fused = jnp.logical_and(wl.attention > 0, flash_available(d)) * 1.0
+    core = dict(batch=lay.mbs * 1.0, heads=a / t, kv_heads=kv_heads_per_rank(model, lay.tp),
+                s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
+                causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused)
+    attn = [Attention(**core, name="attention", phase="fwd"),
+            Attention(**core, name="attention", phase="bwd", backward=True),
+            Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute")]
+
+    el = act_bytes
+    rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
+    ffn_el = tpe * n_local * f / t
+    fwd_bytes = el * (2 * 2 * rep                              # two norms: read + write
+                      + 2 * 3 * rep                            # two residual adds
+                      + 2 * T * (a + g) * d / t                # rotary on Q and K
+                      + ffn_el * (2 + gated) + ffn_el          # activation: read, write
+                      + model.dropout * 2 * 2.5 * rep)         # two dropouts + 1-byte mask
+    fp8_cast = jnp.where(wl.precision == PRECISION_FP8, 3.0 * (2 * T * h + T * a * d / t + ffn_el), 0.0)
+    ew_kernels = 8.0 + 2.0 * model.dropout
+    elementwise = [MemPass(fwd_bytes + fp8_cast, ew_kernels, name="norms/rotary/act/residual", phase="fwd"),
+                   MemPass(2.0 * (fwd_bytes + fp8_cast), 2.0 * ew_kernels,
+                           name="norms/rotary/act/residual", phase="bwd")]
+
+    act = T * h * el
+    sp = lay.sp > 0
+    tp_on = jnp.where(t > 1, 1.0, 0.0)
+    comm = []
+    for phase in ("fwd", "bwd"):
+        comm += [Collective(act, t, 1.0, calls=jnp.where(sp, 0.0, 2.0) * tp_on, name="tp all-reduce",
+                            phase=phase, kind="all_reduce", group="tp"),
+                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp all-gather",
+                            phase=phase, kind="all_gather", group="tp"),
+                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp reduce-scatter",
+                            phase=phase, kind="reduce_scatter", group="tp")]
+    # ring attention: cp - 1 K/V chunk exchanges forward, K/V and dK/dV backward
+    kv_chunk = 2.0 * lay.mbs * s_q * core["kv_heads"] * d * el
+    for phase, n_ex in (("fwd", 1.0), ("bwd", 2.0)):
+        comm.append(P2P(kv_chunk, t, calls=jnp.where(lay.cp > 1, n_ex * (lay.cp - 1), 0.0),
+                        name="cp kv exchange", phase=phase, group="cp"))
+    a2a = T * k_top * h * el
+    for phase in ("fwd", "bwd"):
+        comm.append(Collective(a2a, lay.ep * 1.0, t * lay.cp, calls=jnp.where(moe, 2.0, 0.0),
+                               name="ep all-to-all", phase=phase, kind="all_to_all", group="ep"))
+    return tuple(ops + router + attn + elementwise + comm)
+
+
+def head_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
+    """LM head (last stage): the vocab-parallel output GEMM (T, V/tp, h) on the 16-bit
+    path and its dgrad/wgrad; cross-entropy memory-bound over the ``T*V/tp`` logits,
+    counted from Megatron-Core's unfused ``compute_language_model_loss`` +
+    ``VocabParallelCrossEntropy`` (``--cross-entropy-loss-fusion`` is opt-in): forward
+    transpose-contiguous (r2 w2), ``.float()`` (r2 w4), max (r4), subtract max (r4 w4),
+    exp (r4 w4), sum (r4), divide (r4 w4) = 42 B in 7 kernels; backward scale by the
+    loss gradient (r4 w4), cast to bf16 (r4 w2), transpose back (r2 w2) = 18 B in 3."""
+    T = tokens_per_micro_batch(wl, lay)
+    V = model.vocab_size * 1.0
+    h = model.hidden_size * 1.0
+    logits = T * V / lay.tp
+    fwd, dgrad, wgrad = _linear("lm head", T, V / lay.tp, h, 1.0, 1.0, 1.0)
+    return (fwd.replace(rate="16"), dgrad.replace(rate="16"), wgrad.replace(rate="16"),
+            MemPass(CE_FWD_BYTES_PER_LOGIT * logits, 7.0, name="cross-entropy", phase="fwd"),
+            MemPass(CE_BWD_BYTES_PER_LOGIT * logits, 3.0, name="cross-entropy", phase="bwd"))
+
+
+def embedding_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
+    """Embedding (first stage): gather, dropout and the backward scatter, three passes of
+    ``T h`` elements in two kernels."""
+    T = tokens_per_micro_batch(wl, lay)
+    return (MemPass(3.0 * T * model.hidden_size * act_bytes, 2.0, name="embedding", phase="fwd"),)
+
+
+def p2p_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
+    """One stage-to-stage activation transfer of one micro-batch (stages ``tp*cp*dp``
+    ranks apart, RankGrid order).  Megatron sends only each TP rank's ``1/tp`` slice
+    (scatter-gather, Narayanan et al. SC'21 §4.1, on by default) and, without sequence
+    parallelism, the receiver all-gathers the slices over NVLink; DeepSpeed's pipeline
+    engine (``runtime/pipe/engine.py``) sends the whole tensor from every TP rank."""
+    full = tokens_per_micro_batch(wl, lay) * model.hidden_size * act_bytes
+    stride = lay.tp * lay.cp * lay.dp * 1.0
+    if wl.framework == FRAMEWORK_DEEPSPEED:
+        return (P2P(full, stride, name="pp send", group="pp"),)
+    gather = jnp.where((lay.sp == 0) & (lay.tp > 1), 1.0, 0.0)
+    return (P2P(full / lay.tp, stride, name="pp send", group="pp"),
+            Collective(full, lay.tp * 1.0, 1.0, calls=gather, name="pp slice all-gather",
+                       kind="all_gather", group="tp"))
+
+
+def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embedding_params) -> tuple:
+    """Once per step: Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1,
+    :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM`), plus, with Transformer Engine
+    fp8, the once-per-step re-quantisation of the layers' linear weights (TE casts weights
+    on the first micro-batch and reuses them; the embedding and LM head stay bf16): read
+    bf16, write the fp8 copy and its transpose, :data:`FP8_WEIGHT_CAST_BYTES` per
+    parameter.  The delayed-scaling amax all-reduce is latency only (not charged)."""
+    shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
+    fp8_params = jnp.where(wl.precision == PRECISION_FP8, params_per_gpu - embedding_params, 0.0)
+    return (MemPass(ADAM_BYTES_PER_PARAM * shard + FP8_WEIGHT_CAST_BYTES * fp8_params, 4.0,
+                    name="optimizer step", phase="step"),)
+
+
+def accumulation_ops(wl: Workload, params_per_gpu) -> tuple:
+    """DeepSpeed's separate fp32 gradient-accumulation pass after every micro-batch
+    (:data:`dse.cost.elementwise.DS_GRAD_ACCUM_BYTES_PER_PARAM`); none under Megatron,
+    which fuses it into the weight-gradient GEMM (``gradient_accumulation_fusion``)."""
+    on = 1.0 if wl.framework == FRAMEWORK_DEEPSPEED else 0.0
+    return (MemPass(DS_GRAD_ACCUM_BYTES_PER_PARAM * params_per_gpu, 2.0, calls=on,
+                    name="grad accumulation", phase="bwd"),)
+
+
+def dp_ops(lay: Layout, params_per_gpu) -> tuple:
+    """Data-parallel collectives over the ``dp*cp`` ranks of one TP coordinate (``tp``
+    apart): the fp32 gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1) and the
+    bf16 parameter all-gather (ZeRO >= 1), each of the whole local buffer; how often they
+    run and what they overlap is the step's schedule (:mod:`dse.train.step`)."""
+    n = lay.dp * lay.cp * 1.0
+    stride = lay.tp * 1.0
+    grad, param = 4.0 * params_per_gpu, 2.0 * params_per_gpu
+    return (Collective(grad, n, stride, name="dp grad all-reduce", phase="step", kind="all_reduce", group="dp"),
+            Collective(grad, n, stride, name="dp grad reduce-scatter", phase="step", kind="reduce_scatter", group="dp"),
+            Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
