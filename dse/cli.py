@@ -121,6 +121,24 @@ def resolve_layout(a):
     return model, hw, wl, lay
 
 
+def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
+    """The per-operator table (dse.train.ops_table) of one layout, and its totals per
+    breakdown term."""
+    from dse.train.ops_table import ops_table
+    df, r = ops_table(model, wl, lay, hw)
+    view = df.assign(gflop=df["flops"] / 1e9, gbytes=df["bytes"] / 1e9)
+    print(f"\nper-operator table (one GPU of the heaviest stage, one step; time = count x one call):")
+    with pd.option_context("display.width", 160, "display.max_rows", 200):
+        print(view[["op", "phase", "count", "gflop", "gbytes", "time_s", "exposed_s", "term", "bound"]]
+              .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    tot = df.groupby("term")["exposed_s"].sum()
+    print("  exposed per term: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in tot.items())
+          + f"; sum {df['exposed_s'].sum():.3f} s = step {float(r.step_time_s):.3f} s")
+    if csv_path:
+        df.to_csv(csv_path, index=False)
+        print(f"  wrote {csv_path}")
+
+
 def cmd_estimate(a) -> int:
     import jax
     from dse.train.step import train_step
@@ -138,6 +156,8 @@ def cmd_estimate(a) -> int:
     from dse.train.step import BREAKDOWN
     for f in BREAKDOWN:
         print(f"    {f[:-2]:<12} {float(getattr(r, f)):10.3f} s")
+    if getattr(a, "ops", False):
+        print_ops_table(model, wl, lay, hw, getattr(a, "ops_csv", None))
     return 0 if fits else 1
 
 
@@ -240,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("estimate", help="step time, memory and breakdown of one explicit layout")
     layout_args(s)
+    s.add_argument("--ops", action="store_true",
+                   help="also print the per-operator table (op, phase, count, FLOPs, bytes, time, bound)")
+    s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV")
     s.set_defaults(fn=cmd_estimate)
 
     s = sub.add_parser("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")

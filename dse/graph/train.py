@@ -36,6 +36,8 @@ times forward and twice that backward (K/V and dK/dV).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available, flash_head_dim
@@ -211,3 +213,27 @@ def dp_ops(lay: Layout, params_per_gpu) -> tuple:
     return (Collective(grad, n, stride, name="dp grad all-reduce", phase="step", kind="all_reduce", group="dp"),
             Collective(grad, n, stride, name="dp grad reduce-scatter", phase="step", kind="reduce_scatter", group="dp"),
             Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
+
+
+class StepGraph(NamedTuple):
+    """Every operator of one training step on one GPU of the heaviest stage, by group;
+    how often each group runs is the schedule's (:class:`dse.train.step.StepSchedule`)."""
+    layer: tuple          # one layer, one micro-batch (fwd, bwd, recompute)
+    head: tuple           # LM head + loss, one micro-batch (last stage)
+    embedding: tuple      # one micro-batch (first stage)
+    p2p: tuple            # one stage-to-stage transfer
+    accumulation: tuple   # per micro-batch (DeepSpeed)
+    optimizer: tuple      # once per step
+    dp: tuple             # (grad all-reduce, grad reduce-scatter, param all-gather), whole buffer
+
+
+def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gpu,
+               embedding_params) -> StepGraph:
+    """The operator graph of one training step (module docstring)."""
+    return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
+                     head=head_ops(model, wl, lay, act_bytes),
+                     embedding=embedding_ops(model, wl, lay, act_bytes),
+                     p2p=p2p_ops(model, wl, lay, act_bytes),
+                     accumulation=accumulation_ops(wl, params_per_gpu),
+                     optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
+                     dp=dp_ops(lay, params_per_gpu))

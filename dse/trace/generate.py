@@ -88,7 +88,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     h = model.hidden_size * 1.0
     el = r.act_bytes
     t = lay.tp * 1.0
-    head_f, ce = lm_head_s(model, wl, lay, hw, r)
+    head_f, head_b = lm_head_s(model, wl, lay, hw, r)
     emb = embedding_s(model, wl, lay, hw, r)
     act_bytes = T * h * el
     # the cost model's per-layer TP total is 4 all-reduces (== 4 AG + 4 RS with SP)
@@ -106,7 +106,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,
         attn=lc.attn_s, cp_comm=lc.cp_comm_s,
         ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
-        head_f=head_f, head_b=2.0 * head_f, ce=ce, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
+        head_f=head_f, head_b=head_b, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
         params=P, optimizer=optimizer, kv_chunk=kv_chunk, rc_frac=mem.recompute_fraction, accum=accum,
         a2a_bytes=T * model.top_k * h * el,
         flops_layer=lc.model_flops)
@@ -333,7 +333,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 layer_pass(mb, k, False, (dep,))
                 dep = None
             if v == n_virt - 1:
-                s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"] + c["ce"])
+                s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"])
             else:
                 d, t = pass_p2p(v, True, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send act", d, t)

@@ -37,16 +37,16 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import (group_collective_s, interleaved_exposed_s,
-                                  overlapped_cost_s)
-from dse.cost.gemm import gemm_flops
+from dse.cost.collectives import interleaved_exposed_s, overlapped_cost_s
+from dse.graph.ops import flops as flops_of
+from dse.graph.ops import time_s
+from dse.graph.train import step_graph
 from dse.spec.hardware import Hardware
-from dse.spec.layout import Layout, Workload
+from dse.spec.layout import PRECISION_FP32, RECOMPUTE_SELECTIVE, Layout, Workload
 from dse.spec.model import Model
-from dse.train.layer import layer_cost
-from dse.train.memory import layers_per_stage, memory_per_gpu
-from dse.train.outer_ops import (embedding_s, grad_accumulation_s, lm_head_s, optimizer_step_s,
-                                 pipeline_p2p)
+from dse.train.layer import reduce_layer
+from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
+from dse.train.outer_ops import total_s
 from dse.train.rates import rates
 
 
@@ -77,54 +77,72 @@ def memory_bytes(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes).total_bytes
 
 
+class StepSchedule(NamedTuple):
+    """How often each operator group of the graph runs in one step on the heaviest
+    stage's GPU, and the share of its time on the critical path; what the per-operator
+    table (:mod:`dse.train.ops_table`) multiplies the graph by."""
+    layer_calls: object        # fwd/bwd layer passes: m * L_st
+    recompute_calls: object    # layer forwards re-run (full/block): m * L_st * fraction
+    selective_calls: object    # selective-recompute attention: m * L_st (selective only)
+    tp_fwd_calls: object       # layer forward TP collectives, recompute included
+    tp_exposed_frac: object    # exposed / raw of the TP collectives
+    cp_exposed_frac: object
+    head_calls: object         # LM head and loss on the critical path (last stage)
+    embedding_calls: object
+    accumulation_calls: object
+    p2p_calls: object          # exposed pipeline transfers
+    dp_kind: object            # 0 all-reduce (ZeRO-0), 1 reduce-scatter + all-gather
+    dp_raw_s: object           # raw seconds of the step's DP collectives
+    bubble_s: object
+
+
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
+    """One step's :class:`StepResult` (module docstring)."""
+    return step_and_schedule(model, wl, lay, hw)[0]
+
+
+def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
+    """(:class:`StepResult`, :class:`StepSchedule`, the step's operator graph)."""
     r = rates(hw, wl.precision)
-    lc = layer_cost(model, wl, lay, hw, r)
+    el = r.act_bytes
+    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
+    P = mem.params_per_gpu
+    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay))
+    lc = reduce_layer(graph.layer, wl, lay, hw, r)
     L_st = layers_per_stage(model, lay)
     m = wl.global_batch / (lay.dp * lay.mbs)
-    h = model.hidden_size * 1.0
-    V = model.vocab_size * 1.0
-    el = r.act_bytes
 
     # LM head + cross-entropy (last stage), embedding (first stage)
-    head_f, ce = lm_head_s(model, wl, lay, hw, r)
-    head_b = 2.0 * head_f
-    emb = embedding_s(model, wl, lay, hw, r)
-    head = head_f + head_b + ce
+    head = total_s(graph.head, hw, r)
+    emb = total_s(graph.embedding, hw, r)
     head_stage = jnp.where(lay.pp > 1, jnp.maximum(head, emb), head + emb)
 
     # exposed communication per layer per micro-batch
     # full recompute (all layers) or block recompute (the fewest that fit): the share of
     # the rank's layers whose forward runs twice
-    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
-    P = mem.params_per_gpu
     recompute_full = mem.recompute_fraction
     tp_exposed = lc.tp_exposed_s * (1.0 + 0.5 * recompute_full)
     ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
     cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, lc.attn_s), 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
-    layer_recompute = recompute_full * lc.fwd_compute_s + (lay.recompute == 1) * lc.selective_recompute_s
+    layer_recompute = (recompute_full * lc.fwd_compute_s
+                       + (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s)
 
-    accum = grad_accumulation_s(wl, hw, r, P)   # DeepSpeed only
+    accum = total_s(graph.accumulation, hw, r)   # DeepSpeed only
     t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
                                  + lc.ep_comm_s) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
 
     # pipeline p2p: activations of one micro-batch
-    _, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
-    t_p2p = jnp.where(lay.pp > 1, t_p2p, 0.0)
-    pp_exposed = jnp.where(lay.vpp > 1, 2.0 * (lay.pp - 1.0) * lay.vpp * t_p2p,
-                           2.0 * (m + lay.pp - 1.0) * t_p2p)
+    t_p2p = total_s(graph.p2p, hw, r)
+    p2p_calls = jnp.where(lay.pp > 1, jnp.where(lay.vpp > 1, 2.0 * (lay.pp - 1.0) * lay.vpp,
+                                                2.0 * (m + lay.pp - 1.0)), 0.0)
+    pp_exposed = p2p_calls * t_p2p
 
     # data parallel / ZeRO
     n_dp = lay.dp * lay.cp * 1.0
-    dp_stride = lay.tp * 1.0
-    grad_bytes = 4.0 * P
-    param_bytes = 2.0 * P
-    ar = group_collective_s("all_reduce", grad_bytes, n_dp, dp_stride, hw)
-    rs = group_collective_s("reduce_scatter", grad_bytes, n_dp, dp_stride, hw)
-    ag = group_collective_s("all_gather", param_bytes, n_dp, dp_stride, hw)
+    ar, rs, ag = (time_s(op, hw, r) for op in graph.dp)
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
     # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
@@ -144,7 +162,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
 
-    optimizer = optimizer_step_s(model, wl, lay, hw, r, P)
+    optimizer = total_s(graph.optimizer, hw, r)
 
     step = m * t_mb + bubble + pp_exposed + dp_exposed + optimizer
 
@@ -158,12 +176,34 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
     # model FLOPs of the whole step over all GPUs
     micro_total = wl.global_batch / lay.mbs
     layer_flops_full = lc.model_flops * lay.tp * lay.cp
-    head_flops = 3.0 * gemm_flops(lay.mbs * wl.seq_len, V, h)
+    head_flops = _sum(flops_of(op) for op in graph.head) * lay.tp * lay.cp
     flops = micro_total * (model.num_layers * layer_flops_full + head_flops)
     gpus = lay.tp * lay.pp * lay.dp * lay.cp * 1.0
-    peak_nominal = jnp.where(wl.precision == 0, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
+    peak_nominal = jnp.where(wl.precision == PRECISION_FP32, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
     mfu = flops / (step * gpus * peak_nominal)
     tps = wl.global_batch * wl.seq_len / step
-    return StepResult(step, compute, recompute, tp_total, cp_total, ep_total, pp_exposed,
-                      bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps,
-                      recompute_full * L_st)
+    res = StepResult(step, compute, recompute, tp_total, cp_total, ep_total, pp_exposed,
+                     bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps,
+                     recompute_full * L_st)
+    safe = lambda x, y: jnp.where(y > 0, x / jnp.where(y > 0, y, 1.0), 1.0)
+    head_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 1.0, 0.0), 1.0)
+    emb_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 0.0, 1.0), 1.0)
+    dp_raw = jnp.where(lay.zero == 0, ar, jnp.where(lay.zero >= 3, m * (2.0 * ag + rs),
+                                                    jnp.where(lay.zero == 2, m * rs + ag, rs + ag)))
+    sched = StepSchedule(
+        layer_calls=m * L_st, recompute_calls=m * L_st * recompute_full,
+        selective_calls=m * L_st * (lay.recompute == RECOMPUTE_SELECTIVE),
+        tp_fwd_calls=m * L_st * (1.0 + recompute_full),
+        tp_exposed_frac=safe(lc.tp_exposed_s, lc.tp_comm_s),
+        cp_exposed_frac=jnp.where(lay.cp > 1, safe(cp_exposed, lc.cp_comm_s), 0.0),
+        head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
+        p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
+        dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble)
+    return res, sched, graph
+
+
+def _sum(xs):
+    out = 0.0
+    for x in xs:
+        out = out + x
+    return out
