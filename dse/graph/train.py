@@ -215,6 +215,20 @@ def dp_ops(lay: Layout, params_per_gpu) -> tuple:
             Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
 
 
+def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str) -> list:
+    """One layer's bucket of DP collective ``kind`` (fp32 gradients for all-reduce and
+    reduce-scatter, bf16 parameters for all-gather), as the trace tier issues it: over the
+    ``cp`` ranks of one DP coordinate on the whole bucket, then over the ``dp`` groups on
+    ``1/cp`` of it (the hierarchical split), as ``[(dim, Collective)]``."""
+    per_param = 2.0 if kind == "all_gather" else 4.0
+    size = per_param * params_per_gpu / layers_per_stage
+    inner = Collective(size, lay.cp * 1.0, lay.tp * 1.0, name=f"dp {kind} cp", phase="step",
+                       kind=kind, group="cp")
+    outer = Collective(size / lay.cp, lay.dp * 1.0, lay.tp * lay.cp * 1.0, name=f"dp {kind}",
+                       phase="step", kind=kind, group="dp")
+    return [("cp", inner), ("dp", outer)]
+
+
 class StepGraph(NamedTuple):
     """Every operator of one training step on one GPU of the heaviest stage, by group;
     how often each group runs is the schedule's (:class:`dse.train.step.StepSchedule`)."""

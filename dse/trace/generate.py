@@ -62,60 +62,57 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dse.cost.collectives import NCCL_OVERLAP_SMS, group_collective_s
+from dse.cost.collectives import NCCL_OVERLAP_SMS
 from dse.errors import require
+from dse.graph.ops import flops, time_s, unit_time_s
+from dse.graph.train import dp_bucket_ops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
-from dse.spec.model import Model, head_dim_of
+from dse.spec.model import Model
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
-from dse.train.layer import layer_cost
+from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
-from dse.train.outer_ops import (embedding_s, grad_accumulation_s, lm_head_s, optimizer_step_s,
-                                 pipeline_p2p)
+from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
 from dse.train.rates import rates
+from dse.train.step import step_and_schedule
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
                    CollectiveKind.ALL_GATHER, CollectiveKind.ALL_TO_ALL)
 
 
+DP_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
 @jax.jit
 def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
-    """Every duration the trace needs, from the cost functions train_step calls (with the
-    same arguments)."""
+    """Every duration the trace needs, in one jitted call: reductions of the step's
+    operator graph (:func:`dse.graph.train.step_graph`, the same graph
+    :func:`dse.train.step.train_step` reduces) and the unit times of its operators."""
     r = rates(hw, wl.precision)
-    lc = layer_cost(model, wl, lay, hw, r)
-    T = lay.mbs * wl.seq_len / lay.cp
-    h = model.hidden_size * 1.0
-    el = r.act_bytes
-    t = lay.tp * 1.0
-    head_f, head_b = lm_head_s(model, wl, lay, hw, r)
-    emb = embedding_s(model, wl, lay, hw, r)
-    act_bytes = T * h * el
-    # the cost model's per-layer TP total is 4 all-reduces (== 4 AG + 4 RS with SP)
-    tp_ar = lc.tp_comm_s / 4.0
-    tp_sg = group_collective_s("reduce_scatter", act_bytes, t, 1.0, hw)
-    p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
-    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
+    res, sched, g = step_and_schedule(model, wl, lay, hw)
+    lc = reduce_layer(g.layer, wl, lay, hw, r)
+    op = {(o.name, o.phase): o for o in g.layer}
+    unit = lambda o: unit_time_s(o, hw, r)
+    fwd_flops = sum(flops(o) for o in g.layer if o.phase == "fwd")
+    bwd_flops = sum(flops(o) for o in g.layer if o.phase == "bwd")
+    cp_fwd = op[("cp kv exchange", "fwd")]
+    mem = memory_per_gpu(model, wl, lay, r.act_bytes, hw.hbm_bytes)
     P = mem.params_per_gpu
-    optimizer = optimizer_step_s(model, wl, lay, hw, r, P)
-    accum = grad_accumulation_s(wl, hw, r, P)   # DeepSpeed only
-    kv_l = jnp.maximum(model.num_kv_heads / t, 1.0)
-    d = head_dim_of(model)
-    kv_chunk = 2.0 * lay.mbs * (wl.seq_len / lay.cp) * kv_l * d * el
+    dp_steps = {kind: {dim: (o.size_bytes, time_s(o, hw, r)) for dim, o in
+                       dp_bucket_ops(lay, P, layers_per_stage(model, lay), kind)}
+                for kind in DP_KINDS}
+    p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
+    head_f, head_b = lm_head_s(model, wl, lay, hw, r)
     return dict(
         fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,
-        attn=lc.attn_s, cp_comm=lc.cp_comm_s,
-        ep_comm=lc.ep_comm_s, tp_ar=tp_ar, tp_sg=tp_sg, act_bytes=act_bytes,
-        head_f=head_f, head_b=head_b, emb=emb, p2p=t_p2p, p2p_bytes=p2p_bytes,
-        params=P, optimizer=optimizer, kv_chunk=kv_chunk, rc_frac=mem.recompute_fraction, accum=accum,
-        a2a_bytes=T * model.top_k * h * el,
-        flops_layer=lc.model_flops)
-
-
-def _coll_s(kind: str, size_bytes: float, n: int, stride: int, hw: Hardware) -> float:
-    if n <= 1:
-        return 0.0
-    return float(group_collective_s(kind, size_bytes, n * 1.0, stride * 1.0, hw))
+        cp_exchange=time_s(cp_fwd, hw, r), cp_bytes=cp_fwd.size_bytes * lay.cp,
+        ep_a2a=unit(op[("ep all-to-all", "fwd")]), a2a_bytes=op[("ep all-to-all", "fwd")].size_bytes,
+        tp_ar=unit(op[("tp all-reduce", "fwd")]), tp_ag=unit(op[("sp all-gather", "fwd")]),
+        tp_rs=unit(op[("sp reduce-scatter", "fwd")]), act_bytes=op[("tp all-reduce", "fwd")].size_bytes,
+        head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
+        optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
+        accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
+        dp=dp_steps)
 
 
 class _Builder:
@@ -170,24 +167,21 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
-    c = {k: float(v) for k, v in _costs(model, wl, lay, hw).items()}
+    raw = _costs(model, wl, lay, hw)
+    dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
+                for kind, steps in raw.pop("dp").items()}
+    c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
     L = int(model.num_layers)
     L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
-    # DP / ZeRO collectives per layer (the cost model's buffers: fp32 grads, bf16 params)
-    grad_b = 4.0 * c["params"] / L_st
-    param_b = 2.0 * c["params"] / L_st
-
-    def dp_colls(kind: str, size: float) -> list[tuple[str, str, float, float]]:
-        """(dim, kind, bytes, duration) steps of one DP collective over dp x cp ranks."""
-        if cp == 1:
-            return [("dp", kind, size, _coll_s(kind, size, dp, tp, hw))] if dp > 1 else []
-        inner = ("cp", kind, size, _coll_s(kind, size, cp, tp, hw))
-        outer = ("dp", kind, size / cp, _coll_s(kind, size / cp, dp, tp * cp, hw))
-        steps = [inner] + ([outer] if dp > 1 else [])
+    def dp_colls(kind: str) -> list[tuple[str, str, float, float]]:
+        """(dim, kind, bytes, duration) steps of one layer's DP collective over the dp x cp
+        ranks (:func:`dse.graph.train.dp_bucket_ops`)."""
+        steps = [(dim, kind, size, dur) for dim, size, dur in dp_steps[kind]
+                 if (dp if dim == "dp" else cp) > 1]
         return steps[::-1] if kind == "all_gather" else steps
 
     has_dp = dp * cp > 1
@@ -239,7 +233,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 if sp:
                     for kk, nm in ((AG, "all-gather"), (RS, "reduce-scatter")):
                         s0(f"{tag} tp {nm}", NodeKind.COLLECTIVE, comm_kind=kk,
-                           comm_bytes=c["act_bytes"], duration_s=c["tp_sg"], group_dim="tp")
+                           comm_bytes=c["act_bytes"], duration_s=c["tp_ag" if kk is AG else "tp_rs"],
+                           group_dim="tp")
                 else:
                     s0(f"{tag} tp all-reduce", NodeKind.COLLECTIVE, comm_kind=AR,
                        comm_bytes=c["act_bytes"], duration_s=c["tp_ar"], group_dim="tp")
@@ -248,7 +243,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             if moe and ep > 1:
                 for nm in ("dispatch", "combine"):
                     s0(f"{tag} ep all-to-all {nm}", NodeKind.COLLECTIVE, comm_kind=A2A,
-                       comm_bytes=c["a2a_bytes"], duration_s=c["ep_comm"] / 4.0,
+                       comm_bytes=c["a2a_bytes"], duration_s=c["ep_a2a"],
                        group_dim="ep")
 
         def layer_pass(mb: int, k: int, bwd: bool, deps0=()):
@@ -257,7 +252,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             deps = [d for d in deps0 if d is not None]
             if zero >= 3 and has_dp:
                 deps.append(comm(f"{tag} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather", param_b)))
+                                 dp_colls("all_gather")))
             elif not bwd and mb == 0 and k in pre_ag:
                 deps.append(pre_ag[k])
             cp_node = None
@@ -266,13 +261,13 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for _ in range(n_ex):
                     cp_node = b.add(f"{tag} cp kv exchange", NodeKind.COLLECTIVE, 2,
                                     (last_s2, last_s0, *deps), comm_kind=AG,
-                                    comm_bytes=cp * c["kv_chunk"],
-                                    duration_s=c["cp_comm"] / 3.0,
+                                    comm_bytes=c["cp_bytes"],
+                                    duration_s=c["cp_exchange"],
                                     group_dim="cp")
                     last_s2 = cp_node
             if bwd and (k % L_ch) < rc_per_chunk:
                 s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
-                   num_ops=c["flops_layer"] / 3.0)
+                   num_ops=c["fwd_flops"])
                 tp_colls(f"{tag} recompute", 2)
                 ep_colls(f"{tag} recompute")
                 deps = []
@@ -281,18 +276,18 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 deps = []
             dur = c["bwd"] if bwd else c["fwd"]
             s0(f"{tag}", NodeKind.COMPUTE, deps, duration_s=dur,
-               num_ops=c["flops_layer"] * (2.0 if bwd else 1.0) / 3.0)
+               num_ops=c["bwd_flops" if bwd else "fwd_flops"])
             tp_colls(tag, 2)
             ep_colls(tag)
             if cp_node is not None:
                 s0(f"{tag} cp wait", NodeKind.COMPUTE, (cp_node,), duration_s=0.0)
             if bwd and zero >= 3 and has_dp:
                 grad_nodes.append(comm(f"{tag} grad reduce-scatter", NodeKind.COLLECTIVE, 2,
-                                       dp_colls("reduce_scatter", grad_b), (last_s0,)))
+                                       dp_colls("reduce_scatter"), (last_s0,)))
             elif bwd and (mb == m - 1 or zero == 2) and has_dp:
                 kind = "all_reduce" if zero == 0 else "reduce_scatter"
                 grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}",
-                                       NodeKind.COLLECTIVE, 1, dp_colls(kind, grad_b),
+                                       NodeKind.COLLECTIVE, 1, dp_colls(kind),
                                        (last_s0,)))
 
         def p2p(kind, name, delta, tag) -> int | None:
@@ -365,7 +360,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         if zero in (1, 2) and has_dp:
             for k in range(L_st):
                 pre_ag[k] = comm(f"L{k} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather", param_b))
+                                 dp_colls("all_gather"))
         for fwd, mb, ch in pipeline_order(pp, vpp, m, s):
             (forward if fwd else backward)(mb, ch)
         s0("optimizer step", NodeKind.COMPUTE, grad_nodes, duration_s=c["optimizer"])
