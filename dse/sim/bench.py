@@ -4,7 +4,7 @@ The layout is the one the llama70b study picks at 1024 GPUs (the vectorized swee
 fastest feasible layout for Llama3-70B, A100-SXM-80GB, global batch 1024, sequence 2048,
 bf16), unless ``layout`` is given.  Its trace (:func:`dse.trace.generate.generate_trace_set`)
 is replayed for one step on the hardware's rail topology (NVLink switch domains x rail
-scale-out, :func:`dse.trace.generate.topology_for_hardware`) with no faults.
+scale-out, :func:`dse.sim.topology.topology_for_hardware`) with no faults.
 
 :func:`run_sim_bench` returns and prints ``sim_step_s`` (simulated step time),
 ``wall_s`` (simulator wall time, trace generation excluded), ``events`` (processed
@@ -39,7 +39,8 @@ def run_sim_bench(layout: Layout | None = None) -> dict:
     from dse.sim import simulate
     from dse.spec.hardware import get_hardware
     from dse.spec.model import get_model
-    from dse.trace.generate import generate_trace_set, rank_grid, topology_for_hardware
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import generate_trace_set, rank_grid
     from dse.train.step import train_step
 
     model, hw = get_model(MODEL), get_hardware(HARDWARE)

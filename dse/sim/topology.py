@@ -567,3 +567,23 @@ def load_topology(path: str | Path, num_gpus: int | None = None) -> Topology:
     where = str(path)
     data = load_toml(path)
     return topology_from_dict(data, where=where, num_gpus=num_gpus)
+
+
+def topology_for_hardware(hw, num_gpus: int, scale_out: str = "rail",
+                          name: str = ""):
+    """A topology matching the cost model's view of ``hw``: NVLink switch domains of
+    ``nvlink_domain_gpus`` x a scale-out dimension (``rail`` or ``fat_tree``, non-blocking)
+    of the NIC bandwidth; link bandwidths are the *effective* ones the cost model uses
+    (nominal x ``eff_nvlink`` / ``eff_nic``), latencies the per-hop NVLink / NIC
+    latencies."""
+    dom = int(round(float(hw.nvlink_domain_gpus)))
+    dom = max(1, min(dom, num_gpus))
+    require(num_gpus % dom == 0, "topology", "num_gpus", f"`num_gpus % nvlink_domain == 0` "
+            f"must hold, but got (num_gpus={num_gpus}, nvlink_domain={dom})")
+    dims = [DimSpec("switch", dom, float(hw.nvlink_bw_bytes_per_s * hw.eff_nvlink),
+                    float(hw.nvlink_latency_s))]
+    if num_gpus // dom > 1:
+        dims.append(DimSpec(scale_out, num_gpus // dom, float(hw.nic_bw_bytes_per_s * hw.eff_nic),
+                            float(hw.nic_latency_s)))
+    return make_topology(dims, name=name or f"{hw.name}-{scale_out}-{num_gpus}",
+                         num_gpus=num_gpus)

@@ -49,7 +49,8 @@ def candidates(df: pd.DataFrame, k: int, distinct: tuple[str, ...] = ()) -> pd.D
 
 def run(d: dict, path: Path) -> Path:
     from dse.sim import faults_from_dict, resolve, simulate
-    from dse.trace.generate import generate_trace_set, rank_grid, topology_for_hardware
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import generate_trace_set, rank_grid
 
     where = str(path)
     check_keys(d, {"name", "kind", "description", "workload", "study", "scenario"}, where, "")

@@ -30,7 +30,8 @@ def cmd_trace(a) -> int:
     from dse.cli import resolve_layout      # lazy: dse.cli imports this module
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
-    from dse.trace.generate import generate_trace_set, rank_grid, topology_for_hardware
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import generate_trace_set, rank_grid
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
     from dse.train.step import train_step
 

@@ -68,6 +68,7 @@ from dse.graph.ops import flops, time_s, unit_time_s
 from dse.graph.train import dp_bucket_ops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
+from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import reduce_layer
@@ -186,12 +187,9 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 
     has_dp = dp * cp > 1
     vpp = _int(lay.vpp)
-    if vpp > 1:
-        where = f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}"
-        require(pp > 1 and pp * vpp <= L + 2, where, "vpp", f"`pp*vpp <= num_layers + 2` with pp > 1 "
-                f"must hold, but got (num_layers={L}, pp={pp}, vpp={vpp})")
-        require(m % pp == 0, where, "vpp", f"interleaving needs `micro_batches % pp == 0`, "
-                f"but got (micro_batches={m}, pp={pp})")
+    check_layout(model, tp * pp * dp * cp, int(wl.global_batch), int(wl.seq_len),
+                 Layout(**{f: _int(getattr(lay, f)) for f in FIELDS}),
+                 where=f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}")
     L_ch = L_st // vpp                              # layers per model chunk
     # full: all layers; block: the first rc_layers/vpp layers of every chunk
     rc_per_chunk = int(round(c["rc_frac"] * L_st)) // vpp
@@ -386,25 +384,3 @@ def rank_grid(lay: Layout) -> RankGrid:
     """The Megatron rank grid of ``lay`` (for the simulator)."""
     return RankGrid(tp=_int(lay.tp), cp=_int(lay.cp), dp=_int(lay.dp), pp=_int(lay.pp),
                     ep=_int(lay.ep))
-
-
-def topology_for_hardware(hw: Hardware, num_gpus: int, scale_out: str = "rail",
-                          name: str = ""):
-    """A topology matching the cost model's view of ``hw``: NVLink switch domains of
-    ``nvlink_domain_gpus`` x a scale-out dimension (``rail`` or ``fat_tree``, non-blocking)
-    of the NIC bandwidth; link bandwidths are the *effective* ones the cost model uses
-    (nominal x ``eff_nvlink`` / ``eff_nic``), latencies the per-hop NVLink / NIC
-    latencies."""
-    from dse.errors import require
-    from dse.sim.topology import DimSpec, make_topology
-    dom = int(round(float(hw.nvlink_domain_gpus)))
-    dom = max(1, min(dom, num_gpus))
-    require(num_gpus % dom == 0, "topology", "num_gpus", f"`num_gpus % nvlink_domain == 0` "
-            f"must hold, but got (num_gpus={num_gpus}, nvlink_domain={dom})")
-    dims = [DimSpec("switch", dom, float(hw.nvlink_bw_bytes_per_s * hw.eff_nvlink),
-                    float(hw.nvlink_latency_s))]
-    if num_gpus // dom > 1:
-        dims.append(DimSpec(scale_out, num_gpus // dom, float(hw.nic_bw_bytes_per_s * hw.eff_nic),
-                            float(hw.nic_latency_s)))
-    return make_topology(dims, name=name or f"{hw.name}-{scale_out}-{num_gpus}",
-                         num_gpus=num_gpus)

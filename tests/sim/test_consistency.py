@@ -30,7 +30,8 @@ from dse.spec.hardware import get_hardware
 from dse.spec.layout import RECOMPUTE, Layout, Workload
 from dse.spec.model import get_model
 from dse.sweep.run import sweep
-from dse.trace.generate import generate_trace_set, rank_grid, topology_for_hardware
+from dse.sim.topology import topology_for_hardware
+from dse.trace.generate import generate_trace_set, rank_grid
 from dse.train.step import train_step
 
 GPUS, GBS, SEQ = 64, 128, 2048

@@ -104,7 +104,7 @@ def test_interleaved_trace_chunks_and_async_p2p():
 
 def test_interleaved_replay_is_deadlock_free_exact_and_shrinks_the_bubble():
     from dse.sim import simulate
-    from dse.trace.generate import topology_for_hardware
+    from dse.sim.topology import topology_for_hardware
     topo = topology_for_hardware(HW, 8)
     steps = {}
     for vpp in (1, 2):

@@ -1,0 +1,119 @@
+"""The one set of parallel-layout rules, vectorized over a column of layouts.
+
+:func:`layout_violations` returns, for arrays of layout fields, a valid mask and the
+first broken rule of every invalid row; the sweep's enumeration (:mod:`dse.sweep.grid`)
+keeps the rows it marks valid, and explicit layouts (``estimate``, ``trace``,
+``predict``, the trace generator) are checked by :func:`check_layout`, which raises the
+same rule's message.  Rules (Megatron-LM ``arguments.py`` and ``parallel_state.py``):
+
+  * every degree >= 1; recompute in {0..3}; zero in {0..3}; sp in {0, 1}
+  * dp * tp * pp * cp == gpus
+  * tp divides num_attention_heads and num_kv_heads (query groups are split over TP)
+  * pp <= num_layers (the heaviest stage holds ceil(L/pp) layers: uneven split allowed)
+  * cp divides seq_len and, for cp > 1, seq_len/cp is a multiple of 2*cp (zig-zag load
+    balancing: every rank holds two chunks of seq/(2 cp) tokens;
+    Megatron-Core ``get_batch_on_this_cp_rank``)
+  * dp * mbs divides global_batch (m = global_batch / (dp mbs) micro-batches)
+  * vpp > 1 needs pp > 1, pp*vpp <= num_layers + 2 (Megatron-Core's
+    ``account_for_embedding/loss_in_pipeline_split`` let the embedding and the loss fill
+    a virtual stage each) and m % pp == 0 (the interleaved schedule runs micro-batches in
+    groups of pp: ``forward_backward_pipelining_with_interleaving``)
+  * sp only with tp > 1
+  * ep divides num_experts and dp*cp (dense models: ep = 1)
+
+Integers are int64 here, so no product of degrees, batch and sequence overflows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.errors import InputError
+
+FIELDS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp")
+
+
+def _rules(model, gpus, global_batch, seq_len, c):
+    """[(field, ok mask, message for row i)] in the order they are reported."""
+    L, a, g, E = (int(model.num_layers), int(model.num_attention_heads),
+                  int(model.num_kv_heads), int(model.num_experts))
+    tp, pp, dp, cp, ep, mbs, vpp = (c[f] for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"))
+    rc, z, sp = c["recompute"], c["zero"], c["sp"]
+    pos = np.ones_like(tp, dtype=bool)
+    for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
+        pos &= c[f] >= 1
+    safe = lambda x: np.where(x >= 1, x, 1)
+    tp1, pp1, dp1, cp1, ep1, mbs1 = (safe(x) for x in (tp, pp, dp, cp, ep, mbs))
+    m = global_batch // safe(dp1 * mbs1)
+    cells = tp1 * pp1 * cp1
+    r = [
+        ("tp", pos, lambda i: "every parallel degree and mbs must be an integer >= 1, but got "
+         + ", ".join(f"{f}={int(c[f][i])}" for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"))),
+        ("recompute", (rc >= 0) & (rc <= 3), lambda i: f"must be none, selective, full or block (0..3), but got {int(rc[i])}"),
+        ("zero", (z >= 0) & (z <= 3), lambda i: f"`0 <= zero <= 3` must hold, but got (zero={int(z[i])})"),
+        ("sp", (sp == 0) | (sp == 1), lambda i: f"must be 0 or 1, but got {int(sp[i])}"),
+        ("tp", a % tp1 == 0, lambda i: f"`num_attention_heads % tp == 0` must hold, but got "
+         f"(num_attention_heads={a}, tp={int(tp[i])})"),
+        ("tp", g % tp1 == 0, lambda i: f"`num_kv_heads % tp == 0` must hold, but got (num_kv_heads={g}, tp={int(tp[i])})"),
+        ("gpus", gpus % cells == 0, lambda i: f"`gpus % (tp*pp*cp) == 0` must hold, but got (gpus={gpus}, "
+         f"tp*pp*cp={int(cells[i])})"),
+        ("dp", dp1 * cells == gpus, lambda i: f"`dp*tp*pp*cp == gpus` must hold, but got (dp={int(dp[i])}, "
+         f"tp*pp*cp={int(cells[i])}, gpus={gpus})"),
+        ("pp", pp1 <= L, lambda i: f"`pp <= num_layers` must hold, but got (pp={int(pp[i])}, num_layers={L})"),
+        ("cp", seq_len % cp1 == 0, lambda i: f"`seq_len % cp == 0` must hold, but got (seq_len={seq_len}, cp={int(cp[i])})"),
+        ("cp", (cp1 == 1) | ((seq_len // cp1) % (2 * cp1) == 0),
+         lambda i: f"`(seq_len/cp) % (2*cp) == 0` must hold (zig-zag load balancing), but got "
+         f"(seq_len={seq_len}, cp={int(cp[i])})"),
+        ("mbs", global_batch % (dp1 * mbs1) == 0, lambda i: f"`global_batch % (dp*mbs) == 0` must hold, but got "
+         f"(global_batch={global_batch}, dp={int(dp[i])}, mbs={int(mbs[i])})"),
+        ("vpp", (vpp == 1) | ((pp1 > 1) & (pp1 * vpp <= L + 2)),
+         lambda i: f"`pp > 1 and pp*vpp <= num_layers + 2` must hold, but got (num_layers={L}, "
+         f"pp={int(pp[i])}, vpp={int(vpp[i])})"),
+        ("vpp", (vpp == 1) | (m % pp1 == 0), lambda i: f"interleaving needs `micro_batches % pp == 0`, but got "
+         f"(micro_batches={int(m[i])}, pp={int(pp[i])})"),
+        ("sp", (sp == 0) | (tp1 > 1), lambda i: "sequence parallelism needs tp > 1"),
+        ("ep", (E % ep1 == 0) & ((dp1 * cp1) % ep1 == 0),
+         lambda i: f"`num_experts % ep == 0` and `(dp*cp) % ep == 0` must hold, but got "
+         f"(num_experts={E}, ep={int(ep[i])}, dp*cp={int(dp[i] * cp[i])})"),
+    ]
+    return r
+
+
+def layout_violations(model, gpus: int, global_batch: int, seq_len: int,
+                      cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(valid mask, reason) for a column of layouts ``cols`` (one int array per
+    :data:`FIELDS` name); ``reason`` is ``""`` for valid rows, else ``"field: rule"`` of
+    the first broken rule."""
+    c = {f: np.asarray(cols[f], dtype=np.int64) for f in FIELDS}
+    n = len(c["tp"])
+    valid = np.ones(n, dtype=bool)
+    reason = np.full(n, "", dtype=object)
+    for field, ok, msg in _rules(model, int(gpus), int(global_batch), int(seq_len), c):
+        bad = valid & ~ok
+        for i in np.flatnonzero(bad):
+            reason[i] = f"{field}: {msg(i)}"
+        valid &= ok
+    return valid, reason
+
+
+def layout_mask(model, gpus: int, global_batch: int, seq_len: int, cols: dict) -> np.ndarray:
+    """Valid mask only (no messages): what the enumeration filters with."""
+    c = {f: np.asarray(cols[f], dtype=np.int64) for f in FIELDS}
+    valid = np.ones(len(c["tp"]), dtype=bool)
+    for _, ok, _ in _rules(model, int(gpus), int(global_batch), int(seq_len), c):
+        valid &= ok
+    return valid
+
+
+def check_layout(model, gpus: int, global_batch: int, seq_len: int, lay,
+                 where: str = "layout") -> None:
+    """Raise :class:`InputError` (exit 2) unless one explicit layout obeys every rule."""
+    for f in FIELDS:
+        v = getattr(lay, f)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise InputError(where, f, f"must be an integer, but got {v!r}")
+    valid, reason = layout_violations(model, gpus, global_batch, seq_len,
+                                      {f: [int(getattr(lay, f))] for f in FIELDS})
+    if not valid[0]:
+        field, _, rule = reason[0].partition(": ")
+        raise InputError(where, field, rule)
