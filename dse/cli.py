@@ -310,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
             __import__(mod, fromlist=["register"]).register(sub)
         except ModuleNotFoundError:
             pass
+    from dse.sensitivity import register as register_sensitivity
+    register_sensitivity(sub)
     return p
 
 
