@@ -335,7 +335,7 @@ def cmd_sensitivity(a) -> int:
     df = elasticities(fn, hw)
     t = df.attrs["time_s"]
     fits = mem <= float(hw.hbm_bytes)
-    gpus = f"{a.gpus} GPUs per replica" if a.infer else f"{a.gpus} GPUs"
+    gpus = f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}" + (" per replica" if a.infer else "")
     meta = {"model": model.name, "hardware": hw.name, "gpus": a.gpus, "layout": label,
             "target": what, "time_s": t, "mem_gib": mem / GIB,
             "hbm_gib": float(hw.hbm_bytes) / GIB, "fits": fits}
