@@ -312,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
             pass
     from dse.sensitivity import register as register_sensitivity
     register_sensitivity(sub)
+    from dse.calibrate import register as register_calibrate
+    register_calibrate(sub)
     return p
 
 
