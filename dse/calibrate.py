@@ -65,7 +65,8 @@ def read_gemm_csv(path: str) -> pd.DataFrame:
     except FileNotFoundError:
         raise InputError(path, "file", "must exist") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise InputError(path, "csv", f"must be a CSV file ({e})") from None
+        msg = " ".join(str(e).split())        # pandas' messages span lines; ours is one
+        raise InputError(path, "csv", f"must be a CSV file ({msg})") from None
     missing = [c for c in GEMM_COLS if c not in df.columns]
     require(not missing, path, missing[0] if missing else "", f"column is required (need {list(GEMM_COLS)})")
     require(len(df) > 0, path, "rows", "must hold at least one GEMM")
