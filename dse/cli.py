@@ -310,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
             __import__(mod, fromlist=["register"]).register(sub)
         except ModuleNotFoundError:
             pass
+    from dse.sensitivity import register as register_sensitivity
+    register_sensitivity(sub)
+    from dse.calibrate import register as register_calibrate
+    register_calibrate(sub)
     return p
 
 

@@ -96,8 +96,12 @@ _NONNEG = [
     ("nic_latency_us", "nic_latency_s", 1e-6),
 ]
 _LABELS = {"description", "generation", "notes", "sources", "pcie_gb_s", "throttle",
-           "throttle_clock"}
-KNOWN_KEYS = {k for k, _, _ in _POSITIVE + _NONNEG} | _LABELS
+           "throttle_clock", "base"}
+# measured efficiencies a calibrated file may set for its own machine (``dse calibrate``),
+# in (0, 1]; absent keys take the generation's constants (dse.spec.efficiency)
+EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_hbm", "eff_nvlink",
+            "eff_nic")
+KNOWN_KEYS = {k for k, _, _ in _POSITIVE + _NONNEG} | _LABELS | set(EFF_KEYS)
 
 
 def _number(where: str, key: str, v) -> float:
@@ -113,7 +117,11 @@ def check_throttle(where: str, field: str, throttle: float) -> float:
 
 
 def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
-    """Validate one TOML table (human units) and build a :class:`Hardware` (SI)."""
+    """Validate one TOML table (human units) and build a :class:`Hardware` (SI).  A table
+    with ``base = "<catalog name>"`` starts from that catalog table; its other keys
+    override it."""
+    if "base" in d:
+        d = with_base(d, where, name)
     unknown = sorted(set(d) - KNOWN_KEYS)
     require(not unknown, where, f"{name}.{unknown[0] if unknown else ''}",
             f"unknown key; allowed keys are {sorted(KNOWN_KEYS)}")
@@ -138,8 +146,22 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
               eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic,
               kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
               tile_n=float(e.tile_n), gemm_cluster=float(e.cluster))
+    for key in EFF_KEYS:
+        if key in d:
+            v = _number(where, f"{name}.{key}", d[key])
+            require(0 < v <= 1, where, f"{name}.{key}", f"`0 < {key} <= 1` must hold, but got ({key}={v})")
+            kw[key] = v
     return Hardware(name=name, generation=gen, description=str(d.get("description", name)),
                     **kw)
+
+
+def with_base(d: dict, where: str, name: str) -> dict:
+    """The catalog table ``d["base"]`` names, updated with ``d``'s other keys."""
+    base = d["base"]
+    raw = load_toml(CATALOG)
+    require(isinstance(base, str) and base in raw, where, f"{name}.base",
+            f"must be a catalog name ({', '.join(sorted(raw))}), but got {base!r}")
+    return {**raw[base], **{k: v for k, v in d.items() if k != "base"}}
 
 
 def load_toml(path: Path) -> dict:

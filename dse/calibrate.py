@@ -1,0 +1,352 @@
+"""Fit a hardware file to measurements of one machine: GEMM throughput and nccl-tests.
+
+Inputs
+  * a GEMM CSV with columns ``m, n, k, dtype, tflops`` (measured TFLOP/s of one
+    ``C[m,n] = A[m,k] @ B[k,n]``, e.g. from a cuBLAS / ``torch.matmul`` sweep or
+    ml-engineering's ``mamf-finder.py``);
+  * nccl-tests output files (``all_reduce_perf``, ``all_gather_perf``,
+    ``reduce_scatter_perf``, ``alltoall_perf``): the "# Using devices" lines give the
+    rank count, the table ``size count type redop [root] time algbw busbw ...`` the
+    out-of-place time (us) per buffer size (bytes; for all-gather the whole gathered
+    buffer, as nccl-tests reports it).
+
+Output: a hardware TOML table ``base = "<catalog name>"`` plus the fitted keys, which
+:func:`dse.spec.hardware.get_hardware` loads.
+
+Fits (every one is least squares of ``ln t_model - ln t_measured``, i.e. of relative
+error, so a 16 MiB and a 8 GiB all-reduce weigh the same):
+  * ``eff_gemm`` (``eff_gemm_fp8`` for fp8 rows): the model's own
+    :func:`dse.cost.gemm.gemm_time_s` (tile/wave quantization, L2-aware HBM traffic,
+    roofline max, launch cost) at the base's rates, one scalar searched on a refined
+    log grid.  Rows the model puts on the memory side of the roofline do not move it.
+  * NVLink, then NIC: the alpha-beta model of :mod:`dse.cost.collectives`
+    (``group_collective_s`` on ranks 1 apart; hierarchical when the run spans NVLink
+    domains of the base's size) with the achieved bandwidth ``bw`` and per-step latency
+    ``alpha`` searched on a refined 2-D log grid.  Runs inside one domain fit NVLink;
+    runs across domains fit the NIC with the NVLink phase held at its fit (or the base).
+    nccl-tests conventions (NCCL ``doc/PERFORMANCE.md``): ``algbw = size / time``,
+    ``busbw = algbw x 2(n-1)/n`` for all-reduce and ``x (n-1)/n`` for all-gather,
+    reduce-scatter and all-to-all; it is the per-link rate the ring needs, which is what
+    ``bw`` is.  The model's bandwidth is ``link x eff``, so the file gets
+    ``nvlink_gb_s = bw / eff_nvlink`` (the generation's constant) and the effective rate
+    equals the fit.  NCCL's fixed per-call cost (~6-20 us, more over TCP) has no term of
+    its own in the model; the fitted ``alpha`` absorbs it, as the catalog's NCCL
+    constants note.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dse.errors import InputError, require
+from dse.spec.hardware import Hardware, catalog
+from dse.spec.layout import PRECISION
+
+OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
+       "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all"}
+GEMM_COLS = ("m", "n", "k", "dtype", "tflops")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def read_gemm_csv(path: str) -> pd.DataFrame:
+    """The GEMM CSV, validated: positive m, n, k, tflops; dtype a precision name."""
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise InputError(path, "file", "must exist") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        msg = " ".join(str(e).split())        # pandas' messages span lines; ours is one
+        raise InputError(path, "csv", f"must be a CSV file ({msg})") from None
+    missing = [c for c in GEMM_COLS if c not in df.columns]
+    require(not missing, path, missing[0] if missing else "", f"column is required (need {list(GEMM_COLS)})")
+    require(len(df) > 0, path, "rows", "must hold at least one GEMM")
+    for c in ("m", "n", "k", "tflops"):
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = ~(v > 0)
+        require(not bad.any(), path, c, f"`{c} > 0` must hold, but got ({c}={df[c][bad].iloc[0] if bad.any() else ''!r}"
+                f" in row {int(np.argmax(bad.to_numpy())) + 2})")
+        df[c] = v.astype(float)
+    dt = df["dtype"].astype(str).str.strip().str.lower()
+    bad = ~dt.isin(list(PRECISION))
+    require(not bad.any(), path, "dtype", f"must be one of {sorted(PRECISION)}, but got "
+            f"{dt[bad].iloc[0] if bad.any() else ''!r}")
+    df["precision"] = dt.map(PRECISION)
+    return df
+
+
+@dataclass
+class NcclRun:
+    path: str
+    op: str                 # dse collective kind
+    ranks: int
+    sizes_bytes: np.ndarray
+    times_s: np.ndarray     # out-of-place
+    busbw_bytes_per_s: np.ndarray
+
+
+def parse_nccl(path: str, text: str | None = None) -> NcclRun:
+    """One nccl-tests output file (module docstring)."""
+    if text is None:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except FileNotFoundError:
+            raise InputError(path, "file", "must exist") from None
+    m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|alltoall)_perf\b", text) or \
+        re.search(r"(all_reduce|all_gather|reduce_scatter|alltoall)", Path(path).name)
+    require(m is not None, path, "collective", "must be named in the file or its name "
+            "(all_reduce_perf, all_gather_perf, reduce_scatter_perf or alltoall_perf)")
+    ranks = len(re.findall(r"^#\s*Rank\s+\d+\s", text, flags=re.M))
+    require(ranks >= 2, path, "ranks", "`ranks >= 2` must hold: the '# Using devices' lines "
+            f"(#  Rank  0 Group ...) must list every rank, but got (ranks={ranks})")
+    header = None
+    rows = []
+    for line in text.splitlines():
+        toks = line.split()
+        if line.startswith("#") and "size" in toks and "time" in toks and "busbw" in toks:
+            header = [t for t in toks if t != "#"]
+        elif header and toks and not line.startswith("#") and toks[0].isdigit():
+            rows.append(toks)
+    require(header is not None, path, "table", "must hold the nccl-tests header line "
+            "(# size count type redop [root] time algbw busbw ...)")
+    i_t, i_b = header.index("time"), header.index("busbw")
+    sizes, times, busbw = [], [], []
+    for toks in rows:
+        try:
+            s, t, b = float(toks[0]), float(toks[i_t]), float(toks[i_b])
+        except (IndexError, ValueError):
+            continue
+        if s > 0 and t > 0:
+            sizes.append(s)
+            times.append(t * 1e-6)
+            busbw.append(b * 1e9)
+    require(len(sizes) >= 2, path, "rows", f"`rows >= 2` must hold (sizes with a positive "
+            f"time), but got (rows={len(sizes)})")
+    return NcclRun(path, OPS[m.group(1)], ranks, np.array(sizes), np.array(times), np.array(busbw))
+
+
+# ----------------------------------------------------------------------------- models
+
+def gemm_model_s(hw: Hardware, m, n, k, precision: int, eff):
+    """:func:`dse.cost.gemm.gemm_time_s` of one GEMM at ``hw``'s rates with efficiency
+    ``eff`` (broadcasts over arrays)."""
+    from dse.cost.gemm import gemm_time_s
+    from dse.train.rates import rates
+    r = rates(hw, precision)
+    return gemm_time_s(m, n, k, r.peak_linear_flops_per_s, eff, r.hbm_bw_raw_bytes_per_s,
+                       r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms, hw.tile_m, hw.tile_n,
+                       r.linear_bytes, hw.kernel_launch_s, 1.0, hw.gemm_cluster)
+
+
+def collective_model_s(hw: Hardware, run: NcclRun, sizes=None):
+    """The model's time of ``run``'s collective on its ranks (consecutive, stride 1)."""
+    from dse.cost.collectives import group_collective_s
+    s = run.sizes_bytes if sizes is None else sizes
+    return group_collective_s(run.op, jnp.asarray(s, jnp.float32), float(run.ranks), 1.0, hw)
+
+
+def spans_domains(hw: Hardware, run: NcclRun) -> bool:
+    return run.ranks > float(hw.nvlink_domain_gpus)
+
+
+BUSBW_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+                "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n}
+
+
+def nccl_text(hw: Hardware, op: str, ranks: int, sizes_bytes, gpus_per_host: int = 8,
+              times_s=None) -> str:
+    """An nccl-tests style output (``*_perf`` header, "# Using devices" lines, the
+    out-of-place / in-place table) whose times are the model's on ``hw`` (or
+    ``times_s``): synthetic data for tests and examples.  busbw per PERFORMANCE.md."""
+    sizes = np.asarray(sizes_bytes, np.float64)
+    name = {v: k for k, v in OPS.items()}[op]
+    if times_s is None:
+        run = NcclRun("synthetic", op, ranks, sizes, sizes, sizes)
+        times_s = np.asarray(collective_model_s(hw, run), np.float64)
+    lines = [f"# {name}_perf (synthetic: dse model of {hw.name or 'hardware'})",
+             f"# nThread 1 nGpus 1 minBytes {int(sizes[0])} maxBytes {int(sizes[-1])}", "#",
+             "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node{r // gpus_per_host} device "
+              f"{r % gpus_per_host:2d} [0x{r:02x}] GPU" for r in range(ranks)]
+    lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw "
+              "#wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "            (us)  (GB/s)  (GB/s)"]
+    redop = "none" if op in ("all_gather", "all_to_all") else "sum"
+    for s_, t in zip(sizes, times_s):
+        alg = s_ / t / 1e9
+        bus = alg * BUSBW_FACTOR[op](ranks)
+        cell = f"{t * 1e6:8.2f} {alg:7.2f} {bus:7.2f}      0"
+        lines.append(f"{int(s_):12d} {int(s_) // 4:13d}     float {redop:>7}      -1 {cell} {cell}")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- fits
+
+def _zoom_1d(loss, lo: float, hi: float, levels: int = 4, points: int = 81) -> float:
+    """argmin of ``loss(x)`` (vectorized) on a log grid, refined around the best point."""
+    for _ in range(levels):
+        xs = np.geomspace(lo, hi, points)
+        i = int(np.nanargmin(loss(xs)))
+        lo, hi = xs[max(i - 1, 0)], xs[min(i + 1, points - 1)]
+    return float(xs[i])
+
+
+def _zoom_2d(loss, box, levels: int = 4, points: int = 61):
+    (lo1, hi1), (lo2, hi2) = box
+    for _ in range(levels):
+        a, b = np.geomspace(lo1, hi1, points), np.geomspace(lo2, hi2, points)
+        A, B = np.meshgrid(a, b, indexing="ij")
+        L = loss(A.ravel(), B.ravel()).reshape(A.shape)
+        i, j = np.unravel_index(int(np.nanargmin(L)), L.shape)
+        lo1, hi1 = a[max(i - 1, 0)], a[min(i + 1, points - 1)]
+        lo2, hi2 = b[max(j - 1, 0)], b[min(j + 1, points - 1)]
+    return float(a[i]), float(b[j])
+
+
+def fit_gemm_eff(hw: Hardware, df: pd.DataFrame) -> float:
+    """``eff`` minimising the squared log error of :func:`gemm_model_s` vs the rows (one
+    efficiency for all of them, whatever their precisions)."""
+    groups = []
+    for p, sub in df.groupby("precision"):
+        t_meas = 2.0 * sub["m"] * sub["n"] * sub["k"] / (sub["tflops"] * 1e12)
+        mnk = [jnp.asarray(sub[c].to_numpy(), jnp.float32)[None, :] for c in ("m", "n", "k")]
+        groups.append((int(p), mnk, np.log(t_meas.to_numpy())[None, :]))
+
+    def loss(effs):
+        e = jnp.asarray(effs, jnp.float32)[:, None]
+        return sum(((np.log(np.asarray(gemm_model_s(hw, *mnk, p, e), np.float64)) - lt) ** 2).sum(axis=1)
+                   for p, mnk, lt in groups)
+    return _zoom_1d(loss, 0.02, 1.0)
+
+
+def gemm_mape(hw: Hardware, df: pd.DataFrame, eff: float) -> float:
+    t = np.concatenate([np.asarray(gemm_model_s(hw, *(jnp.asarray(sub[c].to_numpy(), jnp.float32)
+                                                      for c in "mnk"), int(p), eff))
+                        for p, sub in df.groupby("precision")])
+    meas = np.concatenate([(2.0 * sub["m"] * sub["n"] * sub["k"] / (sub["tflops"] * 1e12)).to_numpy()
+                           for _, sub in df.groupby("precision")])
+    return _mape(t, meas)
+
+
+def fit_link(hw: Hardware, runs: list[NcclRun], link: str):
+    """(achieved bw in bytes/s, alpha in s) of ``link`` ("nvlink" or "nic") minimising the
+    squared log error of :func:`collective_model_s` over ``runs``."""
+    bw_f, lat_f, eff_f = f"{link}_bw_bytes_per_s", f"{link}_latency_s", f"eff_{link}"
+    eff = float(getattr(hw, eff_f))
+    bw0 = float(getattr(hw, bw_f)) * eff
+
+    def loss(bws, alphas):
+        h = hw.replace(**{bw_f: jnp.asarray(bws / eff, jnp.float32)[:, None],
+                          lat_f: jnp.asarray(alphas, jnp.float32)[:, None]})
+        tot = np.zeros(len(bws))
+        for r in runs:
+            t = np.asarray(collective_model_s(h, r, r.sizes_bytes[None, :]), np.float64)
+            tot += ((np.log(t) - np.log(r.times_s)[None, :]) ** 2).sum(axis=1)
+        return tot
+    return _zoom_2d(loss, ((bw0 / 50, bw0 * 50), (1e-9, 1e-3)))
+
+
+def _mape(model, meas) -> float:
+    return float(np.mean(np.abs(np.asarray(model, np.float64) / meas - 1.0)) * 100)
+
+
+def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
+    """(keys for the TOML table in human units, report lines, calibrated Hardware)."""
+    require(base in catalog(), "--base", "base", f"must be a catalog name "
+            f"({', '.join(sorted(catalog()))}), but got {base!r}")
+    hw = catalog()[base]
+    keys: dict[str, float] = {}
+    notes: list[str] = []
+    if gemm is not None:
+        for key, sel in (("eff_gemm", gemm["precision"] != 2), ("eff_gemm_fp8", gemm["precision"] == 2)):
+            rows = gemm[sel]
+            if rows.empty:
+                continue
+            e = fit_gemm_eff(hw, rows)
+            keys[key] = round(e, 4)
+            hw = hw.replace(**{key: e})
+            notes.append(f"{key} = {e:.4f}: least squares of ln(gemm_time_s) over {len(rows)} "
+                         f"GEMM row(s), MAPE {gemm_mape(hw, rows, e):.1f}%")
+    for link, pick in (("nvlink", False), ("nic", True)):
+        rs = [r for r in runs if spans_domains(hw, r) == pick]
+        if not rs:
+            continue
+        require(not pick or float(hw.nic_bw_bytes_per_s) > 0, "--nccl", "nic", "base has no NIC")
+        bw, alpha = fit_link(hw, rs, link)
+        eff = float(getattr(hw, f"eff_{link}"))
+        hw = hw.replace(**{f"{link}_bw_bytes_per_s": bw / eff, f"{link}_latency_s": alpha})
+        keys[f"{link}_gb_s"] = round(bw / eff / 1e9, 3)
+        keys[f"{link}_latency_us"] = round(alpha * 1e6, 4)
+        err = _mape(np.concatenate([np.asarray(collective_model_s(hw, r)) for r in rs]),
+                    np.concatenate([r.times_s for r in rs]))
+        notes.append(f"{link}: achieved {bw / 1e9:.1f} GB/s per direction, alpha "
+                     f"{alpha * 1e6:.3g} us per step (alpha-beta fit over "
+                     f"{sum(len(r.sizes_bytes) for r in rs)} sizes in {len(rs)} file(s), MAPE "
+                     f"{err:.1f}%); {link}_gb_s = achieved / eff_{link} ({eff:g})")
+    return keys, notes, hw
+
+
+def toml_text(name: str, base: str, keys: dict, notes: list[str], sources: list[str]) -> str:
+    lines = [f"# written by `dse calibrate` {time.strftime('%Y-%m-%d')} from:"]
+    lines += [f"#   {s}" for s in sources]
+    lines += [f"# {n}" for n in notes]
+    lines += [f"[{name}]", f'base = "{base}"',
+              f'description = "{base} calibrated to measurements ({", ".join(Path(s).name for s in sources)})"']
+    lines += [f"{k} = {v!r}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def register(sub) -> None:
+    s = sub.add_parser("calibrate", help="fit eff_gemm and NVLink/NIC bandwidth+latency to "
+                       "GEMM and nccl-tests measurements; writes a hardware TOML")
+    s.add_argument("--base", required=True, help="catalog name the file starts from")
+    s.add_argument("--gemm", help="CSV with columns m,n,k,dtype,tflops")
+    s.add_argument("--nccl", nargs="+", default=[], help="nccl-tests output files")
+    s.add_argument("--name", default=None, help="table name (default <base>-calibrated)")
+    s.add_argument("-o", "--output", required=True, help="hardware TOML to write")
+    s.set_defaults(fn=cmd_calibrate)
+
+
+def cmd_calibrate(a) -> int:
+    require(bool(a.gemm or a.nccl), "command line", "--gemm/--nccl", "give at least one input")
+    out = Path(a.output)
+    require(not out.is_dir(), str(out), "-o", "must be a file path, but it is a directory")
+    require(out.parent.is_dir() if str(out.parent) else True, str(out), "-o",
+            "its folder must exist")
+    name = a.name or f"{a.base}-calibrated"
+    require(re.fullmatch(r"[A-Za-z0-9_.-]+", name) is not None, "--name", "name",
+            f"must be letters, digits, '_', '.' or '-', but got {name!r}")
+    gemm = read_gemm_csv(a.gemm) if a.gemm else None
+    runs = [parse_nccl(p) for p in a.nccl]
+    keys, notes, _ = calibrate(a.base, gemm, runs)
+    text = toml_text(name, a.base, keys, notes, ([a.gemm] if a.gemm else []) + list(a.nccl))
+    write_text_atomic(out, text)
+    from dse.spec.hardware import get_hardware
+    get_hardware(str(out))            # the file must load
+    for n in notes:
+        print(n)
+    print(f"wrote {out} ([{name}], base {a.base}); use --hardware {out}")
+    return 0
