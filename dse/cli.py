@@ -320,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dse.jaxconfig import configure
+    configure()
     parser = build_parser()
     try:
         a = parser.parse_args(argv)

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from dse.jaxconfig import configure
+
+configure()      # the CLI's JAX settings (compile cache) for in-process tests
+
 
 def _pg_bin() -> Path | None:
     """The newest ``/usr/lib/postgresql/<ver>/bin`` holding initdb and pg_ctl."""

@@ -70,6 +70,7 @@ from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
+from dse.spec.numerics import as_float
 from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
 from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
@@ -89,6 +90,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     """Every duration the trace needs, in one jitted call: reductions of the step's
     operator graph (:func:`dse.graph.train.step_graph`, the same graph
     :func:`dse.train.step.train_step` reduces) and the unit times of its operators."""
+    model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     r = rates(hw, wl.precision)
     res, sched, g = step_and_schedule(model, wl, lay, hw)
     lc = reduce_layer(g.layer, wl, lay, hw, r)

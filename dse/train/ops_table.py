@@ -20,6 +20,7 @@ import pandas as pd
 
 from dse.graph.ops import (BOUNDS, P2P, Attention, Collective, Gemm, MemPass, bound_terms,
                            bytes_moved, flops, op_kind, time_s)
+from dse.spec.numerics import as_float
 from dse.spec.pytree import pytree_dataclass
 from dse.train.rates import rates
 from dse.train.step import step_and_schedule
@@ -42,6 +43,7 @@ class Row:
 
 
 def _rows(model, wl, lay, hw) -> tuple:
+    model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     res, sc, g = step_and_schedule(model, wl, lay, hw)
     r = rates(hw, wl.precision)
     out = []

@@ -44,6 +44,7 @@ from dse.graph.train import step_graph
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP32, RECOMPUTE_SELECTIVE, Layout, Workload
 from dse.spec.model import Model
+from dse.spec.numerics import as_float
 from dse.train.layer import reduce_layer
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import total_s
@@ -74,6 +75,7 @@ BREAKDOWN = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
 
 def memory_bytes(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     """Peak bytes per GPU (the sweep's first, cheap pass)."""
+    model, wl, lay = as_float(model, wl, lay)
     return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes).total_bytes
 
 
@@ -103,6 +105,7 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
 
 def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     """(:class:`StepResult`, :class:`StepSchedule`, the step's operator graph)."""
+    model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     r = rates(hw, wl.precision)
     el = r.act_bytes
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)

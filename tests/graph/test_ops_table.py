@@ -42,3 +42,17 @@ def test_flops_match_six_n_tokens_plus_causal_attention():
     expected = 6 * n * batch * seq + attn
     assert total == pytest.approx(expected, rel=0.01)
     assert total == pytest.approx(float(r.model_flops), rel=1e-4)
+
+
+def test_tokens_per_step_above_int32_stays_positive():
+    """16384 x 131072 = 2^31 tokens per step overflowed int32 (negative tokens/s): every
+    integer enters the cost code as float32 (dse.spec.numerics)."""
+    import jax
+
+    from dse.spec.model import get_model
+    from dse.train.step import train_step
+    wl = Workload(global_batch=16384, seq_len=131072)
+    lay = Layout(tp=8, pp=1, dp=8, cp=16, mbs=1, recompute=RECOMPUTE["full"], zero=3, sp=1)
+    r = jax.jit(train_step)(get_model("llama3-8b"), wl, lay, h100())
+    assert float(r.tokens_per_s) == pytest.approx(16384 * 131072 / float(r.step_time_s), rel=1e-5)
+    assert float(r.tokens_per_s) > 0 and float(r.step_time_s) > 0
