@@ -8,6 +8,7 @@ import sys
 import pandas as pd
 
 from dse.errors import InputError
+from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
@@ -58,6 +59,8 @@ def cmd_sweep(a) -> int:
     from dse.spec.layout import attention_code, framework_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
+    if a.output:
+        check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
     from dse.spec.hardware import check_precision
@@ -71,7 +74,7 @@ def cmd_sweep(a) -> int:
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
         return 1
     if a.output:
-        df.to_csv(a.output, index=False)
+        write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     print(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {a.top}:")
     with pd.option_context("display.width", 250, "display.max_columns", 40,
@@ -146,6 +149,8 @@ def cmd_infer(a) -> int:
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import precision_code
     from dse.spec.model import get_model
+    if a.output:
+        check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
     prec = precision_code(a.precision)
@@ -153,7 +158,7 @@ def cmd_infer(a) -> int:
         check_precision(hw, prec, "--precision")
     df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec)
     if a.output:
-        df.to_csv(a.output, index=False)
+        write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:
         print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
@@ -169,8 +174,9 @@ def cmd_infer(a) -> int:
 
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
+    check_output_file(a.output, "-o")
     df = predict_frame(read_csv(a.input), a.input)
-    df.to_csv(a.output, index=False)
+    write_csv(df, a.output, index=False)
     print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok)")
     return 0
 

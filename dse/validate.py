@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dse.report.atomic import write_csv
 from dse.predict import mape_table, predict_frame, read_csv
 
 
@@ -42,8 +43,8 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
     if out:
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
-        pred.to_csv(o / "predictions.csv", index=False)
-        table.to_csv(o / "mape_by_source.csv")
+        write_csv(pred, o / "predictions.csv", index=False)
+        write_csv(table, o / "mape_by_source.csv")
         from dse.report.validation_plots import error_breakdown, scatter
         scatter(pred, o / "scatter.png")
         error_breakdown(pred, o / "error_breakdown.png")

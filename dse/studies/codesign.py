@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.search.pareto import pareto_front, trials_dataframe
@@ -114,7 +115,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     if "values_0" in done.columns:
         done = done.rename(columns={"values_0": obj[0], "values_1": obj[1]})
     done["pareto"] = pareto_front(done, obj, ["minimize", "minimize"]) if len(done) else []
-    df.to_csv(out / "trials.csv", index=False)
+    write_csv(df, out / "trials.csv", index=False)
 
     refs = []
     cmp = d.get("compare", {})
@@ -130,7 +131,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
         for hw, t in zip(ref_hws, times):
             refs.append({"name": hw.name, "step_time_s": t, "cluster_cost": gpus * gpu_cost(hw, cost)})
     refs = pd.DataFrame(refs)
-    refs.to_csv(out / "reference_points.csv", index=False)
+    write_csv(refs, out / "reference_points.csv", index=False)
     from dse.report.codesign_plots import pareto_plot
     pareto_plot(done, refs, f"{model.name} training on {gpus} GPUs (seq {seq}, global batch {gbs}): "
                 f"\n{len(done)} hardware designs around {base.name}, each with its best layout", out / "pareto.png")
@@ -161,4 +162,4 @@ def write_report(out, d, done, refs, search_s, url, base, gpus):
     lines += ["", f"Browse the trials: `make dashboard STUDY={d['name']}`. Resume or add trials: run "
               f"`make study STUDY={d['name']}` again (the study's trial target is study-wide); more workers: "
               f"`dse study studies/{d['name']}.toml --storage <same URL>` in another shell or machine.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_text(out / "report.md", "\n".join(lines))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bars, heatmap_tp_pp
@@ -47,7 +48,7 @@ def run(d: dict, path: Path) -> Path:
                     frames.append(sweep(wl.model, [hw], gpus, gbs, seq, wl.precision))
     full = pd.concat([f for f in frames if len(f)], ignore_index=True)
     sweep_s = time.perf_counter() - t0
-    full.to_parquet(out / "sweep.parquet", index=False)
+    write_parquet(full, out / "sweep.parquet", index=False)
 
     keys = ["hardware", "gpus", "seq_len", "global_batch"]
     ok = full[full["feasible"]]
@@ -60,7 +61,7 @@ def run(d: dict, path: Path) -> Path:
     summary["zero3_dp_step_time_s"] = [b.get(tuple(r[k] for k in keys), float("nan")) for _, r in best.iterrows()]
     summary["speedup_vs_zero3_dp"] = summary["zero3_dp_step_time_s"] / summary["step_time_s"]
     summary = summary.sort_values(keys).reset_index(drop=True)
-    summary.to_csv(out / "best.csv", index=False)
+    write_csv(summary, out / "best.csv", index=False)
 
     hm = rep.get("heatmap", {})
     sel = {"hardware": hm.get("hardware", wl.hardware[0].name), "gpus": hm.get("gpus", wl.gpus[-1]),
@@ -169,4 +170,4 @@ def write_report(out, d, wl, summary, full, pub, sweep_s, sel, bsel):
               "optimizer step (see `dse/train/step.py` for the formulas and their sources).",
               "- Efficiency constants are global per GPU generation (`dse/spec/efficiency.py`).",
               "- Reproduce: `make study STUDY=" + d["name"] + "`; provenance in `manifest.json`.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_text(out / "report.md", "\n".join(lines))
