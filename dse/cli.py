@@ -177,7 +177,9 @@ def cmd_predict(a) -> int:
     check_output_file(a.output, "-o")
     df = predict_frame(read_csv(a.input), a.input)
     write_csv(df, a.output, index=False)
-    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok)")
+    invalid = int(df["status"].str.startswith("invalid:").sum())
+    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok, "
+          f"{invalid} invalid: see their status column)")
     return 0
 
 
