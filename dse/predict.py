@@ -243,10 +243,18 @@ def read_csv(path: str) -> pd.DataFrame:
     return df
 
 
+def positive_measure(col: pd.Series) -> pd.Series:
+    """Mask of the values of a measured column that are finite numbers > 0."""
+    v = pd.to_numeric(col, errors="coerce").astype(float)
+    return pd.Series(np.isfinite(v) & (v > 0), index=col.index)
+
+
 def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
-    """Per-source and overall MAPE of iteration time (rows with a prediction)."""
-    d = pred[pred["status"] == "ok"].copy()
-    d["ape"] = (d["predicted_iter_time_s"] - d["measured_iter_time_s"]).abs() / d["measured_iter_time_s"]
+    """Per-source and overall MAPE of iteration time: rows with a prediction (status ok)
+    and a measured time that is a finite number > 0 (others are excluded, never inf%)."""
+    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
+    m = d["measured_iter_time_s"].astype(float)
+    d["ape"] = (d["predicted_iter_time_s"].astype(float) - m).abs() / m
     g = d.groupby("source")["ape"].agg(rows="count", mape="mean", max_err="max")
     g.loc["overall"] = [len(d), d["ape"].mean(), d["ape"].max()]
     g["rows"] = g["rows"].astype(int)
