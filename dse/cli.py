@@ -25,6 +25,13 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _tcp_port(s: str) -> int:
+    v = _positive_int(s)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"`1 <= port <= 65535` must hold, but got {s!r}")
+    return v
+
+
 def vary_hardware(hws: list, specs: list[str]) -> list:
     """The Cartesian product of ``--vary KNOB=v1,v2,...`` over every base hardware: the
     knobs and value syntax of study-file variants (dse.spec.variants), e.g.
@@ -221,6 +228,8 @@ def cmd_dashboard(a) -> int:
         if not db.exists():
             from dse.errors import InputError
             raise InputError(str(db), "storage", f"must exist: run `make study STUDY={d['name']}` first")
+    from dse.search.dashboard import check_address
+    check_address(a.host, a.port)
     print(f"optuna-dashboard on http://{a.host}:{a.port}/dashboard  (storage {url}); Ctrl-C to stop")
     serve(url, host=a.host, port=a.port)
     return 0
@@ -287,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("study", help="study name or file (its results/<name>/<name>.db)")
     s.add_argument("--storage", default=None, help="any SQLAlchemy URL instead")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=_positive_int, default=8080)
+    s.add_argument("--port", type=_tcp_port, default=8080)
     s.set_defaults(fn=cmd_dashboard)
 
     for mod in ("dse.trace.cli",):
