@@ -66,7 +66,7 @@ def cmd_sweep(a) -> int:
     from dse.spec.layout import attention_code, framework_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
-    if a.output:
+    if a.output is not None:
         check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
@@ -80,7 +80,7 @@ def cmd_sweep(a) -> int:
         reason = "no valid layout" if df.empty else df["status"].iloc[0]
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
         return 1
-    if a.output:
+    if a.output is not None:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     print(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {a.top}:")
@@ -156,7 +156,7 @@ def cmd_infer(a) -> int:
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import precision_code
     from dse.spec.model import get_model
-    if a.output:
+    if a.output is not None:
         check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
@@ -164,7 +164,7 @@ def cmd_infer(a) -> int:
     for hw in hws:
         check_precision(hw, prec, "--precision")
     df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec)
-    if a.output:
+    if a.output is not None:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:

@@ -66,7 +66,7 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
     df = read_csv(path)
     for c in VALIDATE_REQUIRED:
         require(c in df.columns, path, c, "column is required by `dse validate`")
-    if out:
+    if out is not None:
         o = check_output_dir(out, "--out")
     pred = check_measurements(predict_frame(df, path))
     valid = pred["status"] == "ok"
@@ -97,7 +97,7 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
         n_bad_mem = int((given & ~positive_measure(pred["measured_mem_gib"])).sum())
         if n_bad_mem:
             print(f"peak memory: {n_bad_mem} rows excluded: measured_mem_gib must be a finite number > 0")
-    if out:
+    if out is not None:
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(table, o / "mape_by_source.csv")
         if valid.any():
