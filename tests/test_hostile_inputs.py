@@ -334,3 +334,54 @@ def test_mape_table_ignores_bad_measurements():
                          "measured_iter_time_s": [1.25, 0.0, -2.0, float("inf")]})
     t = mape_table(pred)
     assert t.loc["overall", "rows"] == 1 and t.loc["overall", "mape"] == pytest.approx(0.2)
+
+
+# --- search storage: empty / foreign / corrupt files; per-worker seeds -----------------
+def _malformed_sqlite(p: Path) -> None:
+    import sqlite3
+    c = sqlite3.connect(p)
+    c.execute("create table t(x)")
+    c.executemany("insert into t values (?)", [("x" * i,) for i in range(400)])
+    c.commit()
+    c.close()
+    b = bytearray(p.read_bytes())
+    b[4096:4108] = b"\x07" * 12          # break the second page's header
+    p.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: p.write_bytes(b""), "is an empty file, not a study storage"),
+    (lambda p: p.write_bytes(b"\x89PNG\r\n" * 1000), "is not a SQLite database"),
+    (lambda p: p.mkdir(), "must be a SQLite file, but it is a directory"),
+    (_malformed_sqlite, "database disk image is malformed"),
+], ids=["empty", "foreign", "directory", "malformed"])
+def test_bad_search_storage(make, needle, tmp_path):
+    from dse.errors import InputError
+    from dse.search.storage import open_storage
+    db = tmp_path / "s.db"
+    make(db)
+    with pytest.raises(InputError, match=needle) as e:
+        open_storage(f"sqlite:///{db}")
+    assert str(e.value).startswith("--storage: ") and "\n" not in str(e.value)
+
+
+def test_bad_search_storage_through_the_cli(cli, tmp_path):
+    (tmp_path / "c.toml").write_text(CODESIGN)
+    (tmp_path / "s.db").write_bytes(b"")
+    rc, _, err = cli("study", "c.toml", "--storage", f"sqlite:///{tmp_path}/s.db")
+    one_line_error(rc, err, "is an empty file, not a study storage")
+    assert (tmp_path / "s.db").read_bytes() == b""
+
+
+def test_workers_sharing_a_seed_get_distinct_sampler_seeds(tmp_path):
+    from dse.search.runner import run_search, worker_seed
+    from tests.search import toy_objective as toy
+    assert worker_seed(7, 0) == 7
+    assert len({worker_seed(7, w) for w in range(200)}) == 200
+    url = f"sqlite:///{tmp_path}/s.db"
+    kw = dict(batch_size=4, sampler="tpe", seed=3, progress=False, heartbeat_interval_s=1)
+    run_search("toy", url, toy.SPACE, toy.evaluate_batch, toy.DIRECTIONS, 4, **kw)
+    study = run_search("toy", url, toy.SPACE, toy.evaluate_batch, toy.DIRECTIONS, 8, **kw)
+    assert study.user_attrs["dse_workers"] == 2
+    params = [tuple(sorted(t.params.items())) for t in study.get_trials()]
+    assert len(params) == 8 and len(set(params)) == 8     # the resumed run repeats no point
