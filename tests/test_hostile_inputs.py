@@ -351,7 +351,7 @@ def _malformed_sqlite(p: Path) -> None:
 
 @pytest.mark.parametrize("make,needle", [
     (lambda p: p.write_bytes(b""), "is an empty file, not a study storage"),
-    (lambda p: p.write_bytes(b"\x89PNG\r\n" * 1000), "is not a SQLite database"),
+    (lambda p: p.write_bytes(b"\x89PNG\r\n" * 1000), "file is not a database"),
     (lambda p: p.mkdir(), "must be a SQLite file, but it is a directory"),
     (_malformed_sqlite, "database disk image is malformed"),
 ], ids=["empty", "foreign", "directory", "malformed"])

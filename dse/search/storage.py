@@ -109,24 +109,19 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
     return storage
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def _check_sqlite_file(db_path: Path, shown: str) -> None:
-    """An existing storage file must be a SQLite database: an empty or foreign file is
-    an error (never silently turned into a new study)."""
+    """An existing storage file must be a SQLite database: an empty file is an error
+    (never silently turned into a new study); a foreign or damaged one fails SQLite's
+    own open / ``quick_check`` in :func:`open_storage`.  The file is only ``stat``-ed,
+    never opened here: closing any descriptor of a SQLite file drops this process's
+    POSIX locks on it, which corrupts a database other connections are using."""
     if not db_path.exists():
         return                                   # a new study: created here
     if db_path.is_dir():
         raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
-    with open(db_path, "rb") as f:
-        head = f.read(len(SQLITE_HEADER))
-    if not head:
+    if db_path.stat().st_size == 0:
         raise InputError("--storage", shown, f"{db_path} is an empty file, not a study storage: "
                          "delete it to start a new study")
-    if head != SQLITE_HEADER:
-        raise InputError("--storage", shown, f"{db_path} is not a SQLite database "
-                         "(corrupt or another kind of file)")
 
 
 def sqlite_path(url: str) -> Path | None:
