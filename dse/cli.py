@@ -8,6 +8,7 @@ import sys
 import pandas as pd
 
 from dse.errors import InputError
+from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
@@ -21,6 +22,13 @@ def _positive_int(s: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}")
+    return v
+
+
+def _tcp_port(s: str) -> int:
+    v = _positive_int(s)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"`1 <= port <= 65535` must hold, but got {s!r}")
     return v
 
 
@@ -58,6 +66,8 @@ def cmd_sweep(a) -> int:
     from dse.spec.layout import attention_code, framework_code, precision_code
     from dse.spec.model import get_model
     from dse.sweep.run import sweep
+    if a.output is not None:
+        check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
     from dse.spec.hardware import check_precision
@@ -70,8 +80,8 @@ def cmd_sweep(a) -> int:
         reason = "no valid layout" if df.empty else df["status"].iloc[0]
         print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
         return 1
-    if a.output:
-        df.to_csv(a.output, index=False)
+    if a.output is not None:
+        write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     print(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {a.top}:")
     with pd.option_context("display.width", 250, "display.max_columns", 40,
@@ -166,14 +176,16 @@ def cmd_infer(a) -> int:
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import precision_code
     from dse.spec.model import get_model
+    if a.output is not None:
+        check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
     prec = precision_code(a.precision)
     for hw in hws:
         check_precision(hw, prec, "--precision")
     df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec)
-    if a.output:
-        df.to_csv(a.output, index=False)
+    if a.output is not None:
+        write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:
         print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
@@ -189,9 +201,12 @@ def cmd_infer(a) -> int:
 
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
+    check_output_file(a.output, "-o")
     df = predict_frame(read_csv(a.input), a.input)
-    df.to_csv(a.output, index=False)
-    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok)")
+    write_csv(df, a.output, index=False)
+    invalid = int(df["status"].str.startswith("invalid:").sum())
+    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok, "
+          f"{invalid} invalid: see their status column)")
     return 0
 
 
@@ -233,6 +248,8 @@ def cmd_dashboard(a) -> int:
         if not db.exists():
             from dse.errors import InputError
             raise InputError(str(db), "storage", f"must exist: run `make study STUDY={d['name']}` first")
+    from dse.search.dashboard import check_address
+    check_address(a.host, a.port)
     print(f"optuna-dashboard on http://{a.host}:{a.port}/dashboard  (storage {url}); Ctrl-C to stop")
     serve(url, host=a.host, port=a.port)
     return 0
@@ -302,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("study", help="study name or file (its results/<name>/<name>.db)")
     s.add_argument("--storage", default=None, help="any SQLAlchemy URL instead")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=_positive_int, default=8080)
+    s.add_argument("--port", type=_tcp_port, default=8080)
     s.set_defaults(fn=cmd_dashboard)
 
     for mod in ("dse.trace.cli",):

@@ -22,6 +22,7 @@ collectives were overlapped with GEMMs (``--tp-comm-overlap``).
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 
@@ -40,6 +41,11 @@ REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention
 LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
                "micro_batch_size": "mbs", "vpp": "vpp"}
 CHUNK = 1 << 14
+# optional columns read by predict / validate (any other column is carried through,
+# unless its name is a near-miss of one of these: then it is an error, not ignored)
+KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
+              "attention", "framework", "tp_comm_overlap", "measured_iter_time_s",
+              "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
 ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
@@ -51,15 +57,24 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
 
 
+# Upper bounds on the integer columns: sizes the sweep's int32 arrays hold, and GPU
+# counts / batches whose divisor enumeration (dse.sweep.grid) finishes in seconds.
+INT_MAX = 2**31 - 1
+MAX_INT = {"num_gpus": 1 << 20, "global_batch_size": 1 << 20, "seq_length": 1 << 24}
+MAX_TOKENS = INT_MAX   # global_batch_size x seq_length (tokens per step, int32)
+
+
 def _int(row, col, where, positive=True):
     v = row[col]
+    top = MAX_INT.get(col, INT_MAX)
+    rule = f"must be a {'positive' if positive else 'non-negative'} integer <= {top}, but got {v!r}"
     try:
         f = float(v)
-        require(f == int(f) and (f > 0 or not positive), where, col,
-                f"must be a positive integer, but got {v!r}")
-        return int(f)
+        ok = math.isfinite(f) and f == int(f) and (f > 0 or (not positive and f == 0)) and f <= top
     except (TypeError, ValueError, OverflowError):
-        raise InputError(where, col, f"must be a positive integer, but got {v!r}") from None
+        ok = False
+    require(ok, where, col, rule)
+    return int(f)
 
 
 def row_model(row, where) -> Model:
@@ -125,12 +140,35 @@ def _run_facts(row, where) -> tuple[str, str, str]:
     return att, fw, ov
 
 
+def _layout_conflict(model: Model, gpus: int, fixed: dict) -> str:
+    """The first rule the row's given layout fields break, naming the field (or "")."""
+    tp = fixed.get("tp")
+    if tp is not None:
+        for heads, name in ((model.num_attention_heads, "num_attention_heads"),
+                            (model.num_kv_heads, "num_kv_heads")):
+            if heads % tp:
+                return f"tp: `{name} % tp == 0` must hold, but got ({name}={heads}, tp={tp})"
+    prod, given = 1, []
+    for f in ("tp", "pp", "cp", "dp"):
+        if f in fixed:
+            prod *= fixed[f]
+            given.append(f"{f}={fixed[f]}")
+    if given and (gpus % prod or ("dp" in fixed and prod != gpus)):
+        op = "==" if "dp" in fixed else "divides"
+        return (f"num_gpus: `{'*'.join(g.split('=')[0] for g in given)} {op} num_gpus` must hold, "
+                f"but got ({', '.join(given)}, num_gpus={gpus})")
+    return ""
+
+
 def predict_row(row: dict, where: str) -> dict:
     """Prediction for one row: the fastest feasible layout consistent with its fields."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
     for c in REQUIRED:
         require(c in row, where, c, "column is required")
-    hw = get_hardware(str(row["gpu"]), where=f"{where}: gpu")
+    try:
+        hw = get_hardware(str(row["gpu"]).strip(), where=where)
+    except InputError as e:
+        raise InputError(where, "gpu", e.rule if e.field == "hardware" else f"{e.where}: {e.field}: {e.rule}") from None
     prec = str(row["precision"]).strip()
     require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
     # every column is validated before any early return
@@ -140,6 +178,12 @@ def predict_row(row: dict, where: str) -> dict:
     seq = _int(row, "seq_length", where)
     opt, fixed = row_options(row, where)
     att, fw, ov = _run_facts(row, where)
+    require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
+            f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
+            f"but got (global_batch_size={gbs}, seq_length={seq})")
+    reason = _layout_conflict(model, gpus, fixed)
+    if reason:
+        return {**out, "status": f"infeasible: {reason}"}
     if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
     cols = enumerate_layouts(model, gpus, gbs, seq, opt)
@@ -169,9 +213,15 @@ def predict_row(row: dict, where: str) -> dict:
 
 
 def predict_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    """Every row predicted; a row that breaks a rule of the schema gets the status
+    ``invalid: <column>: <rule>`` (and no prediction), the other rows are unaffected."""
     rows = []
     for i, row in enumerate(df.to_dict("records")):
-        rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})"))
+        try:
+            rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})"))
+        except InputError as e:
+            rows.append({"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan,
+                         "predicted_mfu": np.nan, "status": f"invalid: {e.field}: {e.rule}"})
     return pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
 
 
@@ -184,13 +234,27 @@ def read_csv(path: str) -> pd.DataFrame:
         raise InputError(path, "csv", f"must be a readable CSV ({type(e).__name__})") from None
     for c in REQUIRED:
         require(c in df.columns, path, c, "column is required by the validation schema")
+    known = KNOWN_COLS | set(REQUIRED) | set(LAYOUT_COLS) | set(ARCH_COLS)
+    for c in df.columns:
+        near = difflib.get_close_matches(str(c), sorted(known), n=1, cutoff=0.85)
+        require(c in known or not near, path, str(c),
+                f"unknown column, close to {near[0]!r}: rename it (extra columns must not be "
+                "near-misses of schema columns)" if near else "")
     return df
 
 
+def positive_measure(col: pd.Series) -> pd.Series:
+    """Mask of the values of a measured column that are finite numbers > 0."""
+    v = pd.to_numeric(col, errors="coerce").astype(float)
+    return pd.Series(np.isfinite(v) & (v > 0), index=col.index)
+
+
 def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
-    """Per-source and overall MAPE of iteration time (rows with a prediction)."""
-    d = pred[pred["status"] == "ok"].copy()
-    d["ape"] = (d["predicted_iter_time_s"] - d["measured_iter_time_s"]).abs() / d["measured_iter_time_s"]
+    """Per-source and overall MAPE of iteration time: rows with a prediction (status ok)
+    and a measured time that is a finite number > 0 (others are excluded, never inf%)."""
+    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
+    m = d["measured_iter_time_s"].astype(float)
+    d["ape"] = (d["predicted_iter_time_s"].astype(float) - m).abs() / m
     g = d.groupby("source")["ape"].agg(rows="count", mape="mean", max_err="max")
     g.loc["overall"] = [len(d), d["ape"].mean(), d["ape"].max()]
     g["rows"] = g["rows"].astype(int)

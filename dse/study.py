@@ -1,24 +1,45 @@
-"""Dispatch a study file to its runner by ``kind``."""
+"""Dispatch a study file to its runner by ``kind`` (the :data:`RUNNERS` registry)."""
 
 from __future__ import annotations
 
-from dse.errors import InputError
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from dse.errors import require
 from dse.studies.common import load_study
 
-KINDS = ("layout", "variants", "codesign", "faults", "upgrade")
+Runner = Callable[[dict, Path, "str | None", "int | None"], Path]
+
+
+def _runner(module: str, search: bool = False) -> Runner:
+    """``module.run``, imported when called; ``search`` runners take storage and trials."""
+    def run(d: dict, p: Path, storage: str | None, trials: int | None) -> Path:
+        fn = importlib.import_module(module).run
+        return fn(d, p, storage=storage, trials=trials) if search else fn(d, p)
+    return run
+
+
+#: study ``kind`` -> runner.  A new kind is one entry here and one module in dse/studies.
+RUNNERS: dict[str, Runner] = {
+    "layout": _runner("dse.studies.layout"),
+    "variants": _runner("dse.studies.variants"),
+    "codesign": _runner("dse.studies.codesign", search=True),
+    "faults": _runner("dse.studies.faults"),
+    "upgrade": _runner("dse.studies.upgrade"),
+}
+KINDS = tuple(RUNNERS)
+SEARCH_KINDS = ("codesign",)
 
 
 def run_study(path: str, storage: str | None = None, trials: int | None = None):
     d, p = load_study(path)
     kind = d["kind"]
-    if kind == "layout":
-        from dse.studies.layout import run
-        out = run(d, p)
-    else:
-        try:
-            mod = __import__(f"dse.studies.{kind}", fromlist=["run"])
-        except ModuleNotFoundError:
-            raise InputError(str(p), "kind", f"must be one of {list(KINDS)}, but got {kind!r}") from None
-        out = mod.run(d, p, storage=storage, trials=trials) if kind == "codesign" else mod.run(d, p)
+    require(kind in RUNNERS, str(p), "kind", f"must be one of {list(KINDS)}, but got {kind!r}")
+    for flag, v in (("--storage", storage), ("--trials", trials)):
+        require(v is None or kind in SEARCH_KINDS, str(p), flag,
+                f"applies only to a search study (kind {' or '.join(SEARCH_KINDS)}), "
+                f"but this study's kind is {kind!r}")
+    out = RUNNERS[kind](d, p, storage, trials)
     print(f"wrote {out}/")
     return out

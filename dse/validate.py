@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from dse.predict import mape_table, predict_frame, read_csv
+from dse.errors import require
+from dse.predict import mape_table, positive_measure, predict_frame, read_csv
+from dse.report.atomic import check_output_dir, write_csv
 
 
 def _sha256(path: str) -> str:
@@ -20,34 +22,92 @@ def _sha256(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+VALIDATE_REQUIRED = ("measured_iter_time_s", "source")
+
+
 def memory_error(pred: pd.DataFrame) -> pd.DataFrame:
-    d = pred[(pred["status"] == "ok") & pred["measured_mem_gib"].notna()].copy()
-    d["mem_err"] = (d["predicted_mem_gib"] - d["measured_mem_gib"]).abs() / d["measured_mem_gib"]
+    """Rows with a prediction and a measured peak memory that is a finite number > 0."""
+    if "measured_mem_gib" not in pred.columns:
+        return pred.iloc[:0].assign(mem_err=pd.Series(dtype=float))
+    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_mem_gib"])].copy()
+    m = d["measured_mem_gib"].astype(float)
+    d["mem_err"] = (d["predicted_mem_gib"].astype(float) - m).abs() / m
     return d
 
 
+def _plain(v):
+    """A numpy scalar as the Python value (for messages)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose ``source`` is blank or whose ``measured_iter_time_s`` is not a finite
+    number > 0 get status ``invalid: <column>: <rule>`` (their prediction is kept, they
+    are left out of the MAPE)."""
+    pred = pred.copy()
+    src = pred["source"]
+    blank = src.isna() | (src.astype(str).str.strip() == "")
+    ok_time = positive_measure(pred["measured_iter_time_s"])
+    for i in pred.index:
+        if pred.at[i, "status"] != "ok":
+            continue
+        if blank[i]:
+            pred.at[i, "status"] = "invalid: source: must be a non-empty name"
+        elif not ok_time[i]:
+            pred.at[i, "status"] = ("invalid: measured_iter_time_s: must be a finite number > 0, "
+                                    f"but got {_plain(pred.at[i, 'measured_iter_time_s'])!r}")
+    for c in ("measured_iter_time_s", "measured_mem_gib"):   # the reasons are in the status
+        if c in pred.columns:
+            pred[c] = pd.to_numeric(pred[c], errors="coerce").astype(float)
+    return pred
+
+
 def run_validation(path: str, out: str | None) -> pd.DataFrame:
-    pred = predict_frame(read_csv(path), path)
-    pred["error"] = (pred["predicted_iter_time_s"] - pred["measured_iter_time_s"]) / pred["measured_iter_time_s"]
+    df = read_csv(path)
+    for c in VALIDATE_REQUIRED:
+        require(c in df.columns, path, c, "column is required by `dse validate`")
+    if out is not None:
+        o = check_output_dir(out, "--out")
+    pred = check_measurements(predict_frame(df, path))
+    valid = pred["status"] == "ok"
+    m = pred["measured_iter_time_s"]
+    pred["error"] = (pred["predicted_iter_time_s"].astype(float) - m) / m
+    pred.loc[~valid, "error"] = float("nan")
     table = mape_table(pred)
-    print("iteration time: mean absolute percentage error per source")
-    print(table.to_string(formatters={"mape": "{:.1%}".format, "max_err": "{:.1%}".format}))
-    bad = pred[pred["status"] != "ok"]
+    if valid.any():
+        print("iteration time: mean absolute percentage error per source")
+        print(table.to_string(formatters={"mape": "{:.1%}".format, "max_err": "{:.1%}".format}))
+    else:
+        print("iteration time: no row has both a prediction and a valid measured time: no MAPE")
+    bad = pred[~valid]
+    if len(bad):
+        n_inv = int(bad["status"].str.startswith("invalid:").sum())
+        print(f"excluded from the MAPE: {len(bad)} of {len(pred)} rows "
+              f"({n_inv} invalid, {len(bad) - n_inv} without a feasible prediction)")
     for _, r in bad.iterrows():
-        print(f"  row id {r['id']}: no prediction: {r['status']}")
+        what = "excluded" if r["status"].startswith("invalid: measured") or \
+            r["status"].startswith("invalid: source") else "no prediction"
+        print(f"  row id {r['id']}: {what}: {r['status']}")
     mem = memory_error(pred)
     if len(mem):
         print(f"peak memory: {len(mem)} rows, MAPE {mem['mem_err'].mean():.1%}, "
               f"max {mem['mem_err'].max():.1%}")
-    if out:
-        o = Path(out)
-        o.mkdir(parents=True, exist_ok=True)
-        pred.to_csv(o / "predictions.csv", index=False)
-        table.to_csv(o / "mape_by_source.csv")
-        from dse.report.validation_plots import error_breakdown, scatter
-        scatter(pred, o / "scatter.png")
-        error_breakdown(pred, o / "error_breakdown.png")
+    if "measured_mem_gib" in pred.columns:
+        given = pred["measured_mem_gib"].notna() & valid
+        n_bad_mem = int((given & ~positive_measure(pred["measured_mem_gib"])).sum())
+        if n_bad_mem:
+            print(f"peak memory: {n_bad_mem} rows excluded: measured_mem_gib must be a finite number > 0")
+    if out is not None:
+        write_csv(pred, o / "predictions.csv", index=False)
+        write_csv(table, o / "mape_by_source.csv")
+        if valid.any():
+            from dse.report.validation_plots import error_breakdown, scatter
+            scatter(pred, o / "scatter.png")
+            error_breakdown(pred, o / "error_breakdown.png")
+            plots = "scatter.png, error_breakdown.png, "
+        else:
+            plots = ""
         from dse.report.manifest import write_manifest
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
-        print(f"wrote {o}/predictions.csv, scatter.png, error_breakdown.png, manifest.json")
+        print(f"wrote {o}/predictions.csv, mape_by_source.csv, {plots}manifest.json")
     return pred

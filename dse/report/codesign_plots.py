@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.report.atomic import save_fig  # noqa: E402
+
 
 def pareto_plot(trials: pd.DataFrame, refs: pd.DataFrame, title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5.5))
@@ -30,5 +32,5 @@ def pareto_plot(trials: pd.DataFrame, refs: pd.DataFrame, title: str, path: Path
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)

@@ -4,12 +4,13 @@ versions, command and time (DESIGN.md, "Style")."""
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
+
+from dse.report.atomic import write_json
 
 PACKAGES = ("dse", "jax", "jaxlib", "numpy", "pandas", "matplotlib", "optuna", "optuna-dashboard",
             "protobuf", "pyarrow")
@@ -46,5 +47,4 @@ def write_manifest(out_dir: Path, study_file: Path | None = None, extra: dict | 
     if extra:
         m.update(extra)
     path = Path(out_dir) / "manifest.json"
-    path.write_text(json.dumps(m, indent=2) + "\n")
-    return path
+    return write_json(path, m)

@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.report.atomic import save_fig  # noqa: E402
+
 BREAKDOWN_LABELS = {
     "compute_s": "compute", "recompute_s": "recompute", "tp_comm_s": "TP comm (exposed)",
     "cp_comm_s": "CP comm (exposed)", "ep_comm_s": "EP all-to-all", "pp_comm_s": "PP p2p (exposed)",
@@ -50,7 +52,7 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     ax.set_title(title + "\n(each cell: best over DP, CP, micro-batch, vpp, recompute, ZeRO, SP)",
                  fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -78,7 +80,7 @@ def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: s
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -128,7 +130,7 @@ def grouped_bar_panels(panels: list[tuple[pd.DataFrame, str]], x: str, series: s
     axes[0, 0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    save_fig(fig, path, dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -158,5 +160,5 @@ def breakdown_bars(rows: pd.DataFrame, labels: list[str], title: str, path: Path
     fig.tight_layout()
     ax_h_in = fig.get_figheight() * ax.get_position().height
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / ax_h_in), ncols=5, frameon=False)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    save_fig(fig, path, dpi=130, bbox_inches="tight")
     plt.close(fig)

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.report.atomic import save_fig  # noqa: E402
+
 
 def scatter(pred: pd.DataFrame, path: Path) -> None:
     d = pred[pred["status"] == "ok"]
@@ -35,7 +37,7 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)
 
 
@@ -69,5 +71,5 @@ def error_breakdown(pred: pd.DataFrame, path: Path) -> None:
     axes[0].set_title("error by GPU generation")
     axes[1].set_title("error by model size (parameters)")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)

@@ -15,15 +15,35 @@ import time
 import urllib.error
 import urllib.request
 
-from dse.errors import InputError
+from dse.errors import InputError, require
 from dse.search.storage import open_storage
 
 
+def check_address(host: str, port: int) -> None:
+    """Raise :class:`InputError` unless ``port`` is a TCP port and ``host`` resolves."""
+    require(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535,
+            "--port", "port", f"`1 <= port <= 65535` must hold, but got {port!r}")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, ValueError) as e:
+        raise InputError("--host", "host", f"must be a host name or address that resolves, "
+                         f"but got {host!r} ({e})") from None
+
+
 def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve the dashboard for every study in ``storage_url``; blocks until stopped."""
+    """Serve the dashboard for every study in ``storage_url``; blocks until stopped.
+
+    Raises :class:`InputError` for a bad port or host, or an address it cannot listen on.
+    """
     import optuna_dashboard
 
-    optuna_dashboard.run_server(open_storage(storage_url), host=host, port=port)
+    check_address(host, port)
+    storage = open_storage(storage_url)
+    try:
+        optuna_dashboard.run_server(storage, host=host, port=port)
+    except OSError as e:
+        raise InputError("--host/--port", f"{host}:{port}",
+                         f"must be an address this machine can listen on ({e.strerror or e})") from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:

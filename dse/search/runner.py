@@ -10,7 +10,9 @@ Many workers may share one study (same ``study_name`` and storage; processes or
 machines): ``n_trials`` is the *study-wide* target.  Under :func:`~dse.search.storage.
 claim_lock` each worker counts the trials already in the study (finished, running and
 waiting: a running one will end COMPLETE or FAIL) and asks only the remainder, so the
-study ends with exactly ``n_trials`` trials and no point is evaluated twice.
+study ends with exactly ``n_trials`` trials and no point is evaluated twice.  Workers
+given the same ``seed`` do not share it: each one's sampler seed is derived from ``seed``
+and its order of joining the study (:func:`worker_seed`; the first keeps ``seed``).
 
 A killed run is resumed by running it again.  Every asked trial records a heartbeat
 (first one under the lock, then every ``heartbeat_interval_s`` from a thread), so the
@@ -31,6 +33,7 @@ Module CLI (a worker process; the ``dse`` CLI calls :func:`run_search` directly)
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import logging
@@ -109,7 +112,9 @@ def run_search(study_name: str, storage_url: str, space: dict[str, Knob],
 
     ``evaluate_batch`` gets a list of ``{knob: value}`` dicts and returns, in order,
     one tuple of ``len(directions)`` floats per dict (or a reason string when the
-    point is infeasible).  Workers sharing a study should use different ``seed``\\ s.
+    point is infeasible).  Each worker's sampler seed is derived from ``seed`` and its
+    order of joining the study (:func:`worker_seed`), so workers sharing one ``seed``
+    do not duplicate each other's points.
     ``objective_names`` become the study's metric names (shown by the dashboard).
     Raises :class:`InputError` on bad arguments or a study whose directions or space
     differ; re-raises what ``evaluate_batch`` raises after failing that batch.
@@ -131,6 +136,9 @@ def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials
         with quiet():
             study = _open_study(storage, study_name, space, directions, batch_size, sampler,
                                 seed, objective_names)
+            if seed is not None:
+                worker = _register_worker(study, storage, study_name)
+                study.sampler = _make_sampler(sampler, worker_seed(seed, worker), batch_size)
         beat_s = storage.heartbeat_interval  # None for in-memory SQLite: one process
         deadline = time.monotonic() + (grace_period_s(beat_s) + beat_s if beat_s else 0)
         with quiet():
@@ -195,6 +203,25 @@ def _validate_args(space, directions, n_trials, batch_size, sampler, heartbeat_i
     require(isinstance(heartbeat_interval_s, int) and heartbeat_interval_s >= 1,
             "--heartbeat-s", "heartbeat_interval_s",
             f"`heartbeat_interval_s >= 1` must hold, but got ({heartbeat_interval_s!r})")
+
+
+def worker_seed(seed: int, worker: int) -> int:
+    """The sampler seed of the ``worker``-th process to join a study (0, 1, 2, ... in
+    order of joining, counted in the storage): ``seed`` itself for the first, then a hash
+    of ``(seed, worker)`` in [0, 2**32), so workers sharing one storage, and re-runs
+    resuming a study, never draw the same points as another worker."""
+    if worker == 0:
+        return seed
+    h = hashlib.blake2b(f"dse.search:{seed}:{worker}".encode(), digest_size=4).digest()
+    return int.from_bytes(h, "big")
+
+
+def _register_worker(study: optuna.Study, storage, study_name: str) -> int:
+    """This process's index among the workers that joined the study (under the lock)."""
+    with claim_lock(storage, study_name):
+        n = int(study.user_attrs.get("dse_workers", 0))
+        study.set_user_attr("dse_workers", n + 1)
+    return n
 
 
 def _make_sampler(name: str, seed: int | None, batch_size: int) -> optuna.samplers.BaseSampler:

@@ -86,8 +86,13 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
         if db_path is not None:
             db_path.parent.mkdir(parents=True, exist_ok=True)
             with _file_lock(db_path), quiet():
+                _check_sqlite_file(db_path, shown)
                 with contextlib.closing(sqlite3.connect(db_path, SQLITE_BUSY_TIMEOUT_S)) as c:
                     c.execute("PRAGMA journal_mode=WAL")
+                    check = c.execute("PRAGMA quick_check").fetchone()
+                    if not check or check[0] != "ok":
+                        raise InputError("--storage", shown, "must be an intact SQLite database, "
+                                         f"but its integrity check says {check[0] if check else None!r}")
                 storage = optuna.storages.RDBStorage(
                     url, engine_kwargs={"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}},
                     **kwargs)
@@ -102,6 +107,21 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
         reason = str(e.__cause__ or e).strip().splitlines()[0]
         raise InputError("--storage", shown, f"could not be opened: {reason}") from None
     return storage
+
+
+def _check_sqlite_file(db_path: Path, shown: str) -> None:
+    """An existing storage file must be a SQLite database: an empty file is an error
+    (never silently turned into a new study); a foreign or damaged one fails SQLite's
+    own open / ``quick_check`` in :func:`open_storage`.  The file is only ``stat``-ed,
+    never opened here: closing any descriptor of a SQLite file drops this process's
+    POSIX locks on it, which corrupts a database other connections are using."""
+    if not db_path.exists():
+        return                                   # a new study: created here
+    if db_path.is_dir():
+        raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
+    if db_path.stat().st_size == 0:
+        raise InputError("--storage", shown, f"{db_path} is an empty file, not a study storage: "
+                         "delete it to start a new study")
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -20,15 +20,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.search.pareto import pareto_front, trials_dataframe
-from dse.search.runner import Knob, run_search
+from dse.search.runner import SAMPLERS, Knob, run_search
 from dse.search.storage import default_storage_url
 from dse.spec.hardware import Hardware, get_hardware
 from dse.spec.layout import Workload
 from dse.spec.variants import apply_overrides
-from dse.studies.common import check_keys, parse_workload, results_dir
+from dse.studies.common import check_keys, integer, number, parse_workload, results_dir, table
 from dse.sweep.grid import enumerate_layouts
 from dse.sweep.run import sweep_points
 
@@ -66,21 +67,57 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     check_keys(d, {"name", "kind", "description", "base", "workload", "knobs", "cost", "search",
                    "compare"}, where, "")
     wl_s = parse_workload(d, where, hardware_required=False)
-    base = get_hardware(str(d.get("base", "")), where=f"{where}: base")
-    knobs_raw = d.get("knobs", {})
-    require(isinstance(knobs_raw, dict) and knobs_raw, where, "knobs", "table with at least one knob is required")
+    require(isinstance(d.get("base"), str), where, "base", f"must be a GPU name, but got {d.get('base')!r}")
+    base = get_hardware(d["base"], where=f"{where}: base")
+    knobs_raw = table(d, "knobs", where)
+    require(bool(knobs_raw), where, "knobs", "table with at least one knob is required")
     space = {}
     for k, v in knobs_raw.items():
         require(k in KNOB_UNITS, where, f"knobs.{k}", f"must be one of {sorted(KNOB_UNITS)}")
         require(isinstance(v, dict), where, f"knobs.{k}", "must be a table {low, high, log}")
         check_keys(v, {"low", "high", "log"}, where, f"knobs.{k}.")
-        space[k] = Knob(low=float(v["low"]), high=float(v["high"]), log=bool(v.get("log", False)),
-                        unit=KNOB_UNITS[k])
-    cost = d.get("cost", {})
+        for b in ("low", "high"):
+            require(b in v, where, f"knobs.{k}.{b}", "is required")
+        if k == "throttle":     # a fraction of the clock / bandwidth lost: [0, 1)
+            lo = number(v, "low", where, f"knobs.{k}.", low=0, high=1, high_open=True)
+            hi = number(v, "high", where, f"knobs.{k}.", low=0, high=1, high_open=True)
+        else:                   # capacities, bandwidths, clocks, SM counts: > 0
+            lo = number(v, "low", where, f"knobs.{k}.", low=0, low_open=True)
+            hi = number(v, "high", where, f"knobs.{k}.", low=0, low_open=True)
+        if k == "num_sms":      # rounded to a whole SM count
+            require(lo >= 1, where, f"knobs.{k}.low", f"`low >= 1` must hold (a whole SM count), but got {lo}")
+        require(lo <= hi, where, f"knobs.{k}", f"`low <= high` must hold, but got (low={lo}, high={hi})")
+        log = v.get("log", False)
+        require(isinstance(log, bool), where, f"knobs.{k}.log", f"must be true or false, but got {log!r}")
+        require(not log or lo > 0, where, f"knobs.{k}.low", f"`low > 0` must hold for a log knob, but got {lo}")
+        space[k] = Knob(low=lo, high=hi, log=log, unit=KNOB_UNITS[k])
+    cost = table(d, "cost", where)
     check_keys(cost, {"base"} | set(COST_TERMS), where, "cost.")
-    search = d.get("search", {})
+    for key in cost:            # a bill of materials: no negative prices
+        number(cost, key, where, "cost.", low=0)
+    search = table(d, "search", where)
     check_keys(search, {"trials", "batch", "sampler", "seed"}, where, "search.")
-    n_trials = int(trials or search.get("trials", 200))
+    n_trials = trials if trials is not None else integer(search, "trials", where, "search.", default=200)
+    batch = integer(search, "batch", where, "search.", default=40)
+    sampler = search.get("sampler", "nsga2")
+    require(sampler in SAMPLERS, where, "search.sampler", f"must be one of {list(SAMPLERS)}, but got {sampler!r}")
+    seed = search.get("seed")
+    if seed is not None:
+        seed = integer(search, "seed", where, "search.", low=0)
+        require(seed < 2**32, where, "search.seed", f"must be an integer < 2**32, but got {seed}")
+    cmp = table(d, "compare", where)
+    check_keys(cmp, {"catalog", "variants_from"}, where, "compare.")
+    cat = cmp.get("catalog", [])
+    require(isinstance(cat, list) and all(isinstance(n, str) for n in cat), where, "compare.catalog",
+            f"must be a list of GPU names, but got {cat!r}")
+    ref_hws = [get_hardware(n, where=f"{where}: compare.catalog") for n in cat]
+    vf = cmp.get("variants_from")
+    if vf is not None:
+        require(isinstance(vf, str) and Path(vf).is_file(), where, "compare.variants_from",
+                f"must be the path of an existing study file with [[variants]], but got {vf!r}")
+        from dse.spec.hardware import load_toml
+        from dse.spec.variants import parse_variants
+        ref_hws += parse_variants(load_toml(Path(vf)).get("variants", []), vf)
     gpus, seq, gbs = wl_s.gpus[0], wl_s.seq_lens[0], wl_s.global_batches[0]
     model = wl_s.model
     wl = Workload(global_batch=gbs, seq_len=seq, precision=wl_s.precision)
@@ -104,8 +141,8 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
 
     t0 = time.perf_counter()
     study = run_search(d["name"], url, space, evaluate_batch, ["minimize", "minimize"], n_trials,
-                       batch_size=int(search.get("batch", 40)), sampler=str(search.get("sampler", "nsga2")),
-                       seed=search.get("seed"), objective_names=["step_time_s", "cluster_cost"])
+                       batch_size=batch, sampler=sampler,
+                       seed=seed, objective_names=["step_time_s", "cluster_cost"])
     search_s = time.perf_counter() - t0
 
     df = trials_dataframe(study)
@@ -114,23 +151,15 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     if "values_0" in done.columns:
         done = done.rename(columns={"values_0": obj[0], "values_1": obj[1]})
     done["pareto"] = pareto_front(done, obj, ["minimize", "minimize"]) if len(done) else []
-    df.to_csv(out / "trials.csv", index=False)
+    write_csv(df, out / "trials.csv", index=False)
 
     refs = []
-    cmp = d.get("compare", {})
-    check_keys(cmp, {"catalog", "variants_from"}, where, "compare.")
-    ref_hws = [get_hardware(n, where=f"{where}: compare.catalog") for n in cmp.get("catalog", [])]
-    if cmp.get("variants_from"):
-        from dse.spec.hardware import load_toml
-        from dse.spec.variants import parse_variants
-        vp = Path(cmp["variants_from"])
-        ref_hws += parse_variants(load_toml(vp).get("variants", []), str(vp))
     if ref_hws:
         times = best_times(ref_hws)
         for hw, t in zip(ref_hws, times):
             refs.append({"name": hw.name, "step_time_s": t, "cluster_cost": gpus * gpu_cost(hw, cost)})
     refs = pd.DataFrame(refs)
-    refs.to_csv(out / "reference_points.csv", index=False)
+    write_csv(refs, out / "reference_points.csv", index=False)
     from dse.report.codesign_plots import pareto_plot
     pareto_plot(done, refs, f"{model.name} training on {gpus} GPUs (seq {seq}, global batch {gbs}): "
                 f"\n{len(done)} hardware designs around {base.name}, each with its best layout", out / "pareto.png")
@@ -161,4 +190,4 @@ def write_report(out, d, done, refs, search_s, url, base, gpus):
     lines += ["", f"Browse the trials: `make dashboard STUDY={d['name']}`. Resume or add trials: run "
               f"`make study STUDY={d['name']}` again (the study's trial target is study-wide); more workers: "
               f"`dse study studies/{d['name']}.toml --storage <same URL>` in another shell or machine.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_text(out / "report.md", "\n".join(lines))

@@ -6,10 +6,13 @@ unknown keys and wrong types exit with status 2 naming the file and the key.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dse.errors import require
+from dse.report.atomic import check_output_dir
 from dse.spec.hardware import Hardware, check_precision, get_hardware, load_toml
 from dse.spec.layout import precision_code
 from dse.spec.model import Model, get_model
@@ -31,12 +34,31 @@ def check_keys(d: dict, allowed: set[str], where: str, table: str) -> None:
             f"unknown key; allowed keys are {sorted(allowed)}")
 
 
+#: Largest accepted sizes: the sweep's int32 arrays, and divisor enumerations that end.
+INT_LIMITS = {"gpus": 1 << 20, "global_batch": 1 << 20, "seq_len": 1 << 24}
+
+
 def int_list(d: dict, key: str, where: str, table: str) -> tuple[int, ...]:
     v = d.get(key)
     v = [v] if isinstance(v, int) else v
-    require(isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v),
-            where, f"{table}{key}", f"must be a positive integer or a non-empty list of them, but got {v!r}")
+    top = INT_LIMITS.get(key, 2**31 - 1)
+    require(isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= top
+                                              for x in v),
+            where, f"{table}{key}", f"must be a positive integer <= {top} or a non-empty list of them, "
+            f"but got {v!r}")
     return tuple(v)
+
+
+#: A study name is one path component: its outputs stay in results/<name>/.
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RESULTS = Path("results")
+
+
+def check_name(name, where: str) -> str:
+    require(isinstance(name, str) and STUDY_NAME.fullmatch(name) is not None, where, "name",
+            f"must be a simple name matching [A-Za-z0-9][A-Za-z0-9._-]* (no '/', '..', blank or "
+            f"absolute path: outputs go to results/<name>/), but got {name!r}")
+    return name
 
 
 def load_study(path: str) -> tuple[dict, Path]:
@@ -44,9 +66,11 @@ def load_study(path: str) -> tuple[dict, Path]:
     if not p.exists() and not path.endswith(".toml"):
         p = Path("studies") / f"{path}.toml"
     require(p.exists(), str(p), "file", "must exist (studies/<name>.toml)")
+    require(p.is_file(), str(p), "file", "must be a TOML file, but it is a directory")
     d = load_toml(p)
-    require(isinstance(d.get("name"), str), str(p), "name", "must be a string")
+    check_name(d.get("name"), str(p))
     require(isinstance(d.get("kind"), str), str(p), "kind", "must be a string")
+    require(isinstance(d.get("description", ""), str), str(p), "description", "must be a string")
     return d, p
 
 
@@ -71,9 +95,46 @@ def parse_workload(d: dict, where: str, hardware_required: bool = True) -> Study
 
 
 def results_dir(name: str) -> Path:
-    out = Path("results") / name
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    """``results/<name>/``, created and checked writable (``name`` a simple name)."""
+    check_name(name, "study")
+    out = RESULTS / name
+    require(out.resolve().parent == RESULTS.resolve(), str(out), "name",
+            "must name a folder directly inside results/")
+    return check_output_dir(out, "name")
+
+
+def table(d: dict, key: str, where: str, prefix: str = "") -> dict:
+    """``d[key]`` as a table ({} when absent); an error if it is not a table."""
+    v = d.get(key, {})
+    require(isinstance(v, dict), where, f"{prefix}{key}", f"must be a table, but got {v!r}")
+    return v
+
+
+def number(d: dict, key: str, where: str, table: str, default=None, *, low: float | None = None,
+           low_open: bool = False, high: float | None = None, high_open: bool = False) -> float:
+    """``d[key]`` (or ``default``) as a finite number in the given bounds; bools and
+    strings are errors."""
+    v = d.get(key, default)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ok and low is not None:
+        ok = v > low if low_open else v >= low
+    if ok and high is not None:
+        ok = v < high if high_open else v <= high
+    rng = ""
+    if low is not None or high is not None:
+        lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
+        hi = "" if high is None else f" {'<' if high_open else '<='} {high}"
+        rng = f" with `{lo}{key}{hi}`"
+    require(ok, where, f"{table}{key}", f"must be a finite number{rng}, but got {v!r}")
+    return float(v)
+
+
+def integer(d: dict, key: str, where: str, table: str, default=None, low: int = 1) -> int:
+    """``d[key]`` (or ``default``) as an integer ``>= low`` (not a bool, float or string)."""
+    v = d.get(key, default)
+    require(isinstance(v, int) and not isinstance(v, bool) and v >= low and v < 2**63, where,
+            f"{table}{key}", f"must be an integer >= {low}, but got {v!r}")
+    return v
 
 
 def layout_label(r) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dse.report.atomic import save_fig, write_csv, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.spec.layout import RECOMPUTE, Layout, Workload
@@ -121,9 +122,9 @@ def run(d: dict, path: Path) -> Path:
     summ["fixed_slowdown"] = summ["fixed_step_s"] / h
     summ["rechosen_slowdown"] = summ["rechosen_step_s"] / h
     summ["gain_from_rechoosing"] = summ["fixed_step_s"] / summ["rechosen_step_s"] - 1.0
-    summ.to_csv(out / "summary.csv", index=False)
+    write_csv(summ, out / "summary.csv", index=False)
     simdf = pd.DataFrame(sims)
-    simdf.to_csv(out / "simulations.csv", index=False)
+    write_csv(simdf, out / "simulations.csv", index=False)
     elapsed = time.perf_counter() - t0
     title = (f"{w.model.name} on {gpus} x {hw.name}, global batch {gbs} x {seq} tokens, "
              f"{topo.name}")
@@ -170,7 +171,7 @@ def _plot(summ: pd.DataFrame, png: Path, title: str) -> None:
     ax.set_title(f"Simulated step time under single faults\n{title}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(png, dpi=130)
+    save_fig(fig, png, dpi=130)
     plt.close(fig)
 
 
@@ -240,4 +241,4 @@ chunks' passes), and its ZeRO-2 term has no per-pass tail (the reduce-scatter of
 last layer of every backward pass cannot overlap).  A fault splits the classes it
 touches, which costs more classes but no approximation at the faulty ranks.
 """
-    (out / "report.md").write_text(text)
+    write_text(out / "report.md", text)

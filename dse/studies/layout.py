@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bars, heatmap_tp_pp
-from dse.studies.common import check_keys, layout_label, parse_workload, results_dir
+from dse.studies.common import (check_keys, integer, layout_label, number, parse_workload,
+                                results_dir, table)
 from dse.sweep.run import sweep
 
 COLS = ["hardware", "gpus", "seq_len", "global_batch", "tp", "pp", "dp", "cp", "mbs", "vpp",
@@ -35,8 +37,35 @@ def run(d: dict, path: Path) -> Path:
     where = str(path)
     check_keys(d, {"name", "kind", "description", "workload", "report"}, where, "")
     wl = parse_workload(d, where)
-    rep = d.get("report", {})
+    rep = table(d, "report", where)
     check_keys(rep, {"heatmap", "breakdown", "published"}, where, "report.")
+    hm = table(rep, "heatmap", where, "report.")
+    check_keys(hm, {"hardware", "gpus", "seq_len"}, where, "report.heatmap.")
+    bd = table(rep, "breakdown", where, "report.")
+    check_keys(bd, {"hardware", "gpus", "seq_len", "top"}, where, "report.breakdown.")
+    names = [h.name for h in wl.hardware]
+    for t, sel in (("heatmap", hm), ("breakdown", bd)):
+        require(sel.get("hardware", names[0]) in names, where, f"report.{t}.hardware",
+                f"must be one of workload.hardware {names}, but got {sel.get('hardware')!r}")
+        require(sel.get("gpus", wl.gpus[0]) in wl.gpus, where, f"report.{t}.gpus",
+                f"must be one of workload.gpus {list(wl.gpus)}, but got {sel.get('gpus')!r}")
+        require(sel.get("seq_len", wl.seq_lens[0]) in wl.seq_lens, where, f"report.{t}.seq_len",
+                f"must be one of workload.seq_len {list(wl.seq_lens)}, but got {sel.get('seq_len')!r}")
+    integer(bd, "top", where, "report.breakdown.", default=8)
+    published = rep.get("published", [])
+    require(isinstance(published, list) and all(isinstance(p, dict) for p in published), where,
+            "report.published", "must be an array of tables [[report.published]]")
+    for i, p in enumerate(published):
+        f = f"report.published[{i}]."
+        check_keys(p, {"gpus", "hardware", "seq_len", "layout", "speedup", "source"}, where, f)
+        for k in ("gpus", "hardware", "layout", "speedup"):
+            require(k in p, where, f"{f}{k}", "is required")
+        integer(p, "gpus", where, f)
+        number(p, "speedup", where, f, low=0, low_open=True)
+        if "seq_len" in p:
+            integer(p, "seq_len", where, f)
+        for k in ("hardware", "layout", "source"):
+            require(isinstance(p.get(k, ""), str), where, f"{f}{k}", f"must be a string, but got {p.get(k)!r}")
     out = results_dir(d["name"])
     t0 = time.perf_counter()
     frames = []
@@ -47,7 +76,7 @@ def run(d: dict, path: Path) -> Path:
                     frames.append(sweep(wl.model, [hw], gpus, gbs, seq, wl.precision))
     full = pd.concat([f for f in frames if len(f)], ignore_index=True)
     sweep_s = time.perf_counter() - t0
-    full.to_parquet(out / "sweep.parquet", index=False)
+    write_parquet(full, out / "sweep.parquet", index=False)
 
     keys = ["hardware", "gpus", "seq_len", "global_batch"]
     ok = full[full["feasible"]]
@@ -60,9 +89,8 @@ def run(d: dict, path: Path) -> Path:
     summary["zero3_dp_step_time_s"] = [b.get(tuple(r[k] for k in keys), float("nan")) for _, r in best.iterrows()]
     summary["speedup_vs_zero3_dp"] = summary["zero3_dp_step_time_s"] / summary["step_time_s"]
     summary = summary.sort_values(keys).reset_index(drop=True)
-    summary.to_csv(out / "best.csv", index=False)
+    write_csv(summary, out / "best.csv", index=False)
 
-    hm = rep.get("heatmap", {})
     sel = {"hardware": hm.get("hardware", wl.hardware[0].name), "gpus": hm.get("gpus", wl.gpus[-1]),
            "seq_len": hm.get("seq_len", wl.seq_lens[0]), "global_batch": wl.global_batches[0]}
     sub = _pick(full, sel)
@@ -70,7 +98,6 @@ def run(d: dict, path: Path) -> Path:
     heatmap_tp_pp(sub, f"{wl.model.name} step time over (TP, PP): {sel['hardware']}, {sel['gpus']} GPUs,\n"
                   f"seq {sel['seq_len']}, global batch {sel['global_batch']}", out / "heatmap_tp_pp.png")
 
-    bd = rep.get("breakdown", {})
     bsel = {"hardware": bd.get("hardware", sel["hardware"]), "gpus": bd.get("gpus", sel["gpus"]),
             "seq_len": bd.get("seq_len", sel["seq_len"]), "global_batch": wl.global_batches[0]}
     bsub = _pick(ok, bsel)
@@ -96,10 +123,8 @@ def run(d: dict, path: Path) -> Path:
                  f"{wl.model.name}: MFU of the fastest layout per GPU count, global batch {wl.global_batches[0]}",
                  out / "mfu.png")
 
-    published = rep.get("published", [])
     pub_rows = []
-    for i, p in enumerate(published):
-        check_keys(p, {"gpus", "hardware", "seq_len", "layout", "speedup", "source"}, where, f"report.published[{i}].")
+    for p in published:
         for seq in ([p["seq_len"]] if "seq_len" in p else wl.seq_lens):
             s = {"hardware": p["hardware"], "gpus": p["gpus"], "seq_len": seq, "global_batch": wl.global_batches[0]}
             r = _pick(summary, s)
@@ -169,4 +194,4 @@ def write_report(out, d, wl, summary, full, pub, sweep_s, sel, bsel):
               "optimizer step (see `dse/train/step.py` for the formulas and their sources).",
               "- Efficiency constants are global per GPU generation (`dse/spec/efficiency.py`).",
               "- Reproduce: `make study STUDY=" + d["name"] + "`; provenance in `manifest.json`.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_text(out / "report.md", "\n".join(lines))

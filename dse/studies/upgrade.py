@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
@@ -169,9 +170,9 @@ def run(d: dict, path: Path) -> Path:
     summary = pd.DataFrame(rows)
     head = pd.concat(heads, ignore_index=True) if heads else pd.DataFrame()
     run_s = time.perf_counter() - t0
-    full.to_parquet(out / "sweep.parquet", index=False)
-    summary.to_csv(out / "summary.csv", index=False)
-    head.to_csv(out / "headroom.csv", index=False)
+    write_parquet(full, out / "sweep.parquet", index=False)
+    write_csv(summary, out / "summary.csv", index=False)
+    write_csv(head, out / "headroom.csv", index=False)
     plot(d, wl, src, targets, summary, head, full, bg, out)
     write_report(out, d, wl, src, targets, summary, head, bg, run_s, len(full))
     write_manifest(out, path, {"points": int(len(full)), "sweep_seconds": round(run_s, 2)})
@@ -311,4 +312,4 @@ def write_report(out, d, wl, src, targets, summary, head, bg, run_s, n_points) -
         lines += ["", "![batch headroom](batch_headroom.png)", ""]
     lines += ["## Reproduce", "", f"`make study STUDY={d['name']}`; provenance in `manifest.json`; every point in "
               "`sweep.parquet`, the headroom search in `headroom.csv`.", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_text(out / "report.md", "\n".join(lines))

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_csv, write_parquet
 from dse.errors import require
 from dse.report.manifest import write_manifest
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
@@ -209,17 +210,17 @@ def run(d: dict, path: Path) -> Path:
     train = training_table(full, names, study.baseline)
     sens = sensitivity(study, full, base_hw)
     sweep_s = time.perf_counter() - t0
-    full.to_parquet(out / "sweep.parquet", index=False)
-    sens.to_csv(out / "sensitivity.csv", index=False)
+    write_parquet(full, out / "sweep.parquet", index=False)
+    write_csv(sens, out / "sensitivity.csv", index=False)
 
     t1 = time.perf_counter()
     inf_tab, inf_sens, inf_note = infer.run(study.inference, list(study.hws), study.baseline)
     infer_s = time.perf_counter() - t1
     if inf_sens is not None:
-        inf_sens.to_csv(out / "inference_sensitivity.csv", index=False)
+        write_csv(inf_sens, out / "inference_sensitivity.csv", index=False)
     summary = pd.concat([train, inf_tab], ignore_index=True) if inf_tab is not None else train
     summary = summary[[c for c in SUMMARY_COLS if c in summary] + [c for c in summary if c not in SUMMARY_COLS]]
-    summary.to_csv(out / "summary.csv", index=False)
+    write_csv(summary, out / "summary.csv", index=False)
 
     plots = plot_all(d, study, train, inf_tab, out)
     from dse.studies.variants_report import write_report

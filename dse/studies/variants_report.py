@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_text
 from dse.report.plots import BREAKDOWN_LABELS
 from dse.spec.hardware import GIB, MIB, Hardware
 from dse.spec.variants import describe
@@ -379,4 +380,4 @@ def write_report(out, d, study, train, sens, inference, plots, sweep_s, infer_s,
           "package versions) in `manifest.json`. Formulas: `dse/train/step.py` (step assembly), "
           "`dse/cost/gemm.py` (L2-aware GEMM roofline), `dse/cost/elementwise.py` (memory-bound kernels), "
           "`dse/spec/variants.py` (how a variant is derived).", ""]
-    (out / "report.md").write_text("\n".join(L))
+    write_text(out / "report.md", "\n".join(L))

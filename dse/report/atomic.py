@@ -1,0 +1,105 @@
+"""Atomic output files: nothing already written is lost (DESIGN.md, "Bad input").
+
+Every CSV / Parquet / PNG / JSON / Markdown output goes through :func:`atomic_write`:
+the writer fills a temporary file in the *same directory* (same file system), which is
+flushed to disk and then renamed over the target with :func:`os.replace`.  A run killed
+or failing mid-write leaves the previous file intact (plus, at worst, a stray
+``.<name>.tmp-*`` file); readers never see a half-written one.
+
+:func:`check_output_file` and :func:`check_output_dir` check that an output path can be
+written *before* the computation starts, so a bad ``-o`` / ``--out`` is a one-line
+error (exit status 2) instead of a traceback after all the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from dse.errors import InputError, require
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[Path], object]) -> Path:
+    """Call ``writer(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
+
+    The temporary name keeps ``path``'s suffix (so writers that infer the format from it,
+    such as matplotlib's ``savefig`` or pandas' compression, behave the same).  On any
+    exception (``KeyboardInterrupt`` included) the temporary file is removed and the
+    exception re-raised; ``path`` is untouched.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", suffix=path.suffix,
+                               dir=path.parent if str(path.parent) else ".")
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        writer(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        if path.exists():                         # keep the old file's permissions
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path, text: str) -> Path:
+    return atomic_write(path, lambda t: Path(t).write_text(text))
+
+
+def write_json(path, obj) -> Path:
+    return write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_csv(df, path, **kw) -> Path:
+    return atomic_write(path, lambda t: df.to_csv(t, **kw))
+
+
+def write_parquet(df, path, **kw) -> Path:
+    return atomic_write(path, lambda t: df.to_parquet(t, **kw))
+
+
+def save_fig(fig, path, **kw) -> Path:
+    """``fig.savefig(path, **kw)``, atomically (the format from ``path``'s suffix)."""
+    fmt = kw.pop("format", Path(path).suffix.lstrip(".") or None)
+    return atomic_write(path, lambda t: fig.savefig(t, format=fmt, **kw))
+
+
+def check_output_file(path: str | os.PathLike, field: str) -> Path:
+    """Raise :class:`InputError` unless ``path`` can be written as a file: not a
+    directory, its parent an existing writable directory, the file itself (if present)
+    writable."""
+    p = Path(path)
+    require(str(path).strip() != "", str(path), field, "must be a file path, but got an empty string")
+    require(not p.is_dir(), str(p), field, "must be a file path, but it is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    require(parent.is_dir(), str(p), field, f"its directory {str(parent)!r} must exist")
+    require(os.access(parent, os.W_OK | os.X_OK), str(p), field,
+            f"its directory {str(parent)!r} must be writable")
+    require(not p.exists() or os.access(p, os.W_OK), str(p), field, "must be writable")
+    return p
+
+
+def check_output_dir(path: str | os.PathLike, field: str, create: bool = True) -> Path:
+    """Raise :class:`InputError` unless ``path`` is (or, with ``create``, can be made) a
+    writable directory; creates it."""
+    p = Path(path)
+    require(str(path).strip() != "", str(path), field, "must be a directory path, but got an empty string")
+    require(not p.exists() or p.is_dir(), str(p), field, "must be a directory, but it is a file")
+    if create and not p.exists():
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(str(p), field, f"must be a directory that can be created ({e.strerror})") from None
+    require(p.is_dir(), str(p), field, "must be an existing directory")
+    require(os.access(p, os.W_OK | os.X_OK), str(p), field, "must be a writable directory")
+    return p
