@@ -7,29 +7,13 @@ import sys
 
 import pandas as pd
 
+from dse.cli_layout import _positive_int, _tcp_port, layout_args, resolve_layout  # noqa: F401 (re-exported)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
         "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "cp_comm_s", "optimizer_s"]
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}")
-    return v
-
-
-def _tcp_port(s: str) -> int:
-    v = _positive_int(s)
-    if v > 65535:
-        raise argparse.ArgumentTypeError(f"`1 <= port <= 65535` must hold, but got {s!r}")
-    return v
 
 
 def vary_hardware(hws: list, specs: list[str]) -> list:
@@ -90,54 +74,13 @@ def cmd_sweep(a) -> int:
     return 0
 
 
-def layout_args(s: argparse.ArgumentParser) -> None:
-    """Flags of one explicit layout (shared by `estimate` and `trace`)."""
-    s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
-    s.add_argument("--hardware", required=True)
-    s.add_argument("--gpus", required=True, type=_positive_int)
-    s.add_argument("--global-batch", type=_positive_int, default=1024)
-    s.add_argument("--seq", type=_positive_int, default=None)
-    s.add_argument("--precision", default="bf16")
-    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
-    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
-    for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
-        s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
-    s.add_argument("--recompute", default="none",
-                   help="none | selective | full | block (full on the fewest layers that fit)")
-    s.add_argument("--zero", type=int, default=1)
-    s.add_argument("--sp", action="store_true", help="sequence parallelism")
-
-
-def resolve_layout(a):
-    """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
-    from dse.spec.hardware import get_hardware
-    from dse.spec.layout import (Layout, Workload, attention_code, framework_code, precision_code,
-                                 recompute_code)
-    from dse.spec.model import get_model
-    from dse.sweep.grid import check_layout
-    model = get_model(a.model)
-    hw = get_hardware(a.hardware)
-    seq = a.seq or model.seq_length
-    dp = a.dp or max(a.gpus // (a.tp * a.pp * a.cp), 1)
-    lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
-                 recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
-    check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
-    from dse.spec.hardware import check_precision
-    check_precision(hw, precision_code(a.precision), "--precision")
-    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention), framework=framework_code(a.framework),
-                  tp_overlap=int(a.tp_overlap))
-    return model, hw, wl, lay
-
-
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
     """The per-operator table (dse.train.ops_table) of one layout, and its totals per
     breakdown term."""
     from dse.train.ops_table import ops_table
     df, r = ops_table(model, wl, lay, hw)
     view = df.assign(gflop=df["flops"] / 1e9, gbytes=df["bytes"] / 1e9)
-    print(f"\nper-operator table (one GPU of the heaviest stage, one step; time = count x one call):")
+    print("\nper-operator table (one GPU of the heaviest stage, one step; time = count x one call):")
     with pd.option_context("display.width", 160, "display.max_rows", 200):
         print(view[["op", "phase", "count", "gflop", "gbytes", "time_s", "exposed_s", "term", "bound"]]
               .to_string(index=False, float_format=lambda x: f"{x:.4g}"))

@@ -1,6 +1,6 @@
 """Inference screen: every (hardware, tp, pp, batch) point of one serving replica.
 
-Flow (DESIGN.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
 
 Points: ``tp * pp == gpus_per_replica``; ``tp`` divides ``num_attention_heads`` (KV heads
 are replicated when ``tp > num_kv_heads``, :mod:`dse.infer.kv_cache`); ``pp <=

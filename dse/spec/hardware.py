@@ -4,7 +4,7 @@ Human units live only in the TOML catalog (TFLOP/s, GiB, TB/s, GB/s, us); everyt
 is SI.  Every numeric field is a pytree leaf so a sweep can vmap over hardware variants
 and Optuna can search them; ``name`` and ``generation`` are labels.
 
-Thermal throttle (DESIGN.md): ``effective = nominal x (1 - throttle)``, applied to HBM
+Thermal throttle (docs/architecture.md): ``effective = nominal x (1 - throttle)``, applied to HBM
 bandwidth always and to the SM clock (hence tensor peak and L2 bandwidth) when
 ``throttle_clock`` is 1.  See :func:`effective`.
 """

@@ -1,6 +1,6 @@
 """The vectorized screen: memory first, then the time model on the survivors.
 
-Flow (DESIGN.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
 Points are the Cartesian product (hardware spec) x (layout).  Both passes run in
 fixed-size chunks through one ``jit(vmap(...))`` each, so a sweep compiles once per chunk
 size whatever its length; the last chunk is padded by repeating its first point.
