@@ -37,7 +37,7 @@ def test_bad_hardware_toml_files(tmp_path):
     rc, _, err = run("sweep", "--model", "llama3-8b", "--hardware", str(bad), "--gpus", "8", "--global-batch", "8")
     assert rc == 2 and "valid TOML" in err and len(err.strip().splitlines()) == 1
     neg = tmp_path / "neg.toml"
-    import tomllib
+    from dse.io import tomllib
     from dse.spec.hardware import CATALOG
     txt = CATALOG.read_text()
     # copy the a100 table with a negative HBM bandwidth

@@ -121,7 +121,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     check_keys(cmp, {"catalog", "variants_from"}, where, "compare.")
     ref_hws = [get_hardware(n, where=f"{where}: compare.catalog") for n in cmp.get("catalog", [])]
     if cmp.get("variants_from"):
-        from dse.spec.hardware import load_toml
+        from dse.io import load_toml
         from dse.spec.variants import parse_variants
         vp = Path(cmp["variants_from"])
         ref_hws += parse_variants(load_toml(vp).get("variants", []), str(vp))
