@@ -86,7 +86,7 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
         if db_path is not None:
             db_path.parent.mkdir(parents=True, exist_ok=True)
             with _file_lock(db_path), quiet():
-                with contextlib.closing(sqlite3.connect(db_path, SQLITE_BUSY_TIMEOUT_S)) as c:
+                with contextlib.closing(sqlite3.connect(db_path, timeout=SQLITE_BUSY_TIMEOUT_S)) as c:
                     c.execute("PRAGMA journal_mode=WAL")
                 storage = optuna.storages.RDBStorage(
                     url, engine_kwargs={"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}},
