@@ -27,19 +27,24 @@ def _tcp_port(s: str) -> int:
 def layout_args(s: argparse.ArgumentParser) -> None:
     """Flags of one explicit layout (shared by `estimate` and `trace`)."""
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
-    s.add_argument("--hardware", required=True)
-    s.add_argument("--gpus", required=True, type=_positive_int)
-    s.add_argument("--global-batch", type=_positive_int, default=1024)
-    s.add_argument("--seq", type=_positive_int, default=None)
-    s.add_argument("--precision", default="bf16")
+    s.add_argument("--hardware", required=True, help="catalog name or .toml file")
+    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs in the job")
+    s.add_argument("--global-batch", type=_positive_int, default=1024, help="sequences per step")
+    s.add_argument("--seq", type=_positive_int, default=None,
+                   help="tokens per sequence (default: the model's seq_length)")
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
+    helps = {"tp": "tensor-parallel size", "pp": "pipeline-parallel stages",
+             "dp": "data-parallel size (default: gpus / (tp x pp x cp))",
+             "cp": "context-parallel size", "ep": "expert-parallel size",
+             "mbs": "micro-batch size (sequences)", "vpp": "virtual pipeline stages per rank"}
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
-        s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
+        s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1, help=helps[f])
     s.add_argument("--recompute", default="none",
                    help="none | selective | full | block (full on the fewest layers that fit)")
-    s.add_argument("--zero", type=int, default=1)
+    s.add_argument("--zero", type=int, default=1, help="ZeRO stage (0-3)")
     s.add_argument("--sp", action="store_true", help="sequence parallelism")
 
 

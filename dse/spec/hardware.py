@@ -12,12 +12,12 @@ bandwidth always and to the SM clock (hence tensor peak and L2 bandwidth) when
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 
 import jax.numpy as jnp
 
 from dse.errors import InputError, require
+from dse.io import load_toml  # noqa: F401  (re-exported: older imports of spec.hardware.load_toml)
 from dse.spec.efficiency import GENERATIONS
 from dse.spec.pytree import pytree_dataclass
 
@@ -164,16 +164,6 @@ def with_base(d: dict, where: str, name: str) -> dict:
     return {**raw[base], **{k: v for k, v in d.items() if k != "base"}}
 
 
-def load_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError(str(path), "file", "must exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(str(path), "toml", f"must be valid TOML ({e})") from None
-
-
 def load_catalog(path: Path = CATALOG) -> dict[str, Hardware]:
     data = load_toml(path)
     return {n: hardware_from_dict(t, str(path), n) for n, t in data.items()}
@@ -201,6 +191,8 @@ def get_hardware(name: str, where: str = "--hardware") -> Hardware:
         require(bool(data), path, "table", "must define at least one hardware table")
         table = table or next(iter(data))
         require(table in data, path, table, f"must be one of {sorted(data)}")
+        require(isinstance(data[table], dict), path, table,
+                f"must be a table ([{table}]), but got {type(data[table]).__name__}")
         return hardware_from_dict(data[table], path, table)
     raise InputError(where, "hardware",
                      f"must be a catalog name ({', '.join(sorted(cat))}) or a .toml path, "

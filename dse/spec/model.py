@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 from typing import NamedTuple
-import json
 from pathlib import Path
 
 import jax.numpy as jnp
 
 from dse.errors import InputError, require
-from dse.spec.hardware import load_toml
+from dse.io import load_json, load_toml
 from dse.spec.pytree import pytree_dataclass
 
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
@@ -149,13 +148,7 @@ def validate_model(m: Model, where: str) -> None:
 def model_from_hf_config(path: Path) -> Model:
     """A Hugging Face ``config.json`` (Llama/Mistral/Mixtral/Qwen keys, or GPT-2 keys)."""
     where = str(path)
-    try:
-        c = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(where, "file", "must exist") from None
-    except json.JSONDecodeError as e:
-        raise InputError(where, "json", f"must be valid JSON ({e.msg} at line {e.lineno})") from None
-    require(isinstance(c, dict), where, "json", "must be a JSON object")
+    c = load_json(path, where)
 
     def get(*keys, default=None):
         for k in keys:
@@ -211,6 +204,8 @@ def get_model(name: str, where: str = "--model") -> Model:
         require(bool(data), path, "table", "must define at least one model table")
         table = table or next(iter(data))
         require(table in data, path, table, f"must be one of {sorted(data)}")
+        require(isinstance(data[table], dict), path, table,
+                f"must be a table ([{table}]), but got {type(data[table]).__name__}")
         return model_from_dict(data[table], path, table)
     raise InputError(where, "model", f"must be a catalog name ({', '.join(sorted(cat))}), a "
                      f"config.json path or a .toml path, but got {name!r}")

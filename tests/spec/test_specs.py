@@ -36,7 +36,7 @@ def _base():
 
 
 def hw_catalog_raw():
-    import tomllib
+    from dse.io import tomllib
     from dse.spec.hardware import CATALOG
     return tomllib.loads(CATALOG.read_text())["a100-sxm-80gb"]
 
