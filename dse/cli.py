@@ -32,6 +32,8 @@ def vary_hardware(hws: list, specs: list[str]) -> list:
         parsed = [float(v) if knob == "throttle" and v.replace(".", "", 1).isdigit() else v
                   for v in vals.split(",") if v]
         require(bool(parsed), "--vary", knob, "needs at least one value")
+        require(knob not in [ax[0][0] for ax in axes], "--vary", knob,
+                "is given twice; give each knob once with all its values (KNOB=v1,v2,...)")
         axes.append([(knob, v) for v in parsed])
     out = []
     for base in hws:

@@ -160,7 +160,13 @@ def model_from_hf_config(path: Path) -> Model:
 
     h = get("hidden_size", "n_embd")
     heads = get("num_attention_heads", "n_head")
-    act = str(get("hidden_act", "activation_function", default="gelu"))
+    act = get("hidden_act", "activation_function", default="gelu")
+    require(isinstance(act, str), where, "hidden_act", f"must be a string, but got {act!r}")
+    tied = get("tie_word_embeddings", default=False)
+    require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
+    head_dim = c.get("head_dim") or 0
+    require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
+            "head_dim", f"must be a positive integer, but got {head_dim!r}")
     d = {
         "num_layers": get("num_hidden_layers", "n_layer"),
         "hidden_size": h,
@@ -170,9 +176,9 @@ def model_from_hf_config(path: Path) -> Model:
         "vocab_size": get("vocab_size"),
         "seq_length": get("max_position_embeddings", "n_positions", default=2048),
         "gated_mlp": act in ("silu", "swiglu", "swish", "geglu"),
-        "tied_embeddings": bool(get("tie_word_embeddings", default=False)),
+        "tied_embeddings": tied,
         "num_experts": get("num_local_experts", "num_experts", default=1),
-        "kv_channels": int(c.get("head_dim") or 0),   # Qwen3/Gemma: head_dim != hidden/heads
+        "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
         "top_k": get("num_experts_per_tok", default=1),
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(get("_name_or_path", "model_type", default=Path(path).parent.name)),
