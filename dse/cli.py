@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from dse.cli_layout import _positive_int, _tcp_port, layout_args, resolve_layout  # noqa: F401 (re-exported)
+from dse.cli_layout import _gpu_count, _positive_int, _tcp_port, layout_args, resolve_layout  # noqa: F401 (re-exported)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("sweep", help="every valid layout for one workload; the fastest that fit")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
-    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs in the job")
+    s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
     s.add_argument("--seq", type=_positive_int, default=None,
                    help="tokens per sequence (default: the model's seq_length)")
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
-    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs per replica")
+    s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs per replica")
     s.add_argument("--batch", type=_positive_int, default=64, help="largest batch (powers of two up to it)")
     s.add_argument("--prompt", type=_positive_int, default=2048, help="prompt tokens")
     s.add_argument("--gen", type=_positive_int, default=256, help="generated tokens")

@@ -7,14 +7,23 @@ from __future__ import annotations
 import argparse
 
 
-def _positive_int(s: str) -> int:
+INT_MAX = 2**31 - 1       # integer flags stay in the range every array type holds exactly
+GPUS_MAX = 2**20          # the largest job the layout enumeration takes (1,048,576 GPUs)
+
+
+def _positive_int(s: str, hi: int = INT_MAX) -> int:
     try:
         v = int(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}")
+    if v <= 0 or v > hi:
+        raise argparse.ArgumentTypeError(f"must be a positive integer <= {hi}, but got {s!r}")
     return v
+
+
+def _gpu_count(s: str) -> int:
+    """A GPU count: ``1 <= gpus <= 2^20``."""
+    return _positive_int(s, GPUS_MAX)
 
 
 def _tcp_port(s: str) -> int:
@@ -28,7 +37,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     """Flags of one explicit layout (shared by `estimate` and `trace`)."""
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, help="catalog name or .toml file")
-    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs in the job")
+    s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", type=_positive_int, default=1024, help="sequences per step")
     s.add_argument("--seq", type=_positive_int, default=None,
                    help="tokens per sequence (default: the model's seq_length)")
