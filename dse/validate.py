@@ -39,6 +39,8 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
     if len(mem):
         print(f"peak memory: {len(mem)} rows, MAPE {mem['mem_err'].mean():.1%}, "
               f"max {mem['mem_err'].max():.1%}")
+    from dse.decision import print_decision
+    print_decision(pred)
     if out:
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
