@@ -45,7 +45,8 @@ from dse.train.rates import Rates
 
 
 # Host (CPU) seconds per kernel launched by PyTorch eager framework code, by framework
-# code (megatron, deepspeed): module docstring for what it counts and its source.
+# code (megatron, deepspeed; a framework code not listed takes megatron's): module
+# docstring for what it counts and its source.
 HOST_OP_S = {0: 40e-6, 1: 40e-6}
 
 
@@ -93,7 +94,7 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
         tp_exposed = jnp.where(on, tp_overlap_cost_s(tp_comm, window, lay.tp * 1.0, hw.num_sms), tp_comm)
     # host-bound floor: a pass cannot run faster than the CPU issues its kernels; the
     # stall is charged to compute (the GPU idles between kernels)
-    host_op_s = HOST_OP_S[wl.framework]
+    host_op_s = HOST_OP_S.get(wl.framework, HOST_OP_S[0])
     host = lambda phase: host_op_s * _sum(op.calls * host_kernels(op) for op in ops if op.phase == phase)
     tp_share = jnp.where(tp_comm > 0, tp_raw_fwd / jnp.where(tp_comm > 0, tp_comm, 1.0), 0.5)
     stall_fwd = jnp.maximum(host("fwd") - fwd - tp_share * tp_exposed, 0.0)
