@@ -40,6 +40,16 @@ Profiles (constants and where they come from):
 ``trtllm_static`` -- TensorRT-LLM ``gptSessionBenchmark`` (v0.5-v0.6 static batching):
     the benchmark times only the session's ``generate`` (engine enqueue and
     synchronisation), no scheduler, so host time 0; no CUDA graphs.
+    Its decode kernel of that era (masked multi-head attention) reads K/V once per
+    *query* head: the XQA kernel that shares a KV head across its GQA/MQA group arrived
+    with v0.7/v0.8 (TensorRT-LLM docs/source/advanced/gpt-attention.md, "XQA
+    optimization"; NVIDIA blog "TensorRT-LLM XQA", Jan 2024), so ``gqa_shared_kv`` is
+    off: Llama-2-70B and Falcon-180B (8 KV heads) read ``a / g`` = 8 and 29 times the
+    cache bytes of a shared read.
+``nemo`` -- NeMo Framework inference on the TensorRT-LLM backend: the Python
+    ``GenerationSession`` / ``ModelRunner`` loop (``tensorrt_llm/runtime/generation.py``)
+    runs one Python step per token (dynamic decoder, stop checks, tensor bookkeeping):
+    host time 1.5 ms per iteration, no CUDA graphs, static batch.
 ``vllm`` -- vLLM 0.4-0.6: decode as CUDA graphs for batches <= 256
     (``_BATCH_SIZES_TO_CAPTURE`` = 1, 2, 4, 8..256 in ``vllm/worker/model_runner.py``),
     prefill eager; ``max_num_seqs`` 256 (``SchedulerConfig`` default);
@@ -49,12 +59,16 @@ Profiles (constants and where they come from):
     2.7x Throughput Improvement and 5x Latency Reduction") profiles v0.5.3 and finds the
     GPU idle for most of each step on Llama-3-8B / H100 while the scheduler, input
     preparation and detokenisation run (tens of percent of a ~10 ms step); multi-step
-    scheduling (``--num-scheduler-steps``, parsed from the engine text) amortises it.
+    scheduling (``--num-scheduler-steps``, parsed from the engine text) amortises it, and a
+    new request then waits for the running pass of that many iterations.  Prompts run
+    as their own iteration (chunked prefill is off by default below 32k context in 0.6,
+    ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.
 ``sglang`` -- SGLang v0.3: decode CUDA graphs up to batch 160 (``cuda_graph_max_bs``
     default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 for an
     80 GB GPU (server_args default by GPU memory), ``chunked_prefill_size`` 8192,
     ``max_running_requests`` from the pool; token-granular paged pool (block 1).  Host
-    time 1.5 ms per iteration: the scheduler runs between GPU iterations until the
+    time 1.5 ms per iteration; prefill batches run apart from decode
+    (``enable_mixed_chunk`` off by default).  The scheduler runs between GPU iterations until the
     v0.4 overlap scheduler (SGLang v0.4 release blog, 2024-12-04, "Zero-Overhead Batch
     Scheduler": without overlap the CPU scheduling overhead is a visible share of each
     decode step).
@@ -84,6 +98,8 @@ class EngineProfile:
     max_batch: int
     max_num_tokens: int
     chunked_prefill: bool
+    mixed_batches: bool = True     # prompts share an iteration with decode tokens
+    gqa_shared_kv: bool = True     # decode kernel reads a KV head once per group
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -91,11 +107,15 @@ class EngineProfile:
 
 
 PROFILES = {
-    "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, True, 2048, 8192, False),
+    "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048, 8192, False),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
-                                   1 << 30, False),
-    "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False),
-    "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True),
+                                   1 << 30, False, gqa_shared_kv=False),
+    "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
+                          False),
+    "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
+                          mixed_batches=False),
+    "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
+                            mixed_batches=False),
 }
 
 
@@ -105,7 +125,9 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
     and "" -- or the reason it cannot be expressed."""
     t = str(text).strip().lower()
     steps = re.search(r"num-scheduler-steps\s+(\d+)", t)
-    if t.startswith("trtllm") or "tensorrt-llm" in t or t.startswith("nemo"):
+    if t.startswith("nemo"):
+        return PROFILES["nemo"], ""
+    if t.startswith("trtllm") or "tensorrt-llm" in t:
         if "gptsessionbenchmark" in t or "static" in t:
             return PROFILES["trtllm_static"], ""
         return PROFILES["trtllm"], ""

@@ -37,16 +37,16 @@ replicas for the system):
   ``max_num_tokens``: then B shrinks to ``max_num_tokens / (1 + S/O)``).
   tokens/s = B / t_iter(B, p).
 * ``concurrency`` (closed loop, N in flight per system): B = N / replicas (capped by
-  the slots); the same steady state; TPOT = t_iter; TTFT = 1.5 t_iter (wait for the
-  running iteration, half of one on average, then the mixed iteration carrying the
-  prompt); e2e = TTFT + (O - 1) TPOT; tokens/s = B O / e2e.
+  the slots); the same steady state; TPOT = t_iter; TTFT = (steps/2 + 1) t_iter (wait for
+  the running scheduling pass of ``steps`` iterations, half of it on average, then the
+  iteration carrying the prompt; :func:`ttft_iterations`); e2e = TTFT + (O - 1) TPOT; tokens/s = B O / e2e.
 * ``poisson_rate`` (open loop, lambda requests/s): a mean-value fixed point (Little's
   law on a processor-sharing server, as continuous batching is one): per replica
   ``lambda_r = lambda / replicas``; the running batch ``B = lambda_r (O - 1) TPOT``
   and prompt tokens ``p = lambda_r S TPOT`` per iteration give
   ``TPOT = t_iter(B, p)``, solved by damped iteration.  Past capacity (B above the
   slots, or no fixed point) the row is saturated: throughput is the offline one and the
-  status says so.  TTFT = 1.5 TPOT plus, while the prefill work alone occupies a share
+  status says so.  TTFT = (steps/2 + 1) TPOT plus, while the prefill work alone occupies a share
   rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
 
@@ -69,8 +69,6 @@ from dse.spec.hardware import Hardware
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.train.rates import rates
-
-TTFT_ITERATIONS = 1.5      # residual of the running iteration + the prompt's own
 
 
 class Deployment(NamedTuple):
@@ -114,8 +112,9 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
     bs, ps = b / micro, p / micro
     seqs = bs + ps / max(prompt_len, 1.0)
-    att = KVRead(bs, m.num_attention_heads / dep.tp, kv_heads_per_rank(m, dep.tp), context,
-                 head_dim_of(m), kv_bytes=dep.kv_bytes)
+    heads = m.num_attention_heads / dep.tp
+    kv_read = kv_heads_per_rank(m, dep.tp) if dep.engine.gqa_shared_kv else heads
+    att = KVRead(bs, heads, kv_read, context, head_dim_of(m), kv_bytes=dep.kv_bytes)
     t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r).total_s
     if p > 0:
         fa = prefill_attention(m, ps / prompt_len, prompt_len, dep.tp)
@@ -181,10 +180,25 @@ def running_batch(dep: Deployment, prompt_len: float, output_len: float) -> floa
     return max(min(slots, dep.engine.max_batch, max(budget, 1.0)), 0.0)
 
 
+def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:
+    """One decode iteration of ``batch`` sequences plus the prefill of ``prompts`` new
+    prompts: in the same pass where the engine mixes them, else as a separate prefill
+    pass (decode stalls meanwhile)."""
+    if dep.engine.mixed_batches or prompts <= 0:
+        return iteration_s(dep, batch, context, prompts * S, S)
+    return iteration_s(dep, batch, context) + prefill_s(dep, prompts, S)
+
+
+def ttft_iterations(dep: Deployment) -> float:
+    """Iterations between arrival and first token: half the running scheduling pass
+    (``scheduler_steps`` iterations under vLLM multi-step) plus the prompt's own."""
+    return 0.5 * dep.engine.scheduler_steps + 1.0
+
+
 def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
-    """Iteration time of continuous batching with ``batch`` running and B S / O prompt
-    tokens per iteration."""
-    return iteration_s(dep, batch, S + O / 2.0, batch * S / max(O, 1.0), S)
+    """Iteration time of continuous batching with ``batch`` running and B / O new prompts
+    per iteration."""
+    return _cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S)
 
 
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
@@ -204,7 +218,7 @@ def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
     tps = B / t * replicas
-    ttft = TTFT_ITERATIONS * t
+    ttft = ttft_iterations(dep) * t
     return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
 
 
@@ -216,7 +230,7 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) ->
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
-    ttft = TTFT_ITERATIONS * t
+    ttft = ttft_iterations(dep) * t
     e2e = ttft + (O - 1) * t
     tps = B * O / e2e * replicas
     return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
@@ -237,7 +251,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> 
         if B > cap:
             saturated = True
             break
-        t_new = iteration_s(dep, max(B, 1.0), S + O / 2.0, lam * S * t, S)
+        t_new = _cycle(dep, max(B, 1.0), S + O / 2.0, lam * t, S)
         if abs(t_new - t) <= 1e-4 * t:
             t = t_new
             break
@@ -248,7 +262,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> 
     t_pf = prefill_s(dep, 1.0, S, overhead=False)
     rho = min(lam * t_pf, 0.99)
     wait = rho * t_pf / (2.0 * (1.0 - rho))
-    ttft = TTFT_ITERATIONS * t + wait
+    ttft = ttft_iterations(dep) * t + wait
     e2e = ttft + (O - 1.0) * t
     tps = rate * O
     return ServingResult(tps, tps / gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")
