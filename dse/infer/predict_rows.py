@@ -44,6 +44,7 @@ from dse.spec.hardware import get_hardware
 from dse.spec.layout import PRECISION
 from dse.spec.model import get_model
 
+REQUIRED_INFERENCE = ("id", "model", "hardware", "gpus", "scenario")
 SCENARIOS = ("fixed_batch", "offline_throughput", "concurrency", "poisson_rate", "latency")
 OUTPUTS = ("predicted_output_tok_s", "predicted_output_tok_s_per_gpu", "predicted_ttft_ms",
            "predicted_tpot_ms", "predicted_e2e_latency_ms")
