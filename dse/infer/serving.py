@@ -35,7 +35,7 @@ replicas for the system):
   B sequences run; each finishes after O iterations, so B / O new requests start per
   iteration and their prompts add ``p = B S / O`` tokens to each iteration (capped by
   ``max_num_tokens``: then B shrinks to ``max_num_tokens / (1 + S/O)``).
-  tokens/s = B / t_iter(B, p).
+  tokens/s = B / t_iter(B, p).  B is the tuned limit (:func:`tuned_batch`).
 * ``concurrency`` (closed loop, N in flight per system): B = N / replicas (capped by
   the slots); the same steady state; TPOT = t_iter; TTFT = (steps/2 + 1) t_iter (wait for
   the running scheduling pass of ``steps`` iterations, half of it on average, then the
@@ -201,6 +201,18 @@ def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
     return _cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S)
 
 
+def tuned_batch(dep: Deployment, S: float, O: float) -> float:
+    """The running-batch limit a tuned deployment sets (its ``max_batch_size`` /
+    ``max_num_seqs``): the best steady-state throughput among the KV/engine limit and
+    the powers of two within a factor 8 below it (a batch just above a tile boundary
+    can be slower per token than the power of two below it: GEMM wave quantization)."""
+    cap = running_batch(dep, S, O)
+    if cap < 1:
+        return cap
+    cands = {cap} | {2.0 ** k for k in range(int(math.log2(cap)) + 1) if 2.0 ** k >= cap / 8}
+    return max(cands, key=lambda b: b / _steady(dep, b, S, O))
+
+
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
     gpus = dep.tp * dep.pp * replicas
     ttft = prefill_s(dep, batch, S)
@@ -212,7 +224,7 @@ def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int
 
 def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult:
     gpus = dep.tp * dep.pp * replicas
-    B = running_batch(dep, S, O)
+    B = tuned_batch(dep, S, O)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
@@ -224,7 +236,7 @@ def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult
 
 def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) -> ServingResult:
     gpus = dep.tp * dep.pp * replicas
-    slots = running_batch(dep, S, O)
+    slots = tuned_batch(dep, S, O)
     B = min(n / replicas, slots)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
@@ -240,7 +252,7 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) ->
 def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> ServingResult:
     gpus = dep.tp * dep.pp * replicas
     lam = rate / replicas
-    cap = running_batch(dep, S, O)
+    cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
