@@ -118,3 +118,20 @@ def test_weights_that_do_not_fit_are_a_status():
     big = get_model("llama3-405b")
     r = offline(Deployment(big, H100, PROFILES["trtllm"], 1, 1, 1, 2.0), 1000, 1000, 1)
     assert math.isnan(r.tokens_per_s) and r.note.startswith("infeasible")
+
+
+def test_one_bad_row_gets_a_status_the_others_are_predicted():
+    import pandas as pd
+    from dse.predict import predict_frame
+    base = dict(id="a", source_id="s", model="meta-llama/Llama-3.1-8B", hardware="h100-sxm-80gb",
+                gpus=1, tp=1, pp=1, precision="fp8", engine="trtllm (v0.13.0)",
+                scenario="offline_throughput", input_len=128, output_len=128)
+    rows = [base, {**base, "id": "b", "hardware": "no-such-gpu"},
+            {**base, "id": "c", "scenario": "warp_drive"}, {**base, "id": "d", "ep": 2},
+            {**base, "id": "e", "scenario": "latency", "batch_or_concurrency": 1}]
+    p = predict_frame(pd.DataFrame(rows), "t")
+    st = dict(zip(p["id"], p["status"]))
+    assert st["a"] == "ok" and st["e"] == "ok"
+    assert st["b"].startswith("invalid: hardware") and st["c"].startswith("invalid: scenario")
+    assert st["d"].startswith("infeasible: ep")
+    assert p.loc[p["id"] == "a", "predicted_output_tok_s"].iloc[0] > 0
