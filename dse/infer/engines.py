@@ -14,9 +14,9 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   multi-step scheduling pay it once per ``scheduler_steps`` iterations.
 * **KV pool**: the fraction of GPU memory the engine gives to weights + KV cache
   (``mem_fraction``), the paged block size, and whether admission reserves a request's
-  *final* KV footprint (TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` capacity
-  scheduler) or only what it holds now (vLLM / SGLang admit on current blocks and
-  preempt when the pool runs out, so the average footprint counts).
+  *final* KV footprint (static batches) or only what it holds now (in-flight engines
+  admit on current blocks and preempt / evict when the pool runs out, so the average
+  footprint counts).
 * **batch limits**: ``max_batch`` (running sequences) and ``max_num_tokens`` (tokens of
   one iteration: decode tokens + prefill chunk).
 
@@ -31,7 +31,11 @@ Profiles (constants and where they come from):
     bookkeeping with the GPU, only the batch assembly is serial).  KV: paged, 64-token
     blocks (``tokens_per_block`` default 64, docs/source/advanced/gpt-attention.md),
     ``kv_cache_free_gpu_mem_fraction`` 0.9 of the memory left after weights
-    (``KvCacheConfig`` default); GUARANTEED_NO_EVICT reserves input + output tokens.
+    (``KvCacheConfig`` default).  Admission counts the blocks a request holds now (the
+    ``MAX_UTILIZATION`` capacity policy the benchmark and MLPerf harnesses run; the
+    default ``GUARANTEED_NO_EVICT`` would reserve input + output tokens, and MLPerf's
+    published batches of 850-1300 Llama-2-70B requests do not fit that way).  The
+    policy is our reading, not re-checked in the harness source.
     ``max_batch`` 2048 and ``max_num_tokens`` 8192: trtllm-bench's engine build settings
     for throughput runs (docs/source/performance/perf-overview.md, "max_batch_size /
     max_num_tokens" tuned per ISL/OSL; 2048 / 8192 the defaults of
