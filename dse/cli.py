@@ -150,7 +150,7 @@ def cmd_predict(a) -> int:
     df = predict_frame(read_csv(a.input), a.input)
     write_csv(df, a.output, index=False)
     invalid = int(df["status"].str.startswith("invalid:").sum())
-    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok, "
+    print(f"wrote {len(df)} rows to {a.output} ({df['status'].str.startswith('ok').sum()} ok, "
           f"{invalid} invalid: see their status column)")
     return 0
 

@@ -64,6 +64,9 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
 
 def run_validation(path: str, out: str | None) -> pd.DataFrame:
     df = read_csv(path)
+    if "scenario" in df.columns:
+        from dse.validate_inference import run_inference_validation
+        return run_inference_validation(df, path, out)
     for c in VALIDATE_REQUIRED:
         require(c in df.columns, path, c, "column is required by `dse validate`")
     if out is not None:

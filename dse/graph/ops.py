@@ -101,6 +101,7 @@ class KVRead:
     context: float
     d: float
     calls: float = 1.0
+    kv_bytes: float = 0.0     # bytes per cached K/V element; 0 = the activation size
     name: str = "attention (KV read)"
     phase: str = "fwd"
     replace = _replace
@@ -200,6 +201,12 @@ def _attn_call_args(op: Attention, hw, r):
     return flash, unfused
 
 
+def _kv_el(op: KVRead, r):
+    """Bytes per cached element of a KV read: ``kv_bytes`` (1 for an fp8 cache) when set,
+    else the activation element size."""
+    return jnp.where(op.kv_bytes > 0, op.kv_bytes, r.act_bytes)
+
+
 def unit_time_s(op, hw, r):
     """Seconds of one call of ``op`` on one GPU (module docstring)."""
     if isinstance(op, Gemm):
@@ -214,7 +221,7 @@ def unit_time_s(op, hw, r):
     if isinstance(op, KVRead):
         return decode_attention_time_s(op.batch, op.heads, op.kv_heads, op.context, op.d,
                                        r.peak_16_flops_per_s, hw.eff_attn, r.hbm_bw_bytes_per_s,
-                                       r.act_bytes, hw.kernel_launch_s)
+                                       _kv_el(op, r), hw.kernel_launch_s)
     if isinstance(op, MemPass):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
@@ -277,7 +284,7 @@ def bytes_moved(op, hw, r):
         return op.calls * jnp.where(op.fused > 0, fa, passes * scores)
     if isinstance(op, KVRead):
         return op.calls * decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context,
-                                                 op.d, r.act_bytes)
+                                                 op.d, _kv_el(op, r))
     if isinstance(op, MemPass):
         return op.calls * op.bytes_moved
     return op.calls * op.size_bytes
@@ -303,7 +310,7 @@ def bound_terms(op, hw, r):
     if isinstance(op, KVRead):
         fl = 4.0 * op.batch * op.heads * op.context * op.d / (r.peak_16_flops_per_s * hw.eff_attn)
         by = decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context, op.d,
-                                    r.act_bytes) / r.hbm_bw_bytes_per_s
+                                    _kv_el(op, r)) / r.hbm_bw_bytes_per_s
         return (fl, by, z, 2.0 * launch + z, z, z)
     if isinstance(op, MemPass):
         return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)

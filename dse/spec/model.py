@@ -69,7 +69,7 @@ class Model:
 _INT_FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k", "kv_channels")
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
-_LABELS = ("description", "source", "norm", "name")
+_LABELS = ("description", "source", "norm", "name", "hf_ids")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
@@ -197,11 +197,26 @@ def catalog() -> dict[str, Model]:
     return _CACHE
 
 
+_HF_IDS: dict[str, str] | None = None
+
+
+def hf_id_index() -> dict[str, str]:
+    """Lower-cased Hugging Face repo id -> catalog name (the catalog's ``hf_ids``)."""
+    global _HF_IDS
+    if _HF_IDS is None:
+        data = load_toml(CATALOG)
+        _HF_IDS = {str(i).lower(): n for n, t in data.items() for i in t.get("hf_ids", [])}
+    return _HF_IDS
+
+
 def get_model(name: str, where: str = "--model") -> Model:
-    """A catalog name, a ``config.json`` path, or ``file.toml[:table]``."""
+    """A catalog name, a Hugging Face repo id the catalog lists (``hf_ids``), a
+    ``config.json`` path, or ``file.toml[:table]``."""
     cat = catalog()
     if name in cat:
         return cat[name]
+    if name.strip().lower() in hf_id_index():
+        return cat[hf_id_index()[name.strip().lower()]]
     if name.endswith(".json"):
         return model_from_hf_config(Path(name))
     path, _, table = name.partition(":")
