@@ -95,7 +95,8 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
     if len(mem):
         print(f"peak memory: {len(mem)} rows, MAPE {mem['mem_err'].mean():.1%}, "
               f"max {mem['mem_err'].max():.1%}")
-<<<<<<< HEAD
+    from dse.decision import print_decision
+    print_decision(pred)
     if "measured_mem_gib" in pred.columns:
         given = pred["measured_mem_gib"].notna() & valid
         n_bad_mem = int((given & ~positive_measure(pred["measured_mem_gib"])).sum())
@@ -111,18 +112,6 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
             plots = "scatter.png, error_breakdown.png, "
         else:
             plots = ""
-=======
-    from dse.decision import print_decision
-    print_decision(pred)
-    if out:
-        o = Path(out)
-        o.mkdir(parents=True, exist_ok=True)
-        pred.to_csv(o / "predictions.csv", index=False)
-        table.to_csv(o / "mape_by_source.csv")
-        from dse.report.validation_plots import error_breakdown, scatter
-        scatter(pred, o / "scatter.png")
-        error_breakdown(pred, o / "error_breakdown.png")
->>>>>>> h4
         from dse.report.manifest import write_manifest
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
         print(f"wrote {o}/predictions.csv, mape_by_source.csv, {plots}manifest.json")
