@@ -65,7 +65,7 @@ def breakdown_sentence(res: LayoutResults) -> str:
     if set(differ) == set(why.values()):      # the three of the original text, in its order
         differ = list(why.values())
     if not differ:
-        return head + "; the layouts differ little in any other term."
+        return head + "; the fastest layouts differ by less than 1 % of the step in every other term."
     tail = differ[0] if len(differ) == 1 else ", ".join(differ[:-1]) + ", and " + differ[-1]
     return f"{head}; the layouts differ in {tail}."
 

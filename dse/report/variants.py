@@ -566,6 +566,33 @@ def decode_comparison(study, inf_tab, inf_sens, implied: dict, pub: dict) -> lis
 
 # ---------------------------------------------------------------- report.md
 
+COMM_TERMS = ("tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s")
+
+
+def comm_share_sentence(train: pd.DataFrame, baseline: str) -> str:
+    """"Their share grows with the GPU count" only where the baseline's communication +
+    bubble share does grow (over all counts, or from the count where it is smallest on)."""
+    b = train[(train["variant"] == baseline) & (train["layout"] != "")]
+    if b["workload"].nunique() != 1 or len(b) < 2:
+        return ""
+    b = b.sort_values("gpus", kind="stable")
+    share = (b[[c for c in COMM_TERMS if c in b]].sum(axis=1) / b["step_time_s"]).to_numpy(dtype=float)
+    gpus = b["gpus"].to_numpy()
+    why = ("fewer tokens per GPU per step, same gradient volume per GPU), so a gain that acts on compute alone "
+           "is diluted at large GPU counts.")
+    if np.all(np.diff(share) >= 0) and share[-1] > share[0]:
+        return "Their share grows with the GPU count (" + why
+    k = int(np.argmin(share))
+    if k < len(share) - 1 and np.all(np.diff(share[k:]) >= 0) and share[-1] > share[k]:
+        before = ", ".join(f"{pct(v)} at {g} GPUs ({lay})" for v, g, lay in
+                           zip(share[:k], gpus[:k], b["layout"].to_numpy()[:k]))
+        return (f"Their share (with the bubble) grows with the GPU count from {gpus[k]} GPUs on ({pct(share[k])} → "
+                f"{pct(share[-1])} at {gpus[-1]} GPUs: " + why
+                + f" Below that count it is larger: {before}.")
+    return ("Their share (with the bubble) does not grow steadily with the GPU count here: "
+            + ", ".join(f"{pct(v)} at {g}" for v, g in zip(share, gpus)) + " GPUs.")
+
+
 def report(res: VariantsResults, plots: dict) -> str:
     study, train, sens = res.study, res.train, res.sens
     inf_tab, inf_sens, inf_note = res.inf_tab, res.inf_sens, res.inf_note
@@ -609,8 +636,7 @@ def report(res: VariantsResults, plots: dict) -> str:
           "plus the LM head; only its element-wise part (and the optimizer step) scales with HBM bandwidth. "
           "The pipeline bubble is `(PP-1)/vpp` micro-batch stage times and shrinks with compute when HBM gets "
           "faster; exposed TP, PP and DP communication run on NVLink and the NIC and do not move with any HBM "
-          "or L2 change. Their share grows with the GPU count (fewer tokens per GPU per step, same gradient "
-          "volume per GPU), so a gain that acts on compute alone is diluted at large GPU counts.", ""]
+          "or L2 change. " + comm_share_sentence(train, study.baseline), ""]
     for fn in plots["breakdown"]:
         L += [f"![breakdown]({fn})", ""]
     L += ["## Why each variant helps or not", ""]

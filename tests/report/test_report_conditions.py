@@ -227,3 +227,29 @@ def test_upgrade_capacity_and_context_claims_are_conditional():
     assert "no extra capacity" not in urep.headroom_sentence(h200, a100, pd.Series([1.7]), s0)
     assert "same compute" in urep.context_note(h100, [h200])
     assert "same compute" not in urep.context_note(h100, [a100])
+
+
+def test_comm_share_grows_only_when_it_does(study):
+    t = train_table(study, gpus=(16, 64, 256))
+    base = t["variant"] == study.baseline
+    t.loc[base, "dp_comm_s"] = t.loc[base, "gpus"].map({16: 0.1, 64: 0.5, 256: 2.0})
+    assert vrep.comm_share_sentence(t, study.baseline).startswith("Their share grows with the GPU count")
+    t.loc[base, "dp_comm_s"] = t.loc[base, "gpus"].map({16: 5.0, 64: 0.5, 256: 2.0})
+    s = vrep.comm_share_sentence(t, study.baseline)
+    assert "grows with the GPU count from 64 GPUs on" in s and "Below that count it is larger" in s
+    t.loc[base, "dp_comm_s"] = t.loc[base, "gpus"].map({16: 0.1, 64: 2.0, 256: 0.5})
+    assert "does not grow steadily" in vrep.comm_share_sentence(t, study.baseline)
+
+
+def test_layout_compute_dominates_only_when_it_does():
+    from dse.report import layout as lrep
+    from types import SimpleNamespace
+    row = {c: 0.0 for c in BREAKDOWN}
+    rows = pd.DataFrame([{**row, "compute_s": 9.0, "tp_comm_s": 1.0}, {**row, "compute_s": 9.0, "tp_comm_s": 3.0}])
+    res = SimpleNamespace(breakdown=rows, breakdown_labels=("a", "b"))
+    s = lrep.breakdown_sentence(res)
+    assert s.startswith("compute dominates") and "exposed TP communication" in s and "recompute" not in s
+    rows = pd.DataFrame([{**row, "compute_s": 4.0, "dp_comm_s": 6.0}, {**row, "compute_s": 4.0, "dp_comm_s": 6.0}])
+    s = lrep.breakdown_sentence(SimpleNamespace(breakdown=rows, breakdown_labels=("a", "b")))
+    assert "compute dominates" not in s and s.startswith("compute is 40–40 % of the step")
+    assert "differ by less than 1 %" in s
