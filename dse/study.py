@@ -1,4 +1,9 @@
-"""Dispatch a study file to its runner by ``kind`` (the :data:`RUNNERS` registry)."""
+"""Dispatch a study file to its runner by ``kind`` (the :data:`RUNNERS` registry), then
+to the report writer of the same kind (docs/architecture.md: compute → results → report).
+
+A runner (``dse.studies.<kind>.run``) parses the study file, computes and returns a typed
+results object (:mod:`dse.report.results`); the writer (``dse.report.<kind>.write``)
+turns it into the files of ``results/<name>/`` and returns that folder."""
 
 from __future__ import annotations
 
@@ -9,18 +14,19 @@ from pathlib import Path
 from dse.errors import require
 from dse.studies.common import load_study
 
-Runner = Callable[[dict, Path, "str | None", "int | None"], Path]
+Runner = Callable[[dict, Path, "str | None", "int | None"], object]
 
 
 def _runner(module: str, search: bool = False) -> Runner:
     """``module.run``, imported when called; ``search`` runners take storage and trials."""
-    def run(d: dict, p: Path, storage: str | None, trials: int | None) -> Path:
+    def run(d: dict, p: Path, storage: str | None, trials: int | None):
         fn = importlib.import_module(module).run
         return fn(d, p, storage=storage, trials=trials) if search else fn(d, p)
     return run
 
 
-#: study ``kind`` -> runner.  A new kind is one entry here and one module in dse/studies.
+#: study ``kind`` -> runner.  A new kind is one entry here, one module in dse/studies and
+#: one writer ``dse/report/<kind>.py``.
 RUNNERS: dict[str, Runner] = {
     "layout": _runner("dse.studies.layout"),
     "variants": _runner("dse.studies.variants"),
@@ -28,18 +34,27 @@ RUNNERS: dict[str, Runner] = {
     "faults": _runner("dse.studies.faults"),
     "upgrade": _runner("dse.studies.upgrade"),
 }
+#: study ``kind`` -> module with ``write(results) -> Path``.
+REPORTS: dict[str, str] = {kind: f"dse.report.{kind}" for kind in RUNNERS}
 KINDS = tuple(RUNNERS)
 SEARCH_KINDS = ("codesign",)
 
 
-def run_study(path: str, storage: str | None = None, trials: int | None = None):
-    d, p = load_study(path)
+def execute(d: dict, p: Path, storage: str | None = None, trials: int | None = None) -> Path:
+    """Run a loaded study (``d`` from :func:`load_study`) and write its results; returns
+    the results folder."""
     kind = d["kind"]
     require(kind in RUNNERS, str(p), "kind", f"must be one of {list(KINDS)}, but got {kind!r}")
     for flag, v in (("--storage", storage), ("--trials", trials)):
         require(v is None or kind in SEARCH_KINDS, str(p), flag,
                 f"applies only to a search study (kind {' or '.join(SEARCH_KINDS)}), "
                 f"but this study's kind is {kind!r}")
-    out = RUNNERS[kind](d, p, storage, trials)
+    results = RUNNERS[kind](d, p, storage, trials)
+    return importlib.import_module(REPORTS[kind]).write(results)
+
+
+def run_study(path: str, storage: str | None = None, trials: int | None = None):
+    d, p = load_study(path)
+    out = execute(d, p, storage, trials)
     print(f"wrote {out}/")
     return out

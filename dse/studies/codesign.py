@@ -10,6 +10,10 @@ Objectives: step time (s) and a per-cluster cost proxy declared in the study fil
 ``cost = gpus x (base + sum_k coef_k x attribute_k)`` with attributes dense bf16 PFLOP/s,
 HBM TB/s, HBM GiB, L2 MiB, NVLink GB/s and NIC GB/s — a linear bill of materials in
 arbitrary units ($k), to be replaced by the user's own numbers.
+
+:func:`run` returns a :class:`dse.report.results.CodesignResults`;
+:mod:`dse.report.codesign` writes ``trials.csv``, ``reference_points.csv``,
+``pareto.png``, ``report.md`` and ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.report.atomic import write_csv, write_text
 from dse.errors import require
-from dse.report.manifest import write_manifest
+from dse.report.results import CodesignResults, StudyHeader
 from dse.search.pareto import pareto_front, trials_dataframe
 from dse.search.runner import SAMPLERS, Knob, run_search
 from dse.search.storage import default_storage_url
@@ -62,7 +65,7 @@ def _override(name: str, v: float) -> object:
     return f"{v:.6g}{unit}"
 
 
-def run(d: dict, path: Path, storage: str | None = None, trials: int | None = None) -> Path:
+def run(d: dict, path: Path, storage: str | None = None, trials: int | None = None) -> CodesignResults:
     where = str(path)
     check_keys(d, {"name", "kind", "description", "base", "workload", "knobs", "cost", "search",
                    "compare"}, where, "")
@@ -151,43 +154,11 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     if "values_0" in done.columns:
         done = done.rename(columns={"values_0": obj[0], "values_1": obj[1]})
     done["pareto"] = pareto_front(done, obj, ["minimize", "minimize"]) if len(done) else []
-    write_csv(df, out / "trials.csv", index=False)
-
     refs = []
     if ref_hws:
         times = best_times(ref_hws)
         for hw, t in zip(ref_hws, times):
             refs.append({"name": hw.name, "step_time_s": t, "cluster_cost": gpus * gpu_cost(hw, cost)})
     refs = pd.DataFrame(refs)
-    write_csv(refs, out / "reference_points.csv", index=False)
-    from dse.report.codesign_plots import pareto_plot
-    pareto_plot(done, refs, f"{model.name} training on {gpus} GPUs (seq {seq}, global batch {gbs}): "
-                f"\n{len(done)} hardware designs around {base.name}, each with its best layout", out / "pareto.png")
-    write_report(out, d, done, refs, search_s, url, base, gpus)
-    write_manifest(out, path, {"storage": url, "trials": int(len(df)), "search_seconds": round(search_s, 1)})
-    return out
-
-
-def write_report(out, d, done, refs, search_s, url, base, gpus):
-    front = done[done["pareto"]].sort_values("cluster_cost")
-    pcols = [c for c in done.columns if c in KNOB_UNITS]
-    lines = [f"# {d['name']}: {d.get('description', '')}", "",
-             f"{len(done)} completed trials in {search_s:.0f} s (Optuna, batched ask/tell; storage `{url}`). "
-             f"Each trial is a variant of `{base.name}`; the layout is re-optimized for every trial by the "
-             "vectorized sweep. Cost is the linear proxy declared in the study file (arbitrary units, "
-             f"x {gpus} GPUs).", "", "![pareto](pareto.png)", "", "## Pareto front", "",
-             "| step time (s) | cluster cost | " + " | ".join(f"{c} ({KNOB_UNITS[c]})" if KNOB_UNITS[c] else c
-                                                   for c in pcols) + " |",
-             "|---|---|" + "---|" * len(pcols)]
-    for _, r in front.iterrows():
-        lines.append(f"| {r['step_time_s']:.3f} | {r['cluster_cost']:.0f} | " +
-                     " | ".join(f"{r[c]:.3g}" for c in pcols) + " |")
-    if len(refs):
-        lines += ["", "## Reference designs (same workload, same cost proxy)", "",
-                  "| design | step time (s) | cluster cost |", "|---|---|---|"]
-        for _, r in refs.iterrows():
-            lines.append(f"| {r['name']} | {r['step_time_s']:.3f} | {r['cluster_cost']:.0f} |")
-    lines += ["", f"Browse the trials: `make dashboard STUDY={d['name']}`. Resume or add trials: run "
-              f"`make study STUDY={d['name']}` again (the study's trial target is study-wide); more workers: "
-              f"`dse study studies/{d['name']}.toml --storage <same URL>` in another shell or machine.", ""]
-    write_text(out / "report.md", "\n".join(lines))
+    return CodesignResults(StudyHeader(d["name"], d.get("description", ""), path, out), df, done, refs, url, base,
+                           model.name, gpus, seq, gbs, dict(KNOB_UNITS), search_s)

@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from dse.errors import require
 from dse.io import load_toml
 from dse.report.atomic import check_output_dir
-from dse.spec.hardware import Hardware, check_precision, get_hardware
+from dse.report.markdown import layout_label  # noqa: F401  (re-exported for the runners)
+from dse.spec.hardware import check_precision, get_hardware
 from dse.spec.layout import precision_code
-from dse.spec.model import Model, get_model
-
-
-@dataclass(frozen=True)
-class StudyWorkload:
-    model: Model
-    seq_lens: tuple[int, ...]
-    global_batches: tuple[int, ...]
-    gpus: tuple[int, ...]
-    hardware: tuple[Hardware, ...]
-    precision: int
+from dse.spec.model import get_model
+from dse.spec.study import StudyWorkload
 
 
 def check_keys(d: dict, allowed: set[str], where: str, table: str) -> None:
@@ -136,16 +127,3 @@ def integer(d: dict, key: str, where: str, table: str, default=None, low: int = 
     require(isinstance(v, int) and not isinstance(v, bool) and v >= low and v < 2**63, where,
             f"{table}{key}", f"must be an integer >= {low}, but got {v!r}")
     return v
-
-
-def layout_label(r) -> str:
-    s = f"TP{int(r['tp'])} PP{int(r['pp'])} DP{int(r['dp'])}"
-    if int(r["cp"]) > 1:
-        s += f" CP{int(r['cp'])}"
-    if int(r.get("ep", 1)) > 1:
-        s += f" EP{int(r['ep'])}"
-    s += f" mbs{int(r['mbs'])}"
-    if int(r["vpp"]) > 1:
-        s += f" vpp{int(r['vpp'])}"
-    s += f" {r['recompute']} Z{int(r['zero'])}" + (" SP" if r["sp"] else "")
-    return s

@@ -23,7 +23,8 @@ global batch that then fits is ``B_max = dp * mbs_max * m``.  (The largest globa
 for which *some* layout fits is not a useful measure: gradient accumulation makes it
 unbounded, since memory does not grow with m beyond pp in-flight micro-batches.)
 
-Writes ``results/<name>/``: sweep.parquet, summary.csv, headroom.csv, speedup.png,
+:func:`run` returns a :class:`dse.report.results.UpgradeResults`; :mod:`dse.report.upgrade`
+writes ``results/<name>/``: sweep.parquet, summary.csv, headroom.csv, speedup.png,
 batch_headroom.png, breakdown_<gpus>gpus.png, report.md, manifest.json.
 """
 
@@ -35,16 +36,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.errors import require
-from dse.report.manifest import write_manifest
-from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
+from dse.report.plots import BREAKDOWN_LABELS
+from dse.report.results import StudyHeader, UpgradeResults
 from dse.spec.hardware import GIB, get_hardware
-from dse.spec.layout import PRECISION_NAMES, Workload
+from dse.spec.layout import Workload
 from dse.spec.variants import parse_variants
 from dse.studies.common import check_keys, int_list, layout_label, parse_workload, results_dir
 from dse.studies.variants import match_layout, layout_cols
-from dse.studies.variants_report import md_table, span
 from dse.sweep.run import sweep, sweep_points, to_dataframe
 
 BREAKDOWN = list(BREAKDOWN_LABELS)
@@ -121,7 +120,7 @@ def headroom(model, seq: int, gbs: int, precision: int, hws, row, mbs_list) -> p
     return pd.DataFrame(rows)
 
 
-def run(d: dict, path: Path) -> Path:
+def run(d: dict, path: Path) -> UpgradeResults:
     wl, src, targets, bg, mbs_list = parse(d, path)
     out = results_dir(d["name"])
     hws = [src] + targets
@@ -170,146 +169,28 @@ def run(d: dict, path: Path) -> Path:
     summary = pd.DataFrame(rows)
     head = pd.concat(heads, ignore_index=True) if heads else pd.DataFrame()
     run_s = time.perf_counter() - t0
-    write_parquet(full, out / "sweep.parquet", index=False)
-    write_csv(summary, out / "summary.csv", index=False)
-    write_csv(head, out / "headroom.csv", index=False)
-    plot(d, wl, src, targets, summary, head, full, bg, out)
-    write_report(out, d, wl, src, targets, summary, head, bg, run_s, len(full))
-    write_manifest(out, path, {"points": int(len(full)), "sweep_seconds": round(run_s, 2)})
-    return out
+    rows, labels = breakdown_rows(full, src, targets, bg)
+    return UpgradeResults(StudyHeader(d["name"], d.get("description", ""), path, out), wl, src, tuple(targets),
+                          bg, full, summary, head, rows, labels, run_s)
 
 
-def _title_wl(wl) -> str:
-    return (f"{wl.model.name} training, seq {wl.seq_lens[0]}, global batch {wl.global_batches[0]}, "
-            f"{PRECISION_NAMES[wl.precision]}")
-
-
-def plot(d, wl, src, targets, summary, head, full, bg, out: Path) -> None:
-    ok = summary.dropna(subset=["speedup_same_layout"])
-    long = pd.concat([
-        ok.assign(series=ok["to"] + ": " + src.name + "'s layout kept", speedup=ok["speedup_same_layout"]),
-        ok.assign(series=ok["to"] + ": layout re-optimized", speedup=ok["speedup_reoptimized"])])
-    long = long.sort_values("to", key=lambda s: s.map({t.name: i for i, t in enumerate(targets)}), kind="stable")
-    grouped_bar_panels([(long, "")], "gpus", "series", "speedup", "number of GPUs",
-                       f"step-time speedup over {src.name} (x)",
-                       f"{_title_wl(wl)}:\nspeedup of each GPU over {src.name} at the same GPU count "
-                       "(dashed: 1.0 = no gain)", out / "speedup.png", ref_line=1.0)
-    if len(head):
-        grouped_bar_panels([(head, "")], "gpus", "hardware", "max_global_batch", "number of GPUs",
-                           "largest global batch that fits (sequences)",
-                           f"{_title_wl(wl)}: batch headroom at {src.name}'s fastest layout\n"
-                           "(TP/PP/DP/CP/vpp/recompute/ZeRO and micro-batches per step held; micro-batch size grown "
-                           "in powers of two until HBM is full)", out / "batch_headroom.png", decimals=0)
+def breakdown_rows(full: pd.DataFrame, src, targets, bg: int) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The step breakdown at ``bg`` GPUs: the source's fastest layout, and per target that
+    layout (where it fits) and the target's own fastest; (rows, labels), empty if nothing fits."""
     g = full[full["gpus"] == bg]
     okg = g[g["feasible"]]
     b = okg[okg["hardware"] == src.name].head(1)
-    if len(b):
-        b = b.iloc[0]
-        rows, labels = [b[BREAKDOWN]], [f"{src.name} | own best: {layout_label(b)}"]
-        for t in targets:
-            fx = g[(g["hardware"] == t.name) & match_layout(g, b)]
-            if len(fx) and fx["feasible"].iloc[0]:
-                rows.append(fx.iloc[0][BREAKDOWN])
-                labels.append(f"{t.name} | {src.name}'s layout")
-            tb = okg[okg["hardware"] == t.name].head(1)
-            if len(tb):
-                rows.append(tb.iloc[0][BREAKDOWN])
-                labels.append(f"{t.name} | own best: {layout_label(tb.iloc[0])}")
-        breakdown_bars(pd.DataFrame(rows).reset_index(drop=True), labels,
-                                    f"{_title_wl(wl)}, {bg} GPUs: where a training step's time goes",
-                                    out / f"breakdown_{bg}gpus.png")
-
-
-def write_report(out, d, wl, src, targets, summary, head, bg, run_s, n_points) -> None:
-    t0 = targets[0]
-    s0 = summary[summary["to"] == t0.name]
-    hw_rows = []
-    for h in [src] + targets:
-        hw_rows.append({"GPU": h.name, "bf16 TFLOP/s": float(h.peak_bf16_flops_per_s) / 1e12,
-                        "HBM TB/s": float(h.hbm_bw_bytes_per_s) / 1e12, "HBM GiB": float(h.hbm_bytes) / GIB,
-                        "L2 MiB": float(h.l2_bytes) / 2**20, "NVLink GB/s": float(h.nvlink_bw_bytes_per_s) / 1e9,
-                        "NIC GB/s": float(h.nic_bw_bytes_per_s) / 1e9, "gemm efficiency": float(h.eff_gemm)})
-    tab = summary[["gpus", "to", "from_layout", "from_step_time_s", "to_step_time_same_layout_s",
-                   "speedup_same_layout", "to_layout", "to_step_time_s", "speedup_reoptimized"]].rename(
-        columns={"from_layout": f"{src.name} best layout", "from_step_time_s": f"{src.name} s",
-                 "to_step_time_same_layout_s": "same layout s", "speedup_same_layout": "speedup (same layout)",
-                 "to_layout": "re-optimized layout", "to_step_time_s": "re-optimized s",
-                 "speedup_reoptimized": "speedup (re-optimized)"})
-    for c in ("speedup (same layout)", "speedup (re-optimized)"):
-        tab[c] = tab[c].map(lambda v: f"{v:.2f}x" if np.isfinite(v) else "–")
-    # per-term ratios at the breakdown GPU count
-    r = summary[(summary["gpus"] == bg) & (summary["to"] == t0.name)]
-    terms = []
-    if len(r):
-        r = r.iloc[0]
-        for c in BREAKDOWN:
-            a, h = r[f"from_{c}"], r[f"to_same_layout_{c}"]
-            if a > 1e-3 * r["from_step_time_s"] or h > 1e-3 * r["from_step_time_s"]:
-                terms.append({"term": BREAKDOWN_LABELS[c], f"{src.name} s": a, f"{t0.name} s": h,
-                              f"share of {src.name} step %": 100 * a / r["from_step_time_s"],
-                              "faster by": (f"{a / h:.2f}x" if a > 0 and h > 0 else
-                                            "newly exposed" if h > 0 else "hidden now")})
-    terms = pd.DataFrame(terms)
-    peak = float(t0.peak_bf16_flops_per_s) / float(src.peak_bf16_flops_per_s)
-    eff = float(t0.eff_gemm) / float(src.eff_gemm)
-    lines = [f"# {d['name']}: {d.get('description', '')}", "",
-             f"Workload: **{wl.model.name}** training, sequence length {wl.seq_lens[0]}, global batch "
-             f"{wl.global_batches[0]}, {PRECISION_NAMES[wl.precision]}, on {', '.join(map(str, wl.gpus))} GPUs. "
-             f"Upgrade studied: **{src.name} → {t0.name}**"
-             + (f"; {', '.join(t.name for t in targets[1:])} shown for context (same compute, more HBM)"
-                if len(targets) > 1 else "") + f". {n_points:,} (layout x GPU) points in {run_s:.1f} s.", "",
-             "## The GPUs", "", md_table(pd.DataFrame(hw_rows)), "",
-             "## Speedup", "",
-             f"- **same layout**: {src.name}'s fastest layout at that GPU count, run unchanged on the new GPU;",
-             "- **re-optimized**: the new GPU's own fastest layout.", "", md_table(tab), "",
-             f"{t0.name}: {span(s0['speedup_same_layout'])} at the same layout, {span(s0['speedup_reoptimized'])} "
-             "re-optimized. ![speedup](speedup.png)", "",
-             f"### Where the speedup comes from ({bg} GPUs, {src.name}'s layout on both)", "",
-             md_table(terms) if len(terms) else "(no feasible layout at that GPU count)", "",
-             f"The tensor peak grows {peak:.2f}x ({float(src.peak_bf16_flops_per_s) / 1e12:.0f} → "
-             f"{float(t0.peak_bf16_flops_per_s) / 1e12:.0f} TFLOP/s) but the achieved GEMM efficiency constant goes "
-             f"{float(src.eff_gemm):.2f} → {float(t0.eff_gemm):.2f} (`dse/spec/efficiency.py`), so compute-bound "
-             f"GEMMs get ~{peak * eff:.2f}x faster; the memory-bound kernels follow HBM bandwidth "
-             f"({float(t0.hbm_bw_bytes_per_s) / float(src.hbm_bw_bytes_per_s):.2f}x), TP traffic NVLink "
-             f"({float(t0.nvlink_bw_bytes_per_s) / float(src.nvlink_bw_bytes_per_s):.2f}x) and the DP gradient "
-             f"traffic the NIC ({float(t0.nic_bw_bytes_per_s) / float(src.nic_bw_bytes_per_s):.2f}x), and the "
-             "pipeline bubble follows the per-stage compute. Communication that the faster compute no longer "
-             "hides (DP reduce overlapped with a now shorter backward) becomes exposed, so the step speedup is "
-             "below the compute ratio"
-             + (", and it falls with the GPU count as communication takes a larger share. "
-                if s0["speedup_same_layout"].is_monotonic_decreasing else ". ") +
-             "Re-optimizing can win a little more by trading TP/PP/DP for the new compute-to-network ratio.", "",
-             f"![breakdown](breakdown_{bg}gpus.png)", "",
-             "## How much larger a global batch fits", "",
-             "Definition: at the source GPU's fastest layout, every field but the micro-batch size fixed "
-             "(TP, PP, DP, CP, vpp, recompute, ZeRO, SP) and the number of micro-batches per step m = B/(DP·mbs) "
-             "held (so the pipeline schedule and its in-flight micro-batches are unchanged), grow the micro-batch "
-             f"through {head['mbs_tried'].iloc[0] if len(head) else ''} "
-             "until the memory model (`dse/train/memory.py`: weights, gradients, optimizer states, activations of "
-             "min(m, PP) in-flight micro-batches, logits, allocator reserve) exceeds HBM; the largest global batch "
-             "is then DP x mbs_max x m. (The largest global batch for which *some* layout fits is unbounded: "
-             "gradient accumulation adds micro-batches without adding memory.)", "",
-             md_table(head[["gpus", "hardware", "layout", "hbm_gib", "micro_batches_per_step", "max_mbs",
-                            "max_global_batch", "mem_gib_at_max_mbs", "limit", "free_gib_at_layout",
-                            "mbs_fit_continuous"]]) if len(head) else "", "",
-             "`free_gib_at_layout`: HBM left at the source layout as run (its own mbs); `mbs_fit_continuous`: "
-             "memory is affine in the micro-batch size at a fixed layout (activations and logits grow with it, "
-             "model states do not), so HBM would hold this many sequences per micro-batch if any size were "
-             "allowed — the finer-grained headroom.", ""]
-    if len(head):
-        h0 = summary[summary["to"] == t0.name]["batch_headroom_ratio"]
-        cap = float(t0.hbm_bytes) / float(src.hbm_bytes)
-        lines += [f"{t0.name} has {float(t0.hbm_bytes) / GIB:.2f} GiB against {float(src.hbm_bytes) / GIB:.2f} GiB "
-                  f"({cap:.3f}x): memory per GPU at a given layout does not depend on the GPU's speed, so the "
-                  f"upgrade fits a global batch {span(h0)} as large at the same layout"
-                  + (" — no larger batch: the H100 SXM's extra speed comes with no extra capacity." if h0.max() <= 1.0
-                     else ".")
-                  + " What the faster GPU changes is the time per step, not what fits."]
-        for t in targets[1:]:
-            ht = summary[summary["to"] == t.name]["batch_headroom_ratio"]
-            lines += ["", f"For contrast, {t.name} ({float(t.hbm_bytes) / GIB:.0f} GiB, same compute as {t0.name}) "
-                      f"fits {span(ht)} the global batch at the same layout."]
-        lines += ["", "![batch headroom](batch_headroom.png)", ""]
-    lines += ["## Reproduce", "", f"`make study STUDY={d['name']}`; provenance in `manifest.json`; every point in "
-              "`sweep.parquet`, the headroom search in `headroom.csv`.", ""]
-    write_text(out / "report.md", "\n".join(lines))
+    if not len(b):
+        return pd.DataFrame(columns=BREAKDOWN), ()
+    b = b.iloc[0]
+    rows, labels = [b[BREAKDOWN]], [f"{src.name} | own best: {layout_label(b)}"]
+    for t in targets:
+        fx = g[(g["hardware"] == t.name) & match_layout(g, b)]
+        if len(fx) and fx["feasible"].iloc[0]:
+            rows.append(fx.iloc[0][BREAKDOWN])
+            labels.append(f"{t.name} | {src.name}'s layout")
+        tb = okg[okg["hardware"] == t.name].head(1)
+        if len(tb):
+            rows.append(tb.iloc[0][BREAKDOWN])
+            labels.append(f"{t.name} | own best: {layout_label(tb.iloc[0])}")
+    return pd.DataFrame(rows).reset_index(drop=True), tuple(labels)

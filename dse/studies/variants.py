@@ -21,45 +21,33 @@ An optional ``[inference]`` table runs :func:`dse.infer.sweep.sweep_inference` o
 variant (prefill and decode speedups) when that module is available; otherwise the
 report says it was skipped.
 
-Writes ``results/<name>/``: ``sweep.parquet`` (every point), ``summary.csv``,
-``sensitivity.csv``, ``speedup.png``, ``breakdown_<gpus>gpus.png``, (``inference.png``),
-``report.md`` and ``manifest.json``.
+:func:`run` returns a :class:`dse.report.results.VariantsResults`;
+:mod:`dse.report.variants` writes ``results/<name>/``: ``sweep.parquet`` (every point),
+``summary.csv``, ``sensitivity.csv``, ``speedup.png``, ``breakdown_<gpus>gpus.png``,
+(``inference.png``), ``report.md`` and ``manifest.json``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dse.report.atomic import write_csv, write_parquet
 from dse.errors import require
-from dse.report.manifest import write_manifest
-from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
+from dse.report.plots import BREAKDOWN_LABELS
+from dse.report.results import StudyHeader, VariantsResults, VariantsStudy
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE, Workload
 from dse.spec.variants import parse_variants
 from dse.studies import variants_infer as infer
-from dse.studies.common import StudyWorkload, check_keys, layout_label, parse_workload, results_dir
+from dse.studies.common import check_keys, layout_label, parse_workload, results_dir
 from dse.sweep.grid import FIELDS
 from dse.sweep.run import sweep, sweep_points, to_dataframe
 
 BREAKDOWN = list(BREAKDOWN_LABELS)
 UNLIMITED = 1e6      # "unlimited" = this many times the nominal value
-
-
-@dataclass(frozen=True)
-class VariantsStudy:
-    wl: StudyWorkload
-    hws: tuple[Hardware, ...]
-    tables: tuple[dict, ...]          # the raw [[variants]] tables, for the report
-    baseline: str
-    breakdown_gpus: tuple[int, ...]
-    published: tuple[dict, ...]
-    inference: dict | None
 
 
 def parse(d: dict, path: Path) -> VariantsStudy:
@@ -190,7 +178,7 @@ def sensitivity(study: VariantsStudy, full: pd.DataFrame, base_hw: Hardware) -> 
     return pd.DataFrame(rows)
 
 
-def run(d: dict, path: Path) -> Path:
+def run(d: dict, path: Path) -> VariantsResults:
     study = parse(d, path)
     wl = study.wl
     out = results_dir(d["name"])
@@ -210,83 +198,12 @@ def run(d: dict, path: Path) -> Path:
     train = training_table(full, names, study.baseline)
     sens = sensitivity(study, full, base_hw)
     sweep_s = time.perf_counter() - t0
-    write_parquet(full, out / "sweep.parquet", index=False)
-    write_csv(sens, out / "sensitivity.csv", index=False)
 
     t1 = time.perf_counter()
     inf_tab, inf_sens, inf_note = infer.run(study.inference, list(study.hws), study.baseline)
     infer_s = time.perf_counter() - t1
-    if inf_sens is not None:
-        write_csv(inf_sens, out / "inference_sensitivity.csv", index=False)
     summary = pd.concat([train, inf_tab], ignore_index=True) if inf_tab is not None else train
     summary = summary[[c for c in SUMMARY_COLS if c in summary] + [c for c in summary if c not in SUMMARY_COLS]]
-    write_csv(summary, out / "summary.csv", index=False)
-
-    plots = plot_all(d, study, train, inf_tab, out)
-    from dse.studies.variants_report import write_report
-    write_report(out, d, study, train, sens, (inf_tab, inf_sens, inf_note), plots, sweep_s, infer_s, len(full))
-    write_manifest(out, path, {"points": int(len(full)), "sweep_seconds": round(sweep_s, 2),
-                               "inference_seconds": round(infer_s, 2),
-                               "variants": {h.name: h.description for h in study.hws}})
-    return out
-
-
-def plot_all(d: dict, study: VariantsStudy, train: pd.DataFrame, inf_tab, out: Path) -> dict:
-    """Speedup panels per training workload, a breakdown per chosen GPU count, and the
-    inference speedups; returns {kind: [file names]}."""
-    wl = study.wl
-    others = [h.name for h in study.hws if h.name != study.baseline]
-    files: dict[str, list[str]] = {"speedup": [], "breakdown": [], "inference": []}
-    wls = list(dict.fromkeys(train["workload"]))
-    for k, wlab in enumerate(wls):
-        t = train[(train["workload"] == wlab) & train["variant"].isin(others)]
-        base = train[(train["workload"] == wlab) & (train["variant"] == study.baseline)]
-        missing = {}
-        for g in base[base["layout"] == ""]["gpus"]:
-            fits = t[(t["gpus"] == g) & (t["layout"] != "")]["variant"].map(short).tolist()
-            missing[int(g)] = "baseline:\nno layout\nfits in HBM" + (f"\n(fits on {', '.join(fits)})" if fits else "")
-        fn = "speedup.png" if len(wls) == 1 else f"speedup_{k}.png"
-        grouped_bar_panels(
-            [(t, "each variant's own fastest layout (re-optimized)"),
-             (t.assign(speedup_reoptimized=t["speedup_at_baseline_layout"]),
-              "baseline's fastest layout held fixed on every variant")],
-            "gpus", "variant", "speedup_reoptimized", "number of GPUs",
-            "training speedup over baseline (x)",
-            f"{wl.model.name} {wlab}, {wl_precision(wl)}: speedup of each GPU variant over\n"
-            f"'{study.baseline}' at the same GPU count (dashed: 1.0 = no gain)", out / fn, ref_line=1.0,
-            missing=missing)
-        files["speedup"].append(fn)
-        for gpus in study.breakdown_gpus:
-            g = train[(train["workload"] == wlab) & (train["gpus"] == gpus)]
-            rows, labels = [], []
-            for _, r in g.iterrows():
-                if r["layout"]:
-                    rows.append(r[BREAKDOWN])
-                    labels.append(f"{short(r['variant'])} | own best: {r['layout']}")
-                if (r["variant"] != study.baseline and r.get("baseline_layout")
-                        and r["baseline_layout"] != r["layout"]
-                        and np.isfinite(r["step_time_at_baseline_layout_s"])):
-                    rows.append(pd.Series({c: r[f"{c}_at_baseline_layout"] for c in BREAKDOWN}))
-                    labels.append(f"{short(r['variant'])} | baseline's layout: {r['baseline_layout']}")
-            if not rows:
-                continue
-            fn = f"breakdown_{gpus}gpus.png" if len(wls) == 1 else f"breakdown_{k}_{gpus}gpus.png"
-            breakdown_bars(pd.DataFrame(rows).reset_index(drop=True), labels,
-                           f"{wl.model.name} {wlab}, {wl_precision(wl)}, {gpus} GPUs: time per training step on each "
-                           f"variant\n(its own fastest layout, and the baseline's layout where that differs)",
-                           out / fn)
-            files["breakdown"].append(fn)
-    if inf_tab is not None and len(inf_tab):
-        files["inference"] += infer.plot(inf_tab, study, out)
-    return files
-
-
-def short(name: str) -> str:
-    """``"C: 3D HBM 4x BW"`` -> ``"C"`` (the part before a colon), for plot labels."""
-    return name.split(":", 1)[0].strip() or name
-
-
-def wl_precision(wl: StudyWorkload) -> str:
-    from dse.spec.layout import PRECISION_NAMES
-    return PRECISION_NAMES[wl.precision]
-
+    head = StudyHeader(d["name"], d.get("description", ""), path, out)
+    return VariantsResults(head, study, full, train, sens, summary, inf_tab, inf_sens, inf_note,
+                           sweep_s, infer_s)

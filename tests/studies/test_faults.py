@@ -9,7 +9,7 @@ import pytest
 
 from dse.errors import InputError
 from dse.studies.common import load_study
-from dse.studies.faults import run
+from dse.study import execute as run
 
 STUDY = """
 name = "faults-small"
