@@ -45,6 +45,21 @@ means and where it comes from:
     SMs that share one A/B panel load from L2 (thread-block-cluster TMA multicast on
     Hopper, 2-SM UMMA on Blackwell; CUTLASS 3 default cluster 2x1); 1 on Ampere.  It
     divides the L2 -> SM traffic of a GEMM.
+``cdna3`` / ``cdna4`` (AMD Instinct MI300X / MI325X and MI355X): UNFITTED.
+    There is no AMD training row in ``../shared/validation/calibration.csv``, so no value
+    below was chosen against AMD measurements; all are carried over from ``hopper`` (the
+    closest NVIDIA generation in peak class, FP8 support and HBM3/3e memory) and are
+    placeholders until AMD runs are calibrated.  What each is based on: ``gemm`` 0.68 /
+    ``gemm_fp8`` 0.60 / ``attn`` 0.50 / ``attn_bwd`` 0.85 = the Hopper fit (hipBLASLt and
+    CK/aiter FlashAttention kernels are assumed to reach the same fraction of AMD's
+    datasheet peak, which public MI300X GEMM benchmarks suggest is optimistic: MI300X
+    often sustains a smaller fraction of its 1307 TFLOP/s than H100 of its 989);
+    ``hbm`` 0.90 = STREAM-class fraction as on NVIDIA; ``nvlink`` 0.80 applied to the summed
+    7-link xGMI per-direction rate (RCCL spreads rings over all links); ``nic`` 0.90 as
+    InfiniBand/RoCE line rate; ``kernel_launch_s`` 4 us (HIP launch overhead is of the same
+    order as CUDA's); ``tile_m`` x ``tile_n`` 128 x 256 as Hopper (hipBLASLt macro tiles of
+    that size are typical for large bf16 GEMMs); ``cluster`` = 1, because AMD has no
+    thread-block-cluster / TMA multicast: each CU loads its own A/B panels.
 """
 
 from __future__ import annotations
@@ -77,4 +92,11 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),
+    # AMD: UNFITTED, carried over from hopper (see the module docstring); cluster = 1
+    "cdna3": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
+                                  hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
+                                  tile_m=128, tile_n=256, cluster=1),
+    "cdna4": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
+                                  hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
+                                  tile_m=128, tile_n=256, cluster=1),
 }
