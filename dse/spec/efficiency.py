@@ -45,6 +45,12 @@ means and where it comes from:
     SMs that share one A/B panel load from L2 (thread-block-cluster TMA multicast on
     Hopper, 2-SM UMMA on Blackwell; CUTLASS 3 default cluster 2x1); 1 on Ampere.  It
     divides the L2 -> SM traffic of a GEMM.
+``cdna3`` / ``cdna4`` (AMD Instinct MI300X / MI325X and MI355X): NOT FITTED to any
+    calibration row (there is no AMD training row in ``../shared/validation/calibration.csv``).
+    ``cdna3`` takes published MI300X microbenchmark fractions of the datasheet peaks (the
+    comment at its entry cites them); ``cdna4`` carries ``cdna3``'s values over until
+    MI355X measurements exist.  ``cluster`` = 1: AMD has no thread-block-cluster / TMA
+    multicast, so each CU loads its own A/B panels.
 """
 
 from __future__ import annotations
@@ -88,4 +94,9 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),
+    # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X
+    # fractions above) until MI355X measurements exist
+    "cdna4": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85,
+                                  hbm=0.80, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
+                                  tile_m=256, tile_n=128, cluster=1),
 }

@@ -7,6 +7,8 @@ from dse.spec.hardware import catalog as hw_catalog, get_hardware, hardware_from
 from dse.spec.model import catalog as model_catalog, get_model
 
 REQUIRED_HW = ["a100-pcie-80gb", "a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb",
+               "h100-nvl-94gb", "gh200", "b300", "gb300", "rtx-pro-6000", "mi300x", "mi325x",
+               "mi355x",
                "h200-sxm-141gb", "b200", "gb200"]
 REQUIRED_MODELS = ["llama3-8b", "llama3-70b", "llama3-405b", "llama2-7b", "llama2-13b",
                    "llama2-70b", "gpt3-175b"]
