@@ -20,7 +20,8 @@ Overlap assumptions: each overlapped collective costs ``max(0, comm - window)`` 
 plus, for its hidden part, the compute slowdown of the SMs NCCL occupies
 (:func:`dse.cost.collectives.overlapped_cost_s`); the breakdown's DP and CP columns
 carry both:
-  CP ring exchange vs the attention compute of the layer (Liu et al. 2023);
+  CP ring exchange vs the attention compute of the layer (Liu et al. 2023) plus any
+  host-bound stall of the pass (dse.train.layer);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
 Recompute: full re-runs each layer's forward (and its TP collectives) before backward;
 block does so for the fewest layers that make the step fit (Megatron ``--recompute-method
@@ -126,7 +127,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     recompute_full = mem.recompute_fraction
     tp_exposed = lc.tp_exposed_s * (1.0 + 0.5 * recompute_full)
     ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
-    cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, lc.attn_s), 0.0)
+    # the ring exchange hides under the attention core and under any host stall of the
+    # pass (the GPU idles waiting for the CPU while the copy engines move K/V)
+    cp_window = lc.attn_s + lc.host_stall_fwd_s + lc.host_stall_bwd_s
+    cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, cp_window), 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = (recompute_full * lc.fwd_compute_s
                        + (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s)
