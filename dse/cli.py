@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_sensitivity(sub)
     from dse.calibrate import register as register_calibrate
     register_calibrate(sub)
-    from dse.compare import register as register_compare
+    from dse.comparison import register as register_compare
     register_compare(sub)
     return p
 

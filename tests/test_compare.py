@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from dse.cli import main
-from dse.compare import best_per_cell, compare_frame
+from dse.comparison import best_per_cell, compare_frame
 from dse.errors import InputError
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model

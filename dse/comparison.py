@@ -1,4 +1,4 @@
-"""`dse compare`: several hardware x several GPU counts -> the best feasible layout of
+"""`dse compare` (the Python API: dse.compare): several hardware x several GPU counts -> the best feasible layout of
 each cell, with step time, tokens/s, energy and cost per million tokens.
 
 Each GPU count is one sweep (:func:`dse.sweep.run.sweep`) over every hardware at once;
