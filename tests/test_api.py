@@ -125,3 +125,10 @@ def test_notebook_runs():
     for i, c in enumerate(code):
         exec(compile("".join(c["source"]), f"api.ipynb cell {i + 1}", "exec"), ns)
     assert ns["big"].fits is False and ns["e"].fits
+
+
+def test_layout_default_zero_is_the_clis():
+    from dse.cli import build_parser
+    from dse.spec.layout import Layout
+    a = build_parser().parse_args(["estimate", "--model", "m", "--hardware", "h", "--gpus", "8"])
+    assert Layout().zero == a.zero == 1
