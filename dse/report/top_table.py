@@ -94,8 +94,8 @@ def format_top(rows: pd.DataFrame, columns: list[str], width: int = 120) -> str:
         lines.append(wrap(line, width))
     lines.append(text)
     energy = [v for c, v in ENERGY_LEGEND.items() if c in columns and c in rows]
-    legend = [LEGEND] + (["; ".join(energy) + " (per million tokens where /Mtok; "
-                          "power model: dse/cost/energy.py)"] if energy else [])
+    legend = [LEGEND] + (["; ".join(energy) + "; /Mtok: per million tokens; power model: "
+                          "dse/cost/energy.py"] if energy else [])
     lines += [wrap("(" + l + ")", width) for l in legend]
     return "\n".join(lines)
 
