@@ -1,5 +1,5 @@
 """dse: hardware-aware performance model and design-space explorer for distributed LLM
-training and inference (see README.md and DESIGN.md).
+training and inference (see README.md and docs/architecture.md).
 
 The Python API (:mod:`dse.api`), loaded on first use — ``import dse`` imports neither
 JAX nor the cost model and changes no settings::

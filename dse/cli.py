@@ -7,6 +7,7 @@ import sys
 
 import pandas as pd
 
+from dse.cli_layout import _gpu_count, _positive_int, _tcp_port, layout_args, resolve_layout  # noqa: F401 (re-exported)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -14,23 +15,6 @@ SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "ze
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
         "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s"]
 ENERGY_SHOW = ["energy_kwh_per_mtok", "usd_per_mtok", "train_days"]
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}")
-    return v
-
-
-def _tcp_port(s: str) -> int:
-    v = _positive_int(s)
-    if v > 65535:
-        raise argparse.ArgumentTypeError(f"`1 <= port <= 65535` must hold, but got {s!r}")
-    return v
 
 
 def vary_hardware(hws: list, specs: list[str]) -> list:
@@ -49,6 +33,8 @@ def vary_hardware(hws: list, specs: list[str]) -> list:
         parsed = [float(v) if knob == "throttle" and v.replace(".", "", 1).isdigit() else v
                   for v in vals.split(",") if v]
         require(bool(parsed), "--vary", knob, "needs at least one value")
+        require(knob not in [ax[0][0] for ax in axes], "--vary", knob,
+                "is given twice; give each knob once with all its values (KNOB=v1,v2,...)")
         axes.append([(knob, v) for v in parsed])
     out = []
     for base in hws:
@@ -133,54 +119,13 @@ def energy_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
 
 
-def layout_args(s: argparse.ArgumentParser) -> None:
-    """Flags of one explicit layout (shared by `estimate` and `trace`)."""
-    s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
-    s.add_argument("--hardware", required=True)
-    s.add_argument("--gpus", required=True, type=_positive_int)
-    s.add_argument("--global-batch", type=_positive_int, default=1024)
-    s.add_argument("--seq", type=_positive_int, default=None)
-    s.add_argument("--precision", default="bf16")
-    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
-    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
-    for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
-        s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1)
-    s.add_argument("--recompute", default="none",
-                   help="none | selective | full | block (full on the fewest layers that fit)")
-    s.add_argument("--zero", type=int, default=1)
-    s.add_argument("--sp", action="store_true", help="sequence parallelism")
-
-
-def resolve_layout(a):
-    """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
-    from dse.spec.hardware import get_hardware
-    from dse.spec.layout import (Layout, Workload, attention_code, framework_code, precision_code,
-                                 recompute_code)
-    from dse.spec.model import get_model
-    from dse.sweep.grid import check_layout
-    model = get_model(a.model)
-    hw = get_hardware(a.hardware)
-    seq = a.seq or model.seq_length
-    dp = a.dp or max(a.gpus // (a.tp * a.pp * a.cp), 1)
-    lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
-                 recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
-    check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
-    from dse.spec.hardware import check_precision
-    check_precision(hw, precision_code(a.precision), "--precision")
-    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention), framework=framework_code(a.framework),
-                  tp_overlap=int(a.tp_overlap))
-    return model, hw, wl, lay
-
-
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
     """The per-operator table (dse.train.ops_table) of one layout, and its totals per
     breakdown term."""
     from dse.train.ops_table import ops_table
     df, r = ops_table(model, wl, lay, hw)
     view = df.assign(gflop=df["flops"] / 1e9, gbytes=df["bytes"] / 1e9)
-    print(f"\nper-operator table (one GPU of the heaviest stage, one step; time = count x one call):")
+    print("\nper-operator table (one GPU of the heaviest stage, one step; time = count x one call):")
     with pd.option_context("display.width", 160, "display.max_rows", 200):
         print(view[["op", "phase", "count", "gflop", "gbytes", "time_s", "exposed_s", "term", "bound"]]
               .to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -248,7 +193,7 @@ def cmd_predict(a) -> int:
     df = predict_frame(read_csv(a.input), a.input)
     write_csv(df, a.output, index=False)
     invalid = int(df["status"].str.startswith("invalid:").sum())
-    print(f"wrote {len(df)} rows to {a.output} ({(df['status'] == 'ok').sum()} ok, "
+    print(f"wrote {len(df)} rows to {a.output} ({df['status'].str.startswith('ok').sum()} ok, "
           f"{invalid} invalid: see their status column)")
     return 0
 
@@ -271,11 +216,77 @@ def cmd_study(a) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in every option's help (not for required options, flags, or a default of
+    None); the description and epilog (the example) keep their line breaks."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        if (action.required or action.default in (None, False, argparse.SUPPRESS)
+                or "%(default)" in help):
+            return help
+        return super()._get_help_string(action)
+
+
 class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit status 2."""
+    """argparse, but a usage error is one line on stderr and exit status 2; help shows the
+    defaults (every subcommand's parser is of this class too)."""
+
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kw):
+        super().__init__(*args, formatter_class=formatter_class, **kw)
 
     def error(self, message):
         self.exit(2, f"error: {self.prog}: {message}\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("dse")
+    except PackageNotFoundError:      # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+LIST_WHAT = ("models", "hardware", "knobs", "studies")
+
+
+def cmd_list(a) -> int:
+    """Catalog models (with parameter count), catalog hardware, the --vary knobs, or the
+    study files of --dir with their kind."""
+    if a.what == "models":
+        from dse.spec.model import catalog
+        rows = [(n, f"{m.num_params() / 1e9:.1f}B", m.description) for n, m in catalog().items()]
+        head = ("model", "params", "description")
+    elif a.what == "hardware":
+        from dse.spec.hardware import catalog
+        rows = [(n, f"{float(h.hbm_bytes) / 2**30:.0f} GiB", h.generation, h.description)
+                for n, h in catalog().items()]
+        head = ("hardware", "HBM", "generation", "description")
+    elif a.what == "knobs":
+        from dse.spec.variants import KNOBS, _units_text
+        rows = [(k, fld, f"<k>x or {_units_text(units)}") for k, (fld, units) in KNOBS.items()]
+        rows.append(("throttle", "throttle", "a number in [0, 1]"))
+        head = ("knob", "Hardware field", "values (--vary KNOB=v1,v2,...)")
+    else:
+        from pathlib import Path
+
+        from dse.io import load_toml
+        d = Path(a.dir)
+        if not d.is_dir():
+            raise InputError("--dir", "dir", f"must be a directory of study files (<name>.toml), "
+                             f"but got {a.dir!r}")
+        rows = []
+        for f in sorted(d.glob("*.toml")):
+            try:
+                t = load_toml(f)
+                rows.append((f.stem, str(t.get("kind", "?")), str(t.get("description", ""))))
+            except InputError as e:
+                rows.append((f.stem, "?", f"unreadable: {e}"))
+        head = ("study", "kind", "description")
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head) - 1)]
+    for r in [head, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + str(r[-1]))
+    return 0
 
 
 def cmd_dashboard(a) -> int:
@@ -298,74 +309,113 @@ def cmd_dashboard(a) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="dse", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+EXAMPLES = {
+    "sweep": "dse sweep --model llama3-8b --hardware h100-sxm-80gb a100-sxm-80gb --gpus 16 "
+             "--global-batch 128 --seq 4096 --top 5",
+    "estimate": "dse estimate --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --tp 2 "
+                "--global-batch 64 --seq 4096",
+    "infer": "dse infer --model llama3-70b --hardware h100-sxm-80gb --gpus 8 --prompt 2048 --gen 256",
+    "predict": "dse predict runs.csv -o predicted.csv",
+    "validate": "dse validate ../shared/validation/calibration.csv --out results/validation",
+    "bench": "dse bench --points 65536",
+    "study": "dse study studies/llama70b.toml",
+    "dashboard": "dse dashboard llama70b --port 8080",
+    "list": "dse list models",
+    "compare": "dse compare --model llama3-70b --hardware a100-sxm-80gb h100-sxm-80gb h200-sxm-141gb "
+               "--gpus 64 256 1024 --global-batch 1024 --seq 4096 -o results/compare",
+    "trace": "dse trace --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --tp 2 "
+             "--global-batch 64 --seq 4096 --out results/trace --simulate",
+}
 
-    s = sub.add_parser("sweep", help="every valid layout for one workload; the fastest that fit")
+
+def _epilog(cmd: str) -> str | None:
+    return f"example:\n  {EXAMPLES[cmd]}" if cmd in EXAMPLES else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="dse", description=__doc__,
+                       epilog="`dse <command> -h` shows a command's flags and an example.")
+    p.add_argument("--version", action="version", version=f"dse {_version()}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="<command>")
+
+    def add(name, **kw):
+        return sub.add_parser(name, epilog=_epilog(name), **kw)
+
+    s = add("sweep", help="every valid layout for one workload; the fastest that fit")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
-    s.add_argument("--gpus", required=True, type=_positive_int)
-    s.add_argument("--global-batch", required=True, type=_positive_int)
-    s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
-    s.add_argument("--precision", default="bf16")
+    s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
+    s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
+    s.add_argument("--seq", type=_positive_int, default=None,
+                   help="tokens per sequence (default: the model's seq_length)")
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap) on SP layouts")
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
-                   help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable)")
-    s.add_argument("--top", type=_positive_int, default=10)
+                   help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable; "
+                        "`dse list knobs`)")
+    s.add_argument("--top", type=_positive_int, default=10, help="layouts to print")
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_sweep)
 
-    s = sub.add_parser("estimate", help="step time, memory and breakdown of one explicit layout")
+    s = add("estimate", help="step time, memory and breakdown of one explicit layout")
     layout_args(s)
     s.add_argument("--ops", action="store_true",
                    help="also print the per-operator table (op, phase, count, FLOPs, bytes, time, bound)")
     s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV")
     s.set_defaults(fn=cmd_estimate)
 
-    s = sub.add_parser("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")
-    s.add_argument("--model", required=True)
-    s.add_argument("--hardware", required=True, nargs="+")
-    s.add_argument("--gpus", required=True, type=_positive_int, help="GPUs per replica")
+    s = add("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")
+    s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
+    s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
+    s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs per replica")
     s.add_argument("--batch", type=_positive_int, default=64, help="largest batch (powers of two up to it)")
     s.add_argument("--prompt", type=_positive_int, default=2048, help="prompt tokens")
     s.add_argument("--gen", type=_positive_int, default=256, help="generated tokens")
-    s.add_argument("--precision", default="bf16")
-    s.add_argument("--vary", action="append", metavar="KNOB=v1,v2")
-    s.add_argument("--top", type=_positive_int, default=10)
-    s.add_argument("-o", "--output")
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
+    s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
+                   help="grid over a hardware knob (repeatable; `dse list knobs`)")
+    s.add_argument("--top", type=_positive_int, default=10, help="points to print")
+    s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_infer)
 
-    s = sub.add_parser("predict", help="predict rows of the validation schema")
-    s.add_argument("input")
-    s.add_argument("-o", "--output", required=True)
+    s = add("predict", help="predict rows of the validation schema")
+    s.add_argument("input", help="CSV of runs (the validation schema)")
+    s.add_argument("-o", "--output", required=True, help="CSV to write the predictions to")
     s.set_defaults(fn=cmd_predict)
 
-    s = sub.add_parser("validate", help="MAPE against measured runs; plots in --out")
-    s.add_argument("input")
-    s.add_argument("--out", default="results/validation")
+    s = add("validate", help="MAPE against measured runs; plots in --out")
+    s.add_argument("input", help="CSV of measured runs")
+    s.add_argument("--out", default="results/validation", help="directory for the report and plots")
     s.set_defaults(fn=cmd_validate)
 
-    s = sub.add_parser("bench", help="sweep throughput (configs/s) vs a Python loop")
-    s.add_argument("--points", type=_positive_int, default=1_048_576)
+    s = add("bench", help="sweep throughput (configs/s) vs a Python loop")
+    s.add_argument("--points", type=_positive_int, default=1_048_576, help="configurations to evaluate")
     s.set_defaults(fn=cmd_bench)
 
-    s = sub.add_parser("study", help="run a study file (studies/<name>.toml)")
-    s.add_argument("study")
-    s.add_argument("--storage", default=None, help="Optuna storage URL (searches)")
-    s.add_argument("--trials", type=_positive_int, default=None, help="override search trials")
+    s = add("study", help="run a study file (studies/<name>.toml)")
+    s.add_argument("study", help="study file, or the name of one in studies/")
+    s.add_argument("--storage", default=None, help="Optuna storage URL (searches) "
+                   "(default: sqlite:///results/<name>/<name>.db)")
+    s.add_argument("--trials", type=_positive_int, default=None,
+                   help="override search trials (default: the study file's)")
     s.set_defaults(fn=cmd_study)
 
-    s = sub.add_parser("dashboard", help="serve optuna-dashboard on a study's storage")
+    s = add("dashboard", help="serve optuna-dashboard on a study's storage")
     s.add_argument("study", help="study name or file (its results/<name>/<name>.db)")
-    s.add_argument("--storage", default=None, help="any SQLAlchemy URL instead")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=_tcp_port, default=8080)
+    s.add_argument("--storage", default=None, help="any SQLAlchemy URL instead "
+                   "(default: the study's results/<name>/<name>.db)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=_tcp_port, default=8080, help="port to listen on")
     s.set_defaults(fn=cmd_dashboard)
+
+    s = add("list", help="catalog models, catalog hardware, --vary knobs, or study files")
+    s.add_argument("what", choices=LIST_WHAT, help="what to list")
+    s.add_argument("--dir", default="studies", help="where `list studies` looks for <name>.toml")
+    s.set_defaults(fn=cmd_list)
 
     for mod in ("dse.trace.cli",):
         try:
@@ -378,15 +428,21 @@ def build_parser() -> argparse.ArgumentParser:
     register_calibrate(sub)
     from dse.comparison import register as register_compare
     register_compare(sub)
+    for name, sp in sub.choices.items():      # commands registered elsewhere get an example too
+        if sp.epilog is None:
+            sp.epilog = _epilog(name)
     return p
-
-
 
 
 def main(argv: list[str] | None = None) -> int:
     from dse.jaxconfig import configure
     configure()
     parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if not argv:                     # bare `dse`: usage and the commands, status 2 (like git)
+        parser.print_help(sys.stderr)
+        return 2
     try:
         a = parser.parse_args(argv)
     except SystemExit as e:          # argparse already printed one line; status 2

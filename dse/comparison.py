@@ -107,20 +107,21 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
 
 def register(sub) -> None:
     """Add ``dse compare`` to the CLI's subparsers."""
-    from dse.cli import _positive_int, energy_args
+    from dse.cli import _gpu_count, _positive_int, energy_args
     s = sub.add_parser("compare", help="best layout per (hardware, GPU count): time, tokens/s, "
                        "energy and cost per token; table, CSV and plot")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
-    s.add_argument("--gpus", required=True, nargs="+", type=_positive_int, help="GPU counts")
-    s.add_argument("--global-batch", required=True, type=_positive_int)
-    s.add_argument("--seq", type=_positive_int, default=None, help="tokens per sequence")
-    s.add_argument("--precision", default="bf16")
+    s.add_argument("--gpus", required=True, nargs="+", type=_gpu_count, help="GPU counts")
+    s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
+    s.add_argument("--seq", type=_positive_int, default=None,
+                   help="tokens per sequence (default: the model's seq_length)")
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
-                   help="what 'best' means in each cell (default: fastest step)")
+                   help="what 'best' means in each cell")
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", default=None, metavar="DIR",

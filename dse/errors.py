@@ -2,7 +2,7 @@
 
 Every loader raises :class:`InputError` with a one-line message of the form
 ``<file>: <field>: `x <= y` must hold, but got (x=…, y=…)``; the CLI prints it and exits
-with status 2 (DESIGN.md, "Bad input").  Code never uses ``assert`` on user input.
+with status 2 (docs/architecture.md, "Bad input").  Code never uses ``assert`` on user input.
 """
 
 from __future__ import annotations

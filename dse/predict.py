@@ -214,7 +214,12 @@ def predict_row(row: dict, where: str) -> dict:
 
 def predict_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
     """Every row predicted; a row that breaks a rule of the schema gets the status
-    ``invalid: <column>: <rule>`` (and no prediction), the other rows are unaffected."""
+    ``invalid: <column>: <rule>`` (and no prediction), the other rows are unaffected.
+    A frame with a ``scenario`` column is in the inference schema
+    (:mod:`dse.infer.predict_rows`)."""
+    if "scenario" in df.columns:
+        from dse.infer.predict_rows import predict_inference_frame
+        return predict_inference_frame(df, where)
     rows = []
     for i, row in enumerate(df.to_dict("records")):
         try:
@@ -232,6 +237,11 @@ def read_csv(path: str) -> pd.DataFrame:
         df = pd.read_csv(p)
     except Exception as e:  # pandas raises many types for malformed CSV
         raise InputError(path, "csv", f"must be a readable CSV ({type(e).__name__})") from None
+    if "scenario" in df.columns:     # the inference schema (../shared/validation/inference/)
+        from dse.infer.predict_rows import REQUIRED_INFERENCE
+        for c in REQUIRED_INFERENCE:
+            require(c in df.columns, path, c, "column is required by the inference schema")
+        return df
     for c in REQUIRED:
         require(c in df.columns, path, c, "column is required by the validation schema")
     known = KNOWN_COLS | set(REQUIRED) | set(LAYOUT_COLS) | set(ARCH_COLS)

@@ -216,12 +216,12 @@ _LAYOUT_FLAGS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero"
 
 def register(sub) -> None:
     """Add ``dse sensitivity`` to the CLI's subparsers."""
-    from dse.cli import _positive_int
+    from dse.cli_layout import _gpu_count, _positive_int
     s = sub.add_parser("sensitivity", help="elasticity of step (or decode) time to every "
                        "hardware knob at one layout; CSV + tornado PNG")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, help="catalog name or .toml file")
-    s.add_argument("--gpus", required=True, type=_positive_int,
+    s.add_argument("--gpus", required=True, type=_gpu_count,
                    help="GPUs (training) or GPUs per replica (--infer)")
     s.add_argument("--global-batch", type=_positive_int, default=1024)
     s.add_argument("--seq", type=_positive_int, default=None)
@@ -257,7 +257,7 @@ def _train_point(a):
     """(model, hw, time_fn, label, mem_bytes, source) of the training point."""
     import argparse
 
-    from dse.cli import resolve_layout
+    from dse.cli_layout import resolve_layout
     from dse.spec.layout import RECOMPUTE, Layout
     from dse.sweep.grid import FIELDS
     from dse.train.step import train_step

@@ -64,6 +64,9 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
 
 def run_validation(path: str, out: str | None) -> pd.DataFrame:
     df = read_csv(path)
+    if "scenario" in df.columns:
+        from dse.validate_inference import run_inference_validation
+        return run_inference_validation(df, path, out)
     for c in VALIDATE_REQUIRED:
         require(c in df.columns, path, c, "column is required by `dse validate`")
     if out is not None:
@@ -92,6 +95,7 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
     if len(mem):
         print(f"peak memory: {len(mem)} rows, MAPE {mem['mem_err'].mean():.1%}, "
               f"max {mem['mem_err'].max():.1%}")
+<<<<<<< HEAD
     if "measured_mem_gib" in pred.columns:
         given = pred["measured_mem_gib"].notna() & valid
         n_bad_mem = int((given & ~positive_measure(pred["measured_mem_gib"])).sum())
@@ -107,6 +111,18 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
             plots = "scatter.png, error_breakdown.png, "
         else:
             plots = ""
+=======
+    from dse.decision import print_decision
+    print_decision(pred)
+    if out:
+        o = Path(out)
+        o.mkdir(parents=True, exist_ok=True)
+        pred.to_csv(o / "predictions.csv", index=False)
+        table.to_csv(o / "mape_by_source.csv")
+        from dse.report.validation_plots import error_breakdown, scatter
+        scatter(pred, o / "scatter.png")
+        error_breakdown(pred, o / "error_breakdown.png")
+>>>>>>> h4
         from dse.report.manifest import write_manifest
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
         print(f"wrote {o}/predictions.csv, mape_by_source.csv, {plots}manifest.json")

@@ -37,7 +37,7 @@ def test_bad_hardware_toml_files(tmp_path):
     rc, _, err = run("sweep", "--model", "llama3-8b", "--hardware", str(bad), "--gpus", "8", "--global-batch", "8")
     assert rc == 2 and "valid TOML" in err and len(err.strip().splitlines()) == 1
     neg = tmp_path / "neg.toml"
-    import tomllib
+    from dse.io import tomllib
     from dse.spec.hardware import CATALOG
     txt = CATALOG.read_text()
     # copy the a100 table with a negative HBM bandwidth
@@ -86,3 +86,84 @@ def test_infer_command_prints_throughput(capsys):
                "--batch", "8", "--prompt", "512", "--gen", "64", "--top", "3"])
     out = capsys.readouterr().out
     assert rc == 0 and "decode_s_per_token" in out and "tokens_per_s" in out
+
+
+def test_version_prints_the_package_version(capsys):
+    from importlib.metadata import version
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"dse {version('dse')}"
+
+
+def test_bare_dse_prints_usage_and_exits_2(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: dse") and "estimate" in err and "list" in err
+
+
+def test_bare_dse_subprocess_exits_2():
+    rc, out, err = run()
+    assert rc == 2 and "usage: dse" in err
+
+
+def test_list_models_and_hardware(capsys):
+    from dse.spec.hardware import catalog as hw_catalog
+    from dse.spec.model import catalog as model_catalog
+    assert main(["list", "models"]) == 0
+    out = capsys.readouterr().out
+    for name in model_catalog():
+        assert name in out
+    assert "8.0B" in out and "params" in out            # llama3-8b's parameter count
+    assert main(["list", "hardware"]) == 0
+    out = capsys.readouterr().out
+    for name in hw_catalog():
+        assert name in out
+
+
+def test_list_knobs_are_the_vary_knobs(capsys):
+    from dse.spec.variants import KNOBS
+    assert main(["list", "knobs"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert {ln.split()[0] for ln in lines} == set(KNOBS) | {"throttle"}
+
+
+def test_list_studies_with_their_kind(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text('name = "a"\nkind = "layout"\ndescription = "first"\n')
+    (tmp_path / "b.toml").write_bytes(b"\xff\xfe")
+    assert main(["list", "studies", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert any(ln.split()[:2] == ["a", "layout"] for ln in out.splitlines())
+    assert "b" in out and "UTF-8" in out                  # a bad file is named, not a traceback
+    assert main(["list", "studies", "--dir", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--dir" in err
+
+
+def test_list_repo_studies(capsys):
+    from pathlib import Path
+    d = Path(__file__).parents[1] / "studies"
+    assert main(["list", "studies", "--dir", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert any(ln.split()[:2] == ["llama70b", "layout"] for ln in out.splitlines())
+
+
+def test_list_bad_choice_exit_2(capsys):
+    assert main(["list", "gpus"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("cmd", ["sweep", "estimate", "infer", "predict", "validate", "bench",
+                                 "study", "dashboard", "list", "trace"])
+def test_every_subcommand_help_has_defaults_and_an_example(cmd, capsys):
+    import argparse
+
+    from dse.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    if cmd not in sub.choices:
+        pytest.skip(f"{cmd} is not registered")
+    assert main([cmd, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"example:\n  dse {cmd}" in out
+    flat = " ".join(out.split())                         # help text wraps anywhere
+    if cmd not in ("predict",):                          # predict has no option with a default
+        assert "(default: " in flat
+    assert "(default: None)" not in flat and "(default: False)" not in flat

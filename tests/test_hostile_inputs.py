@@ -76,6 +76,16 @@ SWEEP = ["sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus
     (["dashboard", "x", "--storage", "sqlite:///x.db", "--port", "99999"], "1 <= port <= 65535"),
     (["dashboard", "x", "--storage", "sqlite:///x.db", "--port", "0"], "--port"),
     (["dashboard", "x", "--storage", "sqlite:///x.db", "--host", "no.such.host.invalid"], "--host: host"),
+    (["estimate", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "8", "--seq", str(10**11)],
+     "<= 2147483647"),
+    (["estimate", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", str(2**30)], "<= 1048576"),
+    (SWEEP[:6] + [str(2**30)], "<= 1048576"),
+    (["estimate", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "8", "--global-batch", "64",
+      "--seq", "64", "--cp", "8"], "zig-zag"),
+    (["estimate", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "8", "--global-batch", "64",
+      "--pp", "4", "--vpp", "2", "--mbs", "16"], "micro_batches % pp == 0"),
+    (SWEEP + ["--vary", "throttle=0", "--vary", "throttle=0.2"], "is given twice"),
+    (SWEEP + ["--vary", "throttle=1"], "0 <= throttle < 1"),
 ])
 def test_bad_output_paths_and_flags(args, needle, cli, tmp_path):
     pd.DataFrame([ROW]).to_csv(tmp_path / "rows.csv", index=False)

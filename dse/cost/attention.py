@@ -119,3 +119,21 @@ def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
         mm = 2.0 * mm
         passes = 3.0 + 2.5 * dropout
     return mm + passes * scores / hbm_bw_bytes_per_s + 2.0 * kernel_launch_s
+
+
+def decode_attention_time_s(batch, heads, kv_heads, context_len, d, peak_flops_per_s, eff,
+                            hbm_bw_bytes_per_s, bytes_per_el, kernel_launch_s):
+    """One decode step's attention over a ``context_len``-token KV cache (FlashDecoding,
+    Dao et al. 2023, "Flash-Decoding for long-context inference": the KV sequence is split
+    over the SMs and a second kernel reduces the partial softmaxes, so even batch 1
+    streams at full bandwidth).  Roofline with two launches:
+    ``bytes = 2 b c g d el + 2 b a d el`` (K, V read; Q read, O write),
+    ``flops = 4 b a c d``, ``t = max(flops / (peak eff), bytes / hbm_bw) + 2 launch``."""
+    bytes_ = decode_attention_bytes(batch, heads, kv_heads, context_len, d, bytes_per_el)
+    flops = 4.0 * batch * heads * context_len * d
+    return jnp.maximum(flops / (peak_flops_per_s * eff), bytes_ / hbm_bw_bytes_per_s) + 2.0 * kernel_launch_s
+
+
+def decode_attention_bytes(batch, heads, kv_heads, context_len, d, bytes_per_el):
+    """HBM bytes of :func:`decode_attention_time_s`."""
+    return 2.0 * batch * context_len * kv_heads * d * bytes_per_el + 2.0 * batch * heads * d * bytes_per_el

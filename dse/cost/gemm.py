@@ -12,7 +12,7 @@ For C[M,N] = A[M,K] @ B[K,N] in ``bytes_per_el`` precision:
   fast memory of S elements is Theta(MNK/sqrt(S)); a square block of side
   ``b = sqrt(S/3)`` (three b x b blocks resident) re-reads A N/b times and B M/b times:
   ``elems = M*N + max(M*K + K*N, 2*M*N*K/b_l2)``, with S the L2 capacity in elements.
-  A bigger L2 therefore lowers HBM traffic for GEMMs that do not fit (DESIGN.md:
+  A bigger L2 therefore lowers HBM traffic for GEMMs that do not fit (docs/architecture.md,
   "a bigger L2 must be able to matter").
 * L2 traffic: every SM tile streams its A and B panels from L2, shared by the
   ``cluster`` SMs of a TMA-multicast cluster (Hopper+):

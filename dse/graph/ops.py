@@ -15,10 +15,10 @@ Costing (the formulas live in :mod:`dse.cost`; this module only dispatches):
   precision (fp8 with Transformer Engine) or the 16-bit path (LM head); ``chunks`` > 1
   splits M into that many pieces that share the waves (TE userbuffers' chunked GEMMs),
   adding one launch per extra chunk; ``skinny`` applies the inference skinny-GEMM tile
-  and Stream-K split (:func:`dse.infer.forward.linear_time_s`'s rule, kept in
-  :func:`skinny_split`).
+  and Stream-K split (:func:`skinny_split`).
 * :class:`Attention` -- FlashAttention (:func:`dse.cost.attention.flash_attention_time_s`)
   where ``fused`` is 1, the unfused path otherwise.
+* :class:`KVRead` -- decode attention, :func:`dse.cost.attention.decode_attention_time_s`.
 * :class:`MemPass` -- :func:`dse.cost.elementwise.memory_bound_time_s`.
 * :class:`Collective` -- :func:`dse.cost.collectives.group_collective_s`.
 * :class:`P2P` -- :func:`dse.cost.collectives.group_p2p_s`.
@@ -34,7 +34,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from dse.cost.attention import (FA_BLOCK_ROWS, flash_attention_terms,
+from dse.cost.attention import (FA_BLOCK_ROWS, decode_attention_bytes,
+                                decode_attention_time_s, flash_attention_terms,
                                 flash_attention_time_s, unfused_attention_time_s)
 from dse.cost.collectives import group_collective_terms, group_p2p_s
 from dse.cost.elementwise import memory_bound_time_s
@@ -66,10 +67,12 @@ class Gemm:
     replace = _replace
 
 
-@pytree_dataclass(static=("name", "phase", "backward"))
+@pytree_dataclass(static=("name", "phase", "backward", "stream_bw"))
 class Attention:
     """One attention core call per ``calls``: (batch, heads) query tiles of ``s_q`` rows
-    over ``s_kv`` keys; ``d_fused`` is the (padded) head dim the fused kernel uses."""
+    over ``s_kv`` keys; ``d_fused`` is the (padded) head dim the fused kernel uses.
+    ``stream_bw``: HBM at the achieved (STREAM-like) rate, as the serving tier costs its
+    kernels, instead of the raw rate the training GEMM roofline uses."""
     batch: float
     heads: float
     kv_heads: float
@@ -84,6 +87,23 @@ class Attention:
     name: str = ""
     phase: str = "fwd"
     backward: bool = False
+    stream_bw: bool = False
+    replace = _replace
+
+
+@pytree_dataclass(static=("name", "phase"))
+class KVRead:
+    """Decode attention of ``batch`` one-token queries over a ``context``-token KV cache
+    (:func:`dse.cost.attention.decode_attention_time_s`)."""
+    batch: float
+    heads: float
+    kv_heads: float
+    context: float
+    d: float
+    calls: float = 1.0
+    kv_bytes: float = 0.0     # bytes per cached K/V element; 0 = the activation size
+    name: str = "attention (KV read)"
+    phase: str = "fwd"
     replace = _replace
 
 
@@ -125,12 +145,12 @@ class P2P:
     replace = _replace
 
 
-OP_TYPES = (Gemm, Attention, MemPass, Collective, P2P)
+OP_TYPES = (Gemm, Attention, KVRead, MemPass, Collective, P2P)
 
 
 def op_kind(op) -> str:
-    return {Gemm: "gemm", Attention: "attention", MemPass: "memory", Collective: "collective",
-            P2P: "p2p"}[type(op)]
+    return {Gemm: "gemm", Attention: "attention", KVRead: "attention", MemPass: "memory",
+            Collective: "collective", P2P: "p2p"}[type(op)]
 
 
 def skinny_split(m, n, k, hw):
@@ -170,14 +190,21 @@ def _gemm_terms(op: Gemm, hw, r):
 
 
 def _attn_call_args(op: Attention, hw, r):
+    bw = r.hbm_bw_bytes_per_s if op.stream_bw else r.hbm_bw_raw_bytes_per_s
     flash = (op.batch, op.heads, op.kv_heads, op.s_q, op.s_kv, op.d_fused, op.causal,
              r.peak_16_flops_per_s, hw.eff_attn * (hw.eff_attn_bwd if op.backward else 1.0),
-             r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
+             bw, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
              hw.smem_per_sm_bytes, r.act_bytes)
     unfused = (op.batch, op.heads, op.s_q, op.s_kv, op.d, 1.0, op.dropout, r.peak_16_flops_per_s,
                hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
                hw.num_sms, hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
     return flash, unfused
+
+
+def _kv_el(op: KVRead, r):
+    """Bytes per cached element of a KV read: ``kv_bytes`` (1 for an fp8 cache) when set,
+    else the activation element size."""
+    return jnp.where(op.kv_bytes > 0, op.kv_bytes, r.act_bytes)
 
 
 def unit_time_s(op, hw, r):
@@ -191,6 +218,10 @@ def unit_time_s(op, hw, r):
         t_un = unfused_attention_time_s(*unfused, backward=op.backward)
         t_fa = flash_attention_time_s(*flash, hw.kernel_launch_s, backward=op.backward)
         return jnp.where(op.fused > 0, t_fa, t_un)
+    if isinstance(op, KVRead):
+        return decode_attention_time_s(op.batch, op.heads, op.kv_heads, op.context, op.d,
+                                       r.peak_16_flops_per_s, hw.eff_attn, r.hbm_bw_bytes_per_s,
+                                       _kv_el(op, r), hw.kernel_launch_s)
     if isinstance(op, MemPass):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
@@ -207,6 +238,25 @@ def time_s(op, hw, r):
     return op.calls * unit_time_s(op, hw, r)
 
 
+def host_kernels(op):
+    """Kernels one call of ``op`` launches from the host (each is one PyTorch eager
+    operator the CPU must dispatch): a GEMM one (Transformer Engine issues the chunks of
+    a userbuffers-overlapped GEMM from its C++ loop, ``comm_gemm_overlap``, within one
+    Python call); FlashAttention 1 forward,
+    3 backward (FA2: dot(dO, O) preprocess, the main kernel, the dQ conversion); the
+    unfused core QK^T, softmax and PV (+ dropout) forward, their four GEMMs, softmax and
+    dropout backward; a memory pass its ``kernels``; a collective or transfer one."""
+    if isinstance(op, Gemm):
+        return 1.0 + 0.0 * op.calls
+    if isinstance(op, Attention):
+        fused = (1.0 if not op.backward else 3.0)
+        unfused = (3.0 if not op.backward else 5.0) + op.dropout
+        return jnp.where(op.fused > 0, fused, unfused)
+    if isinstance(op, MemPass):
+        return op.kernels
+    return 1.0 + 0.0 * op.calls
+
+
 def flops(op):
     """Useful (model) FLOPs of all calls: ``2 m n k count`` per GEMM; attention
     ``4 b heads s_q s_kv d causal`` forward, twice that backward (the backward's
@@ -216,6 +266,8 @@ def flops(op):
     if isinstance(op, Attention):
         fwd = 4.0 * op.batch * op.heads * op.s_q * op.s_kv * op.d * op.causal
         return op.calls * fwd * (2.0 if op.backward else 1.0)
+    if isinstance(op, KVRead):
+        return op.calls * 4.0 * op.batch * op.heads * op.context * op.d
     return 0.0 * op.calls
 
 
@@ -230,6 +282,9 @@ def bytes_moved(op, hw, r):
         scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
         passes = (3.0 if op.backward else 2.0) + 2.5 * op.dropout
         return op.calls * jnp.where(op.fused > 0, fa, passes * scores)
+    if isinstance(op, KVRead):
+        return op.calls * decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context,
+                                                 op.d, _kv_el(op, r))
     if isinstance(op, MemPass):
         return op.calls * op.bytes_moved
     return op.calls * op.size_bytes
@@ -252,6 +307,11 @@ def bound_terms(op, hw, r):
         f = op.fused > 0
         return (jnp.where(f, t_c, t_un - un_h), jnp.where(f, t_h, un_h), jnp.where(f, t_l, z),
                 launch + z, z, z)
+    if isinstance(op, KVRead):
+        fl = 4.0 * op.batch * op.heads * op.context * op.d / (r.peak_16_flops_per_s * hw.eff_attn)
+        by = decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context, op.d,
+                                    _kv_el(op, r)) / r.hbm_bw_bytes_per_s
+        return (fl, by, z, 2.0 * launch + z, z, z)
     if isinstance(op, MemPass):
         return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)
     if isinstance(op, Collective):

@@ -2,7 +2,7 @@
 
 Per layer (micro-batch of b sequences, one token each, so T = b):
 
-* linears with M = b (:func:`dse.infer.forward.layer_linear_s`): memory-bound, the
+* linears with M = b (:func:`dse.infer.forward.forward_ops`): memory-bound, the
   weight bytes ``K x N`` dominate the HBM term of :func:`dse.cost.gemm.gemm_time_s`;
 * attention reads the whole KV cache once (FlashDecoding, Dao et al. 2023,
   "Flash-Decoding for long-context inference": the KV sequence is split over the SMs,
@@ -31,34 +31,27 @@ Units: seconds.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
-from dse.infer.forward import (OpTimes, micro_batches, stage_time)
-from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
+from dse.graph.ops import KVRead
+from dse.infer.forward import OpTimes, micro_batches, stage_time
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.train.rates import Rates
 
 
-def decode_attention_s(model: Model, batch, context_len, tp, hw: Hardware, r: Rates):
-    """FlashDecoding over a ``context_len``-token KV cache for ``batch`` sequences."""
-    d = head_dim(model)
-    heads = model.num_attention_heads / tp
-    kv = kv_heads_per_gpu(model, tp)
-    el = r.act_bytes
-    bytes_ = 2.0 * batch * context_len * kv * d * el + 2.0 * batch * heads * d * el
-    flops = 4.0 * batch * heads * context_len * d
-    t = jnp.maximum(flops / (r.peak_16_flops_per_s * hw.eff_attn), bytes_ / r.hbm_bw_bytes_per_s)
-    return t + 2.0 * hw.kernel_launch_s
-
+def decode_attention(model: Model, batch, context_len, tp) -> KVRead:
+    """FlashDecoding over a ``context_len``-token KV cache for ``batch`` sequences
+    (:func:`dse.cost.attention.decode_attention_time_s`)."""
+    return KVRead(batch * 1.0, model.num_attention_heads / tp, kv_heads_per_rank(model, tp),
+                  context_len * 1.0, head_dim_of(model))
 
 
 def decode_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
                  r: Rates) -> OpTimes:
     """One decode step of a micro-batch of ``sequences`` through the heaviest stage."""
-    T = sequences * 1.0
-    return stage_time(model, T, sequences, decode_attention_s(model, sequences, wl.mean_decode_context_len, tp, hw, r), tp, pp, wl.precision, hw, r)
+    return stage_time(model, sequences * 1.0, sequences,
+                      decode_attention(model, sequences, wl.mean_decode_context_len, tp),
+                      tp, pp, wl.precision, hw, r)
 
 
 def decode(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:

@@ -1,6 +1,7 @@
-"""The forward pass pieces prefill and decode share: linears, memory-bound kernels, TP
-collectives, embedding, LM head, pipeline hand-off.  Each returns :class:`OpTimes`
-(seconds on one GPU) so the step can report a breakdown that sums to its total.
+"""The forward pass prefill and decode share, as the operator graph of one pipeline-stage
+pass (:func:`forward_ops`: linears, attention, memory-bound kernels, TP collectives,
+embedding, LM head, pipeline hand-off) and its reduction to :class:`OpTimes` (seconds on
+one GPU by kind: GEMM, attention, communication, element-wise), which sums to the pass.
 
 Operator list of one layer (vLLM / TensorRT-LLM ``LlamaDecoderLayer`` with their usual
 fusions; Shoeybi et al. 2019 for the TP split):
@@ -21,7 +22,7 @@ and CUTLASS "swap AB" — so the token tile is ``clip(pow2(M), MIN_TILE_M = 16, 
 Such a GEMM has few output tiles, and Stream-K (Osama et al. 2023, arXiv:2301.03598;
 cuBLAS/CUTLASS split-K for the same purpose) spreads its K loop over every SM.  We model
 it by evaluating :func:`dse.cost.gemm.gemm_time_s` on (M, N s, K / s) with
-``s = clip(floor(num_sms / m_tiles) / n_tiles, 1, K / SPLIT_K_MIN_K)`` (continuous, as
+``s = clip(floor(num_sms / m_tiles) / n_tiles, 1, K / 256)`` (:func:`dse.graph.ops.skinny_split`) (continuous, as
 Stream-K divides K-iterations fractionally; never more slots than SMs, so one wave):
 the same weight bytes and FLOPs, ``s`` times the small partial-output bytes.  For
 prefill-sized M the tile is the generation's own and ``s`` = 1 once the GEMM has at
@@ -55,16 +56,12 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import group_collective_s, group_p2p_s
-from dse.cost.elementwise import memory_bound_time_s
-from dse.cost.gemm import gemm_time_s
-from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
+from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, time_s
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model
+from dse.spec.layout import PRECISION_FP8
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.train.rates import Rates
 
-MIN_TILE_M = 16.0        # smallest token tile (mma m16; wgmma N with swap-AB)
-SPLIT_K_MIN_K = 256.0    # a split-K slice keeps at least this many K elements
 EW_KERNELS_PER_LAYER = 5.0
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
 
@@ -88,21 +85,14 @@ class OpTimes(NamedTuple):
         return OpTimes(*(x + y for x, y in zip(self, other)))
 
 
-def linear_time_s(m, n, k, hw: Hardware, r: Rates, peak_flops_per_s, eff, bytes_per_el,
-                  count=1.0):
-    """Seconds for ``count`` GEMMs (m, n, k) with the skinny-GEMM tile and split-K choice
-    described in the module docstring, on :func:`dse.cost.gemm.gemm_time_s`."""
-    pow2_m = 2.0 ** jnp.ceil(jnp.log2(jnp.maximum(m, 1.0)))
-    tile_m = jnp.clip(pow2_m, jnp.minimum(MIN_TILE_M, hw.tile_m), hw.tile_m)
-    m_tiles = jnp.ceil(m / tile_m)
-    n_tiles = jnp.ceil(n / hw.tile_n)
-    slots = jnp.maximum(jnp.floor(hw.num_sms / m_tiles), 1.0)
-    # (1 - 1e-6): keep ceil(n s / tile_n) <= slots against rounding
-    split = jnp.clip(slots / n_tiles * (1.0 - 1e-6), 1.0,
-                     jnp.maximum(k / SPLIT_K_MIN_K, 1.0))
-    return gemm_time_s(m, n * split, k / split, peak_flops_per_s, eff, r.hbm_bw_bytes_per_s,
-                       r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms, tile_m, hw.tile_n,
-                       bytes_per_el, hw.kernel_launch_s, count, hw.gemm_cluster)
+class ForwardGraph(NamedTuple):
+    """One micro-batch through one pipeline stage: per-layer ops (run ``ceil(L/pp)``
+    times on the heaviest stage), the LM head (last stage), the embedding (first stage)
+    and the hand-off to the next stage."""
+    layer: tuple
+    head: tuple
+    embedding: tuple
+    hand_off: tuple
 
 
 def experts_hit(model: Model, tokens):
@@ -112,99 +102,71 @@ def experts_hit(model: Model, tokens):
     return jnp.where(E > 1, E * (1.0 - (1.0 - model.top_k / E) ** tokens), 1.0)
 
 
-def layer_linear_s(model: Model, tokens, tp, hw: Hardware, r: Rates):
-    """Seconds of one layer's linears (QKV, out, router, FC1, FC2) for ``tokens`` tokens."""
+def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
+                act_bytes) -> ForwardGraph:
+    """The operator graph of one stage pass over ``tokens`` tokens of ``sequences``
+    sequences, with the caller's attention operator (prefill: causal FlashAttention over
+    the prompt; decode: the KV-cache read).  Shapes and bytes: module docstring."""
     h = model.hidden_size * 1.0
     f = model.ffn_hidden_size * 1.0
-    d = head_dim(model)
+    d = head_dim_of(model)
     heads = model.num_attention_heads / tp
-    kv = kv_heads_per_gpu(model, tp)
+    kv = kv_heads_per_rank(model, tp)
     E = model.num_experts * 1.0
     moe = E > 1
-    lin = lambda m, n, k, c=1.0: linear_time_s(m, n, k, hw, r, r.peak_linear_flops_per_s,
-                                               r.eff_linear, r.linear_bytes, c)
+    el = act_bytes
+    gated = model.gated_mlp * 1.0
     hit = experts_hit(model, tokens)
     per_expert = jnp.where(moe, tokens * model.top_k / hit, tokens)
-    qkv = lin(tokens, (heads + 2.0 * kv) * d, h)
-    out = lin(tokens, h, heads * d)
-    fc1 = lin(per_expert, f * (1.0 + model.gated_mlp) / tp, h, hit)
-    fc2 = lin(per_expert, h, f / tp, hit)
-    router = jnp.where(moe, lin(tokens, E, h), 0.0)
-    return qkv + out + fc1 + fc2 + router
-
-
-def layer_elementwise_s(model: Model, tokens, tp, precision, hw: Hardware, r: Rates):
-    """Seconds of one layer's memory-bound kernels (bytes in the module docstring)."""
-    h = model.hidden_size * 1.0
-    d = head_dim(model)
-    heads = model.num_attention_heads / tp
-    kv = kv_heads_per_gpu(model, tp)
-    ffn = model.ffn_hidden_size * model.top_k / tp
-    el = r.act_bytes
-    gated = model.gated_mlp * 1.0
-    bytes_ = el * tokens * (2.0 * 4.0 * h                   # two fused add + norm
-                            + 2.0 * (heads + kv) * d        # rotary on Q, K
-                            + 2.0 * kv * d                  # KV-cache append
-                            + ffn * (1.0 + gated) + ffn)    # activation
-    fp8_cast = jnp.where(precision == 2, 3.0 * tokens * (2.0 * h + heads * d + ffn), 0.0)
-    return memory_bound_time_s(bytes_ + fp8_cast, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
-                               EW_KERNELS_PER_LAYER)
-
-
-def layer_comm_s(model: Model, tokens, tp, hw: Hardware, r: Rates):
-    """Two TP all-reduces of the ``tokens x h`` activations (exposed)."""
-    size = tokens * model.hidden_size * r.act_bytes
-    return 2.0 * group_collective_s("all_reduce", size, tp * 1.0, 1.0, hw)
-
-
-def embedding(model: Model, tokens, tp, hw: Hardware, r: Rates) -> OpTimes:
-    """Vocab-parallel embedding lookup (read + write ``T h``) and its all-reduce."""
-    size = tokens * model.hidden_size * r.act_bytes
-    ew = memory_bound_time_s(2.0 * size, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 1.0)
-    comm = group_collective_s("all_reduce", size, tp * 1.0, 1.0, hw)
-    return OpTimes(0.0 * ew, 0.0 * ew, comm, ew)
-
-
-def lm_head(model: Model, tokens, sequences, tp, hw: Hardware, r: Rates) -> OpTimes:
-    """Final norm over ``tokens``, LM head on the last token of each of ``sequences``
-    (16-bit GEMM (B, V/t, h)), all-gather of the fp32 logits, softmax + sampling
-    (read the logits twice, 2 kernels)."""
-    h = model.hidden_size * 1.0
+    lin = lambda name, m, n, k, c=1.0: Gemm(m, n, k, c, name=name, skinny=True)
+    ffn = f * model.top_k / tp
+    ew = el * tokens * (2.0 * 4.0 * h                    # two fused add + norm
+                        + 2.0 * (heads + kv) * d         # rotary on Q, K
+                        + 2.0 * kv * d                   # KV-cache append
+                        + ffn * (1.0 + gated) + ffn)     # activation
+    fp8_cast = jnp.where(precision == PRECISION_FP8, 3.0 * tokens * (2.0 * h + heads * d + ffn), 0.0)
+    act = tokens * h * el
+    layer = (lin("qkv", tokens, (heads + 2.0 * kv) * d, h),
+             lin("out proj", tokens, h, heads * d),
+             lin("fc1", per_expert, f * (1.0 + gated) / tp, h, hit),
+             lin("fc2", per_expert, h, f / tp, hit),
+             lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0)),
+             attention,
+             MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
+             Collective(act, tp * 1.0, 1.0, calls=2.0, name="tp all-reduce", kind="all_reduce", group="tp"))
     V = model.vocab_size * 1.0
-    gemm = linear_time_s(sequences, V / tp, h, hw, r, r.peak_16_flops_per_s, hw.eff_gemm,
-                         r.act_bytes)
     logits = sequences * V * LOGIT_BYTES
-    comm = group_collective_s("all_gather", logits, tp * 1.0, 1.0, hw)
-    norm = memory_bound_time_s(2.0 * tokens * h * r.act_bytes, r.hbm_bw_bytes_per_s,
-                               hw.kernel_launch_s, 1.0)
-    sample = memory_bound_time_s(2.0 * logits, r.hbm_bw_bytes_per_s, hw.kernel_launch_s, 2.0)
-    return OpTimes(gemm, 0.0 * gemm, comm, norm + sample)
+    head = (Gemm(sequences, V / tp, h, name="lm head", rate="16", skinny=True),
+            Collective(logits, tp * 1.0, 1.0, name="logits all-gather", kind="all_gather", group="tp"),
+            MemPass(2.0 * tokens * h * el, 1.0, name="final norm"),
+            MemPass(2.0 * logits, 2.0, name="softmax + sampling"))
+    emb = (MemPass(2.0 * act, 1.0, name="embedding"),
+           Collective(act, tp * 1.0, 1.0, name="embedding all-reduce", kind="all_reduce", group="tp"))
+    hand_off = (P2P(act, tp * 1.0, calls=jnp.where(pp > 1, 1.0, 0.0), name="pp hand-off"),)
+    return ForwardGraph(layer, head, emb, hand_off)
 
 
-def stage_pass(model: Model, layer: OpTimes, head: OpTimes, emb: OpTimes, tokens, tp, pp,
-               hw: Hardware, r: Rates) -> OpTimes:
-    """One micro-batch through the heaviest pipeline stage: ``ceil(L/pp)`` layers, the LM
-    head (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
+def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
+    """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream)."""
+    parts = [0.0, 0.0, 0.0, 0.0]
+    for op in ops:
+        i = (0 if isinstance(op, Gemm) else 1 if isinstance(op, (Attention, KVRead))
+             else 2 if isinstance(op, (Collective, P2P)) else 3)
+        parts[i] = parts[i] + time_s(op, hw, r)
+    return OpTimes(*parts)
+
+
+def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
+               r: Rates) -> OpTimes:
+    """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
+    (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
-    stage (:func:`dse.cost.collectives.group_p2p_s`, stages ``tp`` ranks apart)."""
+    stage (stages ``tp`` ranks apart)."""
+    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
-    p2p = group_p2p_s(tokens * model.hidden_size * r.act_bytes, tp * 1.0, hw)
-    hand_off = OpTimes(0.0, 0.0, jnp.where(pp > 1, p2p, 0.0), 0.0)
-    return layer.scale(layers).plus(head).plus(emb.scale(single)).plus(hand_off)
-
-
-def stage_time(model: Model, tokens, sequences, attention_s, tp, pp, precision, hw: Hardware,
-               r: Rates) -> OpTimes:
-    """One micro-batch through the heaviest stage: the shared layer ops for ``tokens``
-    tokens with the caller's attention time (prefill: FlashAttention over the prompt;
-    decode: the KV-cache read), plus LM head and embedding (:func:`stage_pass`)."""
-    layer = OpTimes(layer_linear_s(model, tokens, tp, hw, r), attention_s,
-                    layer_comm_s(model, tokens, tp, hw, r),
-                    layer_elementwise_s(model, tokens, tp, precision, hw, r))
-    head = lm_head(model, tokens, sequences, tp, hw, r)
-    emb = embedding(model, tokens, tp, hw, r)
-    return stage_pass(model, layer, head, emb, tokens, tp, pp, hw, r)
+    return (op_times(g.layer, hw, r).scale(layers).plus(op_times(g.head, hw, r))
+            .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))
 
 
 def micro_batches(batch, pp):

@@ -2,7 +2,7 @@
 output token (time to first token, TTFT).
 
 Per layer (micro-batch of b sequences, T = b * S tokens, S = prompt_len): the linears
-with M = T (:func:`dse.infer.forward.layer_linear_s`, compute-bound for any real prompt),
+with M = T (:func:`dse.infer.forward.forward_ops`, compute-bound for any real prompt),
 the FlashAttention-2 forward with causal masking (:func:`dse.cost.attention.flash_attention_time_s`,
 ``causal_frac = min(0.5 + 0.5 * 128 / S, 1)`` — the diagonal tiles run in full, as
 :mod:`dse.train.layer`), the memory-bound kernels and two TP all-reduces.  The LM head
@@ -23,32 +23,31 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.attention import FA_BLOCK_ROWS, flash_attention_time_s
-from dse.infer.forward import (OpTimes, micro_batches, stage_time)
-from dse.infer.kv_cache import head_dim, kv_heads_per_gpu
+from dse.cost.attention import FA_BLOCK_ROWS
+from dse.graph.ops import Attention
+from dse.infer.forward import OpTimes, micro_batches, stage_time
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.train.rates import Rates
 
 
-def prefill_attention_s(model: Model, batch, prompt_len, tp, hw: Hardware, r: Rates):
+def prefill_attention(model: Model, batch, prompt_len, tp) -> Attention:
     """Causal FlashAttention forward over ``prompt_len`` tokens for ``batch`` sequences
-    on one GPU's ``a/tp`` heads."""
+    on one GPU's ``a/tp`` heads (achieved HBM bandwidth, as every serving kernel)."""
     causal = jnp.minimum(0.5 + 0.5 * FA_BLOCK_ROWS / prompt_len, 1.0)
-    return flash_attention_time_s(
-        batch, model.num_attention_heads / tp, kv_heads_per_gpu(model, tp), prompt_len * 1.0,
-        prompt_len * 1.0, head_dim(model), causal, r.peak_16_flops_per_s, hw.eff_attn,
-        r.hbm_bw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
-        hw.smem_per_sm_bytes, r.act_bytes, hw.kernel_launch_s, backward=False)
-
+    d = head_dim_of(model)
+    return Attention(batch * 1.0, model.num_attention_heads / tp, kv_heads_per_rank(model, tp),
+                     prompt_len * 1.0, prompt_len * 1.0, d, d, causal, 0.0, 1.0,
+                     name="attention (prefill)", stream_bw=True)
 
 
 def prefill_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
                   r: Rates) -> OpTimes:
     """One micro-batch of ``sequences`` prompts through the heaviest stage."""
     T = sequences * wl.prompt_len
-    return stage_time(model, T, sequences, prefill_attention_s(model, sequences, wl.prompt_len, tp, hw, r), tp, pp, wl.precision, hw, r)
+    return stage_time(model, T, sequences, prefill_attention(model, sequences, wl.prompt_len, tp),
+                      tp, pp, wl.precision, hw, r)
 
 
 def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:

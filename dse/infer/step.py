@@ -24,6 +24,7 @@ from dse.infer.prefill import prefill
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model
+from dse.spec.numerics import as_float
 from dse.train.rates import rates
 
 
@@ -46,10 +47,13 @@ DECODE_BREAKDOWN = ("decode_gemm_s", "decode_attention_s", "decode_comm_s",
 
 def inference_memory_bytes(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp):
     """Total bytes per GPU (the sweep's first, cheap pass)."""
+    model, wl, tp, pp = as_float(model, wl, tp, pp)      # the numerics boundary
     return serving_memory(model, wl, tp, pp, rates(hw, wl.precision)).total_bytes
 
 
 def inference_step(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp) -> InferenceResult:
+    """Prefill, decode, throughput and memory of one replica (module docstring)."""
+    model, wl, tp, pp = as_float(model, wl, tp, pp)      # the numerics boundary
     r = rates(hw, wl.precision)
     pf = prefill(model, wl, tp, pp, hw, r)
     dc = decode(model, wl, tp, pp, hw, r)

@@ -1,15 +1,15 @@
 """Inference screen: every (hardware, tp, pp, batch) point of one serving replica.
 
-Flow (DESIGN.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
 
 Points: ``tp * pp == gpus_per_replica``; ``tp`` divides ``num_attention_heads`` (KV heads
 are replicated when ``tp > num_kv_heads``, :mod:`dse.infer.kv_cache`); ``pp <=
 num_layers``; batch in the powers of two up to ``batch`` (and ``batch`` itself).
 Memory feasibility runs first over all points (one ``jit(vmap)``), then
 :func:`dse.infer.step.inference_step` (one more ``jit(vmap)``) on the feasible ones;
-infeasible rows stay with their reason in ``status`` and NaN times.  Point arrays are
-padded to a power of two (at least ``MIN_PAD``) so repeated sweeps reuse the compiled
-functions.
+infeasible rows stay with their reason in ``status`` and NaN times.  Both passes run
+through the one chunked runner of every sweep (:mod:`dse.sweep.runner`, its padding
+policy), so repeated sweeps reuse the compiled functions.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_memory_b
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import hardware_columns, oom_status
+from dse.sweep.runner import run_chunked
 from dse.spec.layout import PRECISION_NAMES
 from dse.spec.model import Model
 
-MIN_PAD = 64
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True}  # ascending?
 
 
@@ -70,22 +70,17 @@ def _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision):
                          f"{model.num_layers}, gpus_per_replica={gpus_per_replica})")
 
 
-def _pad(a: np.ndarray, n: int) -> np.ndarray:
-    return np.concatenate([a, np.repeat(a[:1], n - len(a), axis=0)]) if len(a) < n else a
-
-
-def _points(idx: np.ndarray, hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision):
-    """Pytrees of the points ``idx``, padded with the first point to a power of two of at
-    least ``MIN_PAD`` (so small sweeps share one compiled shape)."""
-    n = max(1 << int(len(idx) - 1).bit_length(), MIN_PAD)
-    idx = _pad(idx, n)
-    hw = Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()})
-    k = len(idx)
-    wl = InferenceWorkload(batch=bs[idx].astype(np.float32),
-                           prompt_len=np.full(k, prompt_len, np.float32),
-                           gen_len=np.full(k, gen_len, np.float32),
-                           precision=np.full(k, precision, np.int32))
-    return wl, hw, tp[idx].astype(np.float32), pp[idx].astype(np.float32)
+def _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision):
+    """The argument builder of one padded chunk of inference points (dse.sweep.runner)."""
+    def args_for(idx):
+        hw = Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()})
+        k = len(idx)
+        wl = InferenceWorkload(batch=bs[idx].astype(np.float32),
+                               prompt_len=np.full(k, prompt_len, np.float32),
+                               gen_len=np.full(k, gen_len, np.float32),
+                               precision=np.full(k, precision, np.int32))
+        return wl, hw, tp[idx].astype(np.float32), pp[idx].astype(np.float32)
+    return args_for
 
 
 def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, batch: int,
@@ -104,9 +99,9 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
                     dtype=np.int64)
     h_idx, tp, pp, bs = grid.T
     n = len(grid)
-    args = (hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision)
+    args_for = _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision)
 
-    mem = np.asarray(_memory(model, *_points(np.arange(n), *args)))[:n]
+    mem = run_chunked(lambda *a: _memory(model, *a), args_for, n)
     cap = hw_cols["hbm_bytes"][h_idx]
     status = np.full(n, "ok", dtype=object)
     no_fp8 = (precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0)
@@ -120,9 +115,9 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     res = {f: np.full(n, np.nan) for f in InferenceResult._fields}
     fi = np.nonzero(feasible)[0]
     if len(fi):
-        out = _time(model, *_points(fi, *args))
+        out = run_chunked(lambda *a: _time(model, *a), lambda idx: args_for(fi[idx]), len(fi))
         for f in InferenceResult._fields:
-            res[f][fi] = np.asarray(getattr(out, f))[:len(fi)]
+            res[f][fi] = getattr(out, f)
 
     df = pd.DataFrame({
         "model": model.name,

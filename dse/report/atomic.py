@@ -1,4 +1,4 @@
-"""Atomic output files: nothing already written is lost (DESIGN.md, "Bad input").
+"""Atomic output files: nothing already written is lost (docs/architecture.md, "Bad input").
 
 Every CSV / Parquet / PNG / JSON / Markdown output goes through :func:`atomic_write`:
 the writer fills a temporary file in the *same directory* (same file system), which is

@@ -1,5 +1,5 @@
 """Every results folder carries ``manifest.json``: git revision, study-file hash, package
-versions, command and time (DESIGN.md, "Style")."""
+versions, command and time (docs/architecture.md)."""
 
 from __future__ import annotations
 

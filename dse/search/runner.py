@@ -94,7 +94,7 @@ def space_from_json(text: str, where: str = "--space") -> dict[str, Knob]:
     try:
         raw = json.loads(text)
         space = {str(n): Knob(**spec) for n, spec in raw.items()}
-    except (json.JSONDecodeError, AttributeError, TypeError) as e:
+    except (json.JSONDecodeError, AttributeError, TypeError, RecursionError) as e:
         raise InputError(where, "space", "must be a JSON object of "
                          f'{{"name": {{"low": .., "high": .., "log": .., "unit": ..}}}} ({e})'
                          ) from None

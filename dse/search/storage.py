@@ -87,7 +87,7 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
             db_path.parent.mkdir(parents=True, exist_ok=True)
             with _file_lock(db_path), quiet():
                 _check_sqlite_file(db_path, shown)
-                with contextlib.closing(sqlite3.connect(db_path, SQLITE_BUSY_TIMEOUT_S)) as c:
+                with contextlib.closing(sqlite3.connect(db_path, timeout=SQLITE_BUSY_TIMEOUT_S)) as c:
                     c.execute("PRAGMA journal_mode=WAL")
                     check = c.execute("PRAGMA quick_check").fetchone()
                     if not check or check[0] != "ok":

@@ -38,7 +38,7 @@ import numpy as np
 
 from dse.errors import InputError, require
 from dse.sim.topology import Topology
-from dse.spec.hardware import load_toml
+from dse.io import load_toml
 
 RECOVERY = ("selective_repeat", "go_back_n")
 

@@ -56,7 +56,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from dse.errors import require
-from dse.spec.hardware import load_toml
+from dse.io import load_toml
 
 KINDS = ("switch", "fat_tree", "rail", "torus2d", "torus3d")
 DEFAULT_NAMES = {"switch": "nvsw", "fat_tree": "ft", "rail": "rail",

@@ -74,6 +74,17 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                    hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                    tile_m=128, tile_n=256, cluster=2),
+    # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
+    # 0.45: hipBLASLt bf16 GEMMs reach ~620-700 of 1307 TFLOP/s and fp8 ~1100-1200 of 2615
+    # (SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1: Training", Dec 2024; AMD
+    # ROCm blog "hipBLASLt ... MI300X" GEMM tuning results); attn 0.35: CK FlashAttention-2
+    # forward ~450 TFLOP/s (ROCm FA2 benchmarks); hbm 0.80: ~4.2-4.3 of 5.3 TB/s in
+    # streaming kernels (Chips and Cheese, "Testing AMD's Giant MI300X"); xGMI all-reduce
+    # bus bandwidth ~310 of 448 GB/s per direction (RCCL tests on 8x MI300X, 0.70);
+    # launch ~6 us (HIP launch overhead above CUDA's).  Tiles 256x128 (hipBLASLt MT256x128).
+    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85,
+                                  hbm=0.80, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
+                                  tile_m=256, tile_n=128, cluster=1),
     "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
                                       hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
                                       tile_m=128, tile_n=256, cluster=2),

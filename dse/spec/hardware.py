@@ -4,7 +4,7 @@ Human units live only in the TOML catalog (TFLOP/s, GiB, TB/s, GB/s, us); everyt
 is SI.  Every numeric field is a pytree leaf so a sweep can vmap over hardware variants
 and Optuna can search them; ``name`` and ``generation`` are labels.
 
-Thermal throttle (DESIGN.md): ``effective = nominal x (1 - throttle)``, applied to HBM
+Thermal throttle (docs/architecture.md): ``effective = nominal x (1 - throttle)``, applied to HBM
 bandwidth always and to the SM clock (hence tensor peak and L2 bandwidth) when
 ``throttle_clock`` is 1.  See :func:`effective`.
 """
@@ -12,14 +12,16 @@ bandwidth always and to the SM clock (hence tensor peak and L2 bandwidth) when
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import math
 from pathlib import Path
 
 import jax.numpy as jnp
 
 from dse.errors import InputError, require
+from dse.io import load_toml  # noqa: F401  (re-exported: older imports of spec.hardware.load_toml)
 from dse.spec.efficiency import GENERATIONS
 from dse.spec.pytree import pytree_dataclass
+from dse.spec.schema import Field, validate_table
 
 CATALOG = Path(__file__).parent / "catalog" / "hardware.toml"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -72,106 +74,105 @@ class Hardware:
         return dataclasses.replace(self, **kw)
 
 
-# (toml key, Hardware field, scale to SI, lower bound exclusive?)  -- positive fields
-_POSITIVE = [
-    ("num_sms", "num_sms", 1.0),
-    ("boost_clock_ghz", "clock_hz", 1e9),
-    ("smem_per_sm_kib", "smem_per_sm_bytes", KIB),
-    ("l2_mib", "l2_bytes", MIB),
-    ("l2_bw_tb_s", "l2_bw_bytes_per_s", 1e12),
-    ("hbm_gib", "hbm_bytes", GIB),
-    ("hbm_bw_tb_s", "hbm_bw_bytes_per_s", 1e12),
-    ("nvlink_domain", "nvlink_domain_gpus", 1.0),
-    ("nvlink_gb_s", "nvlink_bw_bytes_per_s", 1e9),
-    ("nic_gb_s", "nic_bw_bytes_per_s", 1e9),
-    ("tdp_w", "tdp_w", 1.0),
-    ("peak_tflops_bf16", "peak_bf16_flops_per_s", 1e12),
-    ("peak_tflops_fp16", "peak_fp16_flops_per_s", 1e12),
-]
-_NONNEG = [
-    ("peak_tflops_fp32", "peak_fp32_flops_per_s", 1e12),
-    ("peak_tflops_tf32", "peak_tf32_flops_per_s", 1e12),
-    ("peak_tflops_fp8", "peak_fp8_flops_per_s", 1e12),
-    ("nvlink_latency_us", "nvlink_latency_s", 1e-6),
-    ("nic_latency_us", "nic_latency_s", 1e-6),
-]
-_LABELS = {"description", "generation", "notes", "sources", "pcie_gb_s", "throttle",
-           "throttle_clock", "base"}
+def _pos(key, attr, scale, unit, doc, kind="number"):
+    return Field(key, attr, scale, unit, kind=kind, lo=0.0, lo_open=True, required=True, doc=doc)
+
+
+def _nonneg(key, attr, scale, unit, doc):
+    return Field(key, attr, scale, unit, lo=0.0, default=0.0, doc=doc)
+
+
 # measured efficiencies a calibrated file may set for its own machine (``dse calibrate``),
 # in (0, 1]; absent keys take the generation's constants (dse.spec.efficiency)
 EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_hbm", "eff_nvlink",
             "eff_nic")
-KNOWN_KEYS = {k for k, _, _ in _POSITIVE + _NONNEG} | _LABELS | set(EFF_KEYS)
 
-
-def _number(where: str, key: str, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InputError(where, key, f"must be a number, but got {v!r}")
-    return float(v)
+# The hardware file schema (human units; docs/architecture.md "Bad input").
+HARDWARE_FIELDS: tuple[Field, ...] = (
+    Field("generation", kind="string", required=True, doc="efficiency constants' generation"),
+    Field("description", kind="string", default="", doc="free text"),
+    Field("notes", kind="string", default="", doc="free text"),
+    Field("sources", kind="table", default=None, doc="datasheet citations per field"),
+    Field("base", kind="string", default=None, doc="catalog entry this file starts from"),
+    _pos("peak_tflops_bf16", "peak_bf16_flops_per_s", 1e12, "TFLOP/s", "dense bf16 tensor peak"),
+    _pos("peak_tflops_fp16", "peak_fp16_flops_per_s", 1e12, "TFLOP/s", "dense fp16 tensor peak"),
+    _nonneg("peak_tflops_fp32", "peak_fp32_flops_per_s", 1e12, "TFLOP/s", "fp32 (CUDA core) peak"),
+    _nonneg("peak_tflops_tf32", "peak_tf32_flops_per_s", 1e12, "TFLOP/s", "dense tf32 tensor peak"),
+    _nonneg("peak_tflops_fp8", "peak_fp8_flops_per_s", 1e12, "TFLOP/s", "dense fp8 tensor peak (0: none)"),
+    _pos("num_sms", "num_sms", 1.0, "SMs", "streaming multiprocessors (an integer)", kind="integer"),
+    _pos("boost_clock_ghz", "clock_hz", 1e9, "GHz", "clock the tensor peak is quoted at"),
+    _pos("smem_per_sm_kib", "smem_per_sm_bytes", KIB, "KiB", "shared memory per SM"),
+    _pos("l2_mib", "l2_bytes", MIB, "MiB", "L2 cache capacity"),
+    _pos("l2_bw_tb_s", "l2_bw_bytes_per_s", 1e12, "TB/s", "sustained L2 read bandwidth"),
+    _pos("hbm_gib", "hbm_bytes", GIB, "GiB", "HBM capacity CUDA sees"),
+    _pos("hbm_bw_tb_s", "hbm_bw_bytes_per_s", 1e12, "TB/s", "HBM bandwidth"),
+    _pos("nvlink_domain", "nvlink_domain_gpus", 1.0, "GPUs", "GPUs per NVLink domain (an integer)",
+         kind="integer"),
+    _pos("nvlink_gb_s", "nvlink_bw_bytes_per_s", 1e9, "GB/s", "NVLink per GPU per direction"),
+    _nonneg("nvlink_latency_us", "nvlink_latency_s", 1e-6, "us", "per-hop NVLink latency"),
+    _pos("nic_gb_s", "nic_bw_bytes_per_s", 1e9, "GB/s", "scale-out NIC per GPU per direction"),
+    _nonneg("nic_latency_us", "nic_latency_s", 1e-6, "us", "per-hop network latency"),
+    _nonneg("pcie_gb_s", "", 1e9, "GB/s", "PCIe per direction (documentation only)"),
+    _pos("tdp_w", "tdp_w", 1.0, "W", "board power"),
+    Field("throttle", "throttle", 1.0, "fraction", lo=0.0, hi=1.0, hi_open=True, default=0.0,
+          doc="thermal derate: effective = nominal x (1 - throttle); 1 would leave no bandwidth"),
+    Field("throttle_clock", "throttle_clock", kind="bool", default=False,
+          doc="the throttle also derates the clocks"),
+    *(Field(k, k, 1.0, "fraction", lo=0.0, lo_open=True, hi=1.0, default=None,
+            doc="measured efficiency (default: the generation's)") for k in EFF_KEYS),
+)
+KNOWN_KEYS = {f.key for f in HARDWARE_FIELDS}
 
 
 def check_throttle(where: str, field: str, throttle: float) -> float:
-    require(0.0 <= throttle <= 1.0, where, field,
-            f"`0 <= throttle <= 1` must hold, but got (throttle={throttle})")
-    return throttle
+    """``0 <= throttle < 1`` (throttle = 1 leaves no bandwidth at all)."""
+    require(isinstance(throttle, (int, float)) and not isinstance(throttle, bool) and math.isfinite(throttle)
+            and 0.0 <= throttle < 1.0, where, field,
+            f"`0 <= throttle < 1` must hold (1 leaves no bandwidth), but got (throttle={throttle!r})")
+    return float(throttle)
 
 
 def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
-    """Validate one TOML table (human units) and build a :class:`Hardware` (SI).  A table
-    with ``base = "<catalog name>"`` starts from that catalog table; its other keys
-    override it."""
+    """Validate one TOML table (human units, :data:`HARDWARE_FIELDS`) and build a
+    :class:`Hardware` (SI).  A table with ``base = "<catalog name>"`` starts from that
+    catalog table; its other keys override it."""
+    require(isinstance(d, dict), where, name, f"must be a table, but got {type(d).__name__}")
     if "base" in d:
         d = with_base(d, where, name)
-    unknown = sorted(set(d) - KNOWN_KEYS)
-    require(not unknown, where, f"{name}.{unknown[0] if unknown else ''}",
-            f"unknown key; allowed keys are {sorted(KNOWN_KEYS)}")
-    gen = d.get("generation")
+    v = validate_table(d, HARDWARE_FIELDS, where, name)
+    gen = v["generation"]
     require(gen in GENERATIONS, where, f"{name}.generation",
             f"must be one of {sorted(GENERATIONS)}, but got {gen!r}")
-    kw: dict = {}
-    for key, field, scale in _POSITIVE:
-        require(key in d, where, f"{name}.{key}", "is required")
-        v = _number(where, f"{name}.{key}", d[key])
-        require(v > 0, where, f"{name}.{key}", f"`{key} > 0` must hold, but got ({key}={v})")
-        kw[field] = v * scale
-    for key, field, scale in _NONNEG:
-        v = _number(where, f"{name}.{key}", d.get(key, 0.0))
-        require(v >= 0, where, f"{name}.{key}", f"`{key} >= 0` must hold, but got ({key}={v})")
-        kw[field] = v * scale
-    kw["throttle"] = check_throttle(where, f"{name}.throttle",
-                                    _number(where, f"{name}.throttle", d.get("throttle", 0.0)))
-    kw["throttle_clock"] = 1.0 if d.get("throttle_clock", False) else 0.0
+    kw: dict = {f.attr: v[f.key] * f.scale for f in HARDWARE_FIELDS
+                if f.attr and f.kind in ("number", "integer") and v[f.key] is not None}
+    kw["throttle_clock"] = 1.0 if v["throttle_clock"] else 0.0
     e = GENERATIONS[gen]
-    kw.update(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
-              eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic,
-              kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
+    defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
+                    eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic)
+    for k, val in defaults.items():
+        kw.setdefault(k, val)
+    kw.update(kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
               tile_n=float(e.tile_n), gemm_cluster=float(e.cluster))
-    for key in EFF_KEYS:
-        if key in d:
-            v = _number(where, f"{name}.{key}", d[key])
-            require(0 < v <= 1, where, f"{name}.{key}", f"`0 < {key} <= 1` must hold, but got ({key}={v})")
-            kw[key] = v
-    return Hardware(name=name, generation=gen, description=str(d.get("description", name)),
-                    **kw)
+    return Hardware(name=name, generation=gen, description=str(v["description"] or name), **kw)
 
 
 def with_base(d: dict, where: str, name: str) -> dict:
     """The catalog table ``d["base"]`` names, updated with ``d``'s other keys."""
     base = d["base"]
-    raw = load_toml(CATALOG)
+    raw = _raw_catalog()
     require(isinstance(base, str) and base in raw, where, f"{name}.base",
             f"must be a catalog name ({', '.join(sorted(raw))}), but got {base!r}")
     return {**raw[base], **{k: v for k, v in d.items() if k != "base"}}
 
 
-def load_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError(str(path), "file", "must exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(str(path), "toml", f"must be valid TOML ({e})") from None
+_RAW: dict | None = None
+
+
+def _raw_catalog() -> dict:
+    global _RAW
+    if _RAW is None:
+        _RAW = load_toml(CATALOG)
+    return _RAW
 
 
 def load_catalog(path: Path = CATALOG) -> dict[str, Hardware]:
@@ -201,6 +202,8 @@ def get_hardware(name: str, where: str = "--hardware") -> Hardware:
         require(bool(data), path, "table", "must define at least one hardware table")
         table = table or next(iter(data))
         require(table in data, path, table, f"must be one of {sorted(data)}")
+        require(isinstance(data[table], dict), path, table,
+                f"must be a table ([{table}]), but got {type(data[table]).__name__}")
         return hardware_from_dict(data[table], path, table)
     raise InputError(where, "hardware",
                      f"must be a catalog name ({', '.join(sorted(cat))}) or a .toml path, "

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 from typing import NamedTuple
-import json
 from pathlib import Path
 
 import jax.numpy as jnp
 
 from dse.errors import InputError, require
-from dse.spec.hardware import load_toml
+from dse.io import load_json, load_toml
 from dse.spec.pytree import pytree_dataclass
 
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
@@ -70,7 +69,7 @@ class Model:
 _INT_FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k", "kv_channels")
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
-_LABELS = ("description", "source", "norm", "name")
+_LABELS = ("description", "source", "norm", "name", "hf_ids")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
@@ -149,13 +148,7 @@ def validate_model(m: Model, where: str) -> None:
 def model_from_hf_config(path: Path) -> Model:
     """A Hugging Face ``config.json`` (Llama/Mistral/Mixtral/Qwen keys, or GPT-2 keys)."""
     where = str(path)
-    try:
-        c = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(where, "file", "must exist") from None
-    except json.JSONDecodeError as e:
-        raise InputError(where, "json", f"must be valid JSON ({e.msg} at line {e.lineno})") from None
-    require(isinstance(c, dict), where, "json", "must be a JSON object")
+    c = load_json(path, where)
 
     def get(*keys, default=None):
         for k in keys:
@@ -167,7 +160,13 @@ def model_from_hf_config(path: Path) -> Model:
 
     h = get("hidden_size", "n_embd")
     heads = get("num_attention_heads", "n_head")
-    act = str(get("hidden_act", "activation_function", default="gelu"))
+    act = get("hidden_act", "activation_function", default="gelu")
+    require(isinstance(act, str), where, "hidden_act", f"must be a string, but got {act!r}")
+    tied = get("tie_word_embeddings", default=False)
+    require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
+    head_dim = c.get("head_dim") or 0
+    require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
+            "head_dim", f"must be a positive integer, but got {head_dim!r}")
     d = {
         "num_layers": get("num_hidden_layers", "n_layer"),
         "hidden_size": h,
@@ -177,9 +176,9 @@ def model_from_hf_config(path: Path) -> Model:
         "vocab_size": get("vocab_size"),
         "seq_length": get("max_position_embeddings", "n_positions", default=2048),
         "gated_mlp": act in ("silu", "swiglu", "swish", "geglu"),
-        "tied_embeddings": bool(get("tie_word_embeddings", default=False)),
+        "tied_embeddings": tied,
         "num_experts": get("num_local_experts", "num_experts", default=1),
-        "kv_channels": int(c.get("head_dim") or 0),   # Qwen3/Gemma: head_dim != hidden/heads
+        "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
         "top_k": get("num_experts_per_tok", default=1),
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(get("_name_or_path", "model_type", default=Path(path).parent.name)),
@@ -198,11 +197,26 @@ def catalog() -> dict[str, Model]:
     return _CACHE
 
 
+_HF_IDS: dict[str, str] | None = None
+
+
+def hf_id_index() -> dict[str, str]:
+    """Lower-cased Hugging Face repo id -> catalog name (the catalog's ``hf_ids``)."""
+    global _HF_IDS
+    if _HF_IDS is None:
+        data = load_toml(CATALOG)
+        _HF_IDS = {str(i).lower(): n for n, t in data.items() for i in t.get("hf_ids", [])}
+    return _HF_IDS
+
+
 def get_model(name: str, where: str = "--model") -> Model:
-    """A catalog name, a ``config.json`` path, or ``file.toml[:table]``."""
+    """A catalog name, a Hugging Face repo id the catalog lists (``hf_ids``), a
+    ``config.json`` path, or ``file.toml[:table]``."""
     cat = catalog()
     if name in cat:
         return cat[name]
+    if name.strip().lower() in hf_id_index():
+        return cat[hf_id_index()[name.strip().lower()]]
     if name.endswith(".json"):
         return model_from_hf_config(Path(name))
     path, _, table = name.partition(":")
@@ -211,6 +225,8 @@ def get_model(name: str, where: str = "--model") -> Model:
         require(bool(data), path, "table", "must define at least one model table")
         table = table or next(iter(data))
         require(table in data, path, table, f"must be one of {sorted(data)}")
+        require(isinstance(data[table], dict), path, table,
+                f"must be a table ([{table}]), but got {type(data[table]).__name__}")
         return model_from_dict(data[table], path, table)
     raise InputError(where, "model", f"must be a catalog name ({', '.join(sorted(cat))}), a "
                      f"config.json path or a .toml path, but got {name!r}")

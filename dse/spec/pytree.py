@@ -1,7 +1,7 @@
 """Frozen dataclasses registered as JAX pytrees.
 
-DESIGN.md: "Specs are frozen dataclasses registered as pytrees: structural knobs static,
-continuous knobs leaves."  Fields listed in ``static`` travel as pytree aux data (they
+Specs are frozen dataclasses registered as pytrees, structural knobs static, continuous
+knobs leaves (docs/architecture.md, "Rooms").  Fields listed in ``static`` travel as pytree aux data (they
 must be hashable and equal across a batch); ``label`` fields (names, sources) are dropped
 from the pytree entirely so that two specs that differ only by name share one compiled
 function.

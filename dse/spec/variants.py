@@ -33,7 +33,7 @@ description     description                a string
 Every numeric knob also takes ``"<k>x"`` (k > 0), which multiplies the base's value.
 
 Scaling rules (GEMM peak = SMs x FLOP/clk/SM x clock, NVIDIA Ampere and Hopper
-whitepapers, "peak by precision x SMs x clock" in DESIGN.md):
+whitepapers, "peak by precision x SMs x clock" in docs/architecture.md):
 
 * ``clock``: ``peak_p' = peak_p x clock'/clock`` for every precision p (tensor and FP32),
   and ``l2_bw' = l2_bw x clock'/clock`` (the L2 moves a fixed number of bytes per clock:
@@ -42,7 +42,7 @@ whitepapers, "peak by precision x SMs x clock" in DESIGN.md):
 * ``num_sms``: ``peak_p' = peak_p x num_sms'/num_sms`` (per-SM throughput held fixed);
   L2 size and bandwidth are unchanged (they are knobs of their own).
 * ``throttle``: ``effective = nominal x (1 - throttle)`` on HBM bandwidth, and on the
-  clock-derived rates when ``throttle_clock`` is true (DESIGN.md, "Thermal throttle").
+  clock-derived rates when ``throttle_clock`` is true (docs/architecture.md, "Thermal throttle").
 
 Bad input raises :class:`dse.errors.InputError` naming the file, the variant and the key.
 """

@@ -115,7 +115,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     if vf is not None:
         require(isinstance(vf, str) and Path(vf).is_file(), where, "compare.variants_from",
                 f"must be the path of an existing study file with [[variants]], but got {vf!r}")
-        from dse.spec.hardware import load_toml
+        from dse.io import load_toml
         from dse.spec.variants import parse_variants
         ref_hws += parse_variants(load_toml(Path(vf)).get("variants", []), vf)
     gpus, seq, gbs = wl_s.gpus[0], wl_s.seq_lens[0], wl_s.global_batches[0]

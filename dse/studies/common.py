@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dse.errors import require
+from dse.io import load_toml
 from dse.report.atomic import check_output_dir
-from dse.spec.hardware import Hardware, check_precision, get_hardware, load_toml
+from dse.spec.hardware import Hardware, check_precision, get_hardware
 from dse.spec.layout import precision_code
 from dse.spec.model import Model, get_model
 

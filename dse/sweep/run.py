@@ -1,9 +1,9 @@
 """The vectorized screen: memory first, then the time model on the survivors.
 
-Flow (DESIGN.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
 Points are the Cartesian product (hardware spec) x (layout).  Both passes run in
-fixed-size chunks through one ``jit(vmap(...))`` each, so a sweep compiles once per chunk
-size whatever its length; the last chunk is padded by repeating its first point.
+chunks through one ``jit(vmap(...))`` each, by the one runner of every sweep
+(:mod:`dse.sweep.runner`: its padding policy, dispatch overlapped with copy-back).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from dse.spec.hardware import GIB, Hardware, stack
 from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
+from dse.sweep.runner import MAX_CHUNK, run_chunked
 from dse.train.step import BREAKDOWN, StepResult, memory_bytes, train_step
 
-CHUNK = 1 << 15
+CHUNK = MAX_CHUNK
 
 
 @jax.jit
@@ -40,29 +41,13 @@ def hardware_columns(hws: list[Hardware]) -> dict[str, np.ndarray]:
     return {f: np.asarray(getattr(st, f)) for f in Hardware._leaf_fields}
 
 
-def _gather(hw_cols, lay_cols, h_idx, l_idx, n):
-    """Fixed-size (n) pytrees for one chunk, padding with the chunk's first point."""
-    k = len(h_idx)
-    if k < n:
-        h_idx = np.concatenate([h_idx, np.full(n - k, h_idx[0])])
-        l_idx = np.concatenate([l_idx, np.full(n - k, l_idx[0])])
-    hw = Hardware(**{f: v[h_idx] for f, v in hw_cols.items()})
-    lay = Layout(**{f: v[l_idx] for f, v in lay_cols.items()})
-    return hw, lay
-
-
-def _run_chunks(fn, model, wl, hw_cols, lay_cols, h_idx, l_idx, chunk, progress=None):
-    outs = []
-    for s in range(0, len(h_idx), chunk):
-        hi, li = h_idx[s:s + chunk], l_idx[s:s + chunk]
-        hw, lay = _gather(hw_cols, lay_cols, hi, li, chunk)
-        res = fn(model, wl, lay, hw)
-        outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:len(hi)], res))
-        if progress is not None:
-            progress.update(len(hi))
-    if not outs:
-        return None
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+def _points(model, wl, hw_cols, lay_cols, h_idx, l_idx):
+    """The argument builder of one padded chunk of (hardware, layout) points."""
+    def args_for(idx):
+        hw = Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()})
+        lay = Layout(**{f: v[l_idx[idx]] for f, v in lay_cols.items()})
+        return model, wl, lay, hw
+    return args_for
 
 
 @dataclass
@@ -96,14 +81,16 @@ def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         from tqdm import tqdm
         bar = tqdm(total=2 * len(h_idx), desc="sweep", unit="pt", leave=False)
     t0 = time.perf_counter()
-    mem = _run_chunks(_memory_chunk, model, wl, hw_cols, lay_cols, h_idx, l_idx, chunk, bar)
+    mem = run_chunked(_memory_chunk, _points(model, wl, hw_cols, lay_cols, h_idx, l_idx),
+                      len(h_idx), chunk, bar)
     t1 = time.perf_counter()
     cap = hw_cols["hbm_bytes"][h_idx]
     feasible = mem <= cap
     fi = np.nonzero(feasible)[0]
     res = {f: np.full(len(h_idx), np.nan) for f in StepResult._fields}
     if len(fi):
-        out = _run_chunks(_time_chunk, model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi], chunk, bar)
+        out = run_chunked(_time_chunk, _points(model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi]),
+                          len(fi), chunk, bar)
         for f in StepResult._fields:
             res[f][fi] = getattr(out, f)
     if bar is not None:

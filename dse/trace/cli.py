@@ -27,7 +27,7 @@ def _summary_links(res, k: int = 5) -> list[str]:
 
 def cmd_trace(a) -> int:
     import jax
-    from dse.cli import resolve_layout      # lazy: dse.cli imports this module
+    from dse.cli_layout import resolve_layout
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
     from dse.sim.topology import topology_for_hardware
@@ -83,7 +83,7 @@ def cmd_trace(a) -> int:
 
 
 def register(subparsers) -> None:
-    from dse.cli import layout_args
+    from dse.cli_layout import layout_args
     s = subparsers.add_parser("trace", help="Chakra traces + Perfetto timeline of one layout; "
                                             "--simulate replays them on a topology")
     layout_args(s)

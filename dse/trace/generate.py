@@ -60,7 +60,6 @@ by it.  Units: seconds, bytes, FLOPs.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from dse.cost.collectives import NCCL_OVERLAP_SMS
 from dse.errors import require
@@ -175,7 +174,6 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for kind, steps in raw.pop("dp").items()}
     c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
-    L = int(model.num_layers)
     L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)

@@ -9,6 +9,24 @@ the CP overlap window.  TP collectives are on the critical path (exposed == raw)
 ``--tp-comm-overlap``: then :func:`dse.cost.collectives.tp_overlap_cost_s` against the
 window of the (unchunked) linear GEMMs.  Model FLOPs are the ``fwd`` and ``bwd``
 operators' useful FLOPs (no recompute).
+
+Host-bound floor (PyTorch eager, no CUDA graphs): the CPU issues every kernel, so a
+pass of the layer takes at least ``host = HOST_OP_S x kernels`` (kernels counted by
+:func:`dse.graph.ops.host_kernels` over the pass's operators); the GPU's share of the
+pass, compute plus its exposed TP collectives, is ``max(gpu, host)`` (the CPU runs
+ahead of the GPU asynchronously, so the two overlap and the slower one sets the pace;
+the stall is charged to compute).  Small models on few GPUs live in this regime.
+
+``HOST_OP_S`` is the host time per *kernel*, not per Python call: Megatron's GPT layer
+(Megatron-LM / Megatron-DeepSpeed ``ParallelTransformerLayer``, mirrored in vTrain's
+``src/model/gpt_modeling.py``) makes ~44 torch calls per layer forward (views,
+permutes, splits, ``torch.empty``, autograd Functions around the TP regions, RNG-tracker
+forks, the bias-dropout-add and bias-GeLU fusions) for ~18 kernels, ~2.4 calls per
+kernel; each eager call costs ~5-25 us on the CPU (Python, pybind11, autograd
+recording, the ATen dispatcher, ``cudaLaunchKernel``), so 2.4 x 15-20 us = 35-50 us.
+40 us (one value for every framework and GPU) was chosen in that range by scanning 30 /
+40 / 50 us against ``../shared/validation/vtrain.csv`` (docs/accuracy.md); the
+calibration set is unchanged by it (every source within 0.1 %).
 """
 
 from __future__ import annotations
@@ -18,12 +36,18 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.collectives import tp_overlap_cost_s
-from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, time_s
+from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, time_s
 from dse.graph.train import layer_ops
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 from dse.train.rates import Rates
+
+
+# Host (CPU) seconds per kernel launched by PyTorch eager framework code, by framework
+# code (megatron, deepspeed; a framework code not listed takes megatron's): module
+# docstring for what it counts and its source.
+HOST_OP_S = {0: 40e-6, 1: 40e-6}
 
 
 class LayerCost(NamedTuple):
@@ -36,6 +60,8 @@ class LayerCost(NamedTuple):
     cp_comm_s: object       # ring-attention K/V exchange, forward + backward (raw)
     ep_comm_s: object       # MoE all-to-all, forward + backward
     model_flops: object     # forward+backward useful FLOPs (no recompute)
+    host_stall_fwd_s: object = 0.0  # GPU idle waiting for the host, forward (in fwd_compute_s)
+    host_stall_bwd_s: object = 0.0  # same, backward (in bwd_compute_s)
 
 
 def _sum(xs):
@@ -60,13 +86,23 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
     group = lambda g: pick(lambda op: isinstance(op, (Collective, P2P)) and op.group == g)
     tp_comm, cp_comm, ep_comm = group("tp"), group("cp"), group("ep")
     tp_exposed = tp_comm
+    tp_raw_fwd = pick(lambda op: isinstance(op, Collective) and op.group == "tp" and op.phase == "fwd")
     if wl.tp_overlap:
         on = (lay.sp > 0) & (lay.tp > 1)
         window = _sum(time_s(op.replace(chunks=1.0), hw, r) for op in ops
                       if isinstance(op, Gemm) and op.name.split(" ")[0] in ("qkv", "out", "fc1", "fc2"))
         tp_exposed = jnp.where(on, tp_overlap_cost_s(tp_comm, window, lay.tp * 1.0, hw.num_sms), tp_comm)
+    # host-bound floor: a pass cannot run faster than the CPU issues its kernels; the
+    # stall is charged to compute (the GPU idles between kernels)
+    host_op_s = HOST_OP_S.get(wl.framework, HOST_OP_S[0])
+    host = lambda phase: host_op_s * _sum(op.calls * host_kernels(op) for op in ops if op.phase == phase)
+    tp_share = jnp.where(tp_comm > 0, tp_raw_fwd / jnp.where(tp_comm > 0, tp_comm, 1.0), 0.5)
+    stall_fwd = jnp.maximum(host("fwd") - fwd - tp_share * tp_exposed, 0.0)
+    stall_bwd = jnp.maximum(host("bwd") - bwd - (1.0 - tp_share) * tp_exposed, 0.0)
+    fwd, bwd = fwd + stall_fwd, bwd + stall_bwd
     model_flops = _sum(flops(op) for op in ops if op.phase in ("fwd", "bwd"))
-    return LayerCost(fwd, bwd, attn, selective, tp_comm, tp_exposed, cp_comm, ep_comm, model_flops)
+    return LayerCost(fwd, bwd, attn, selective, tp_comm, tp_exposed, cp_comm, ep_comm, model_flops,
+                     stall_fwd, stall_bwd)
 
 
 def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> LayerCost:

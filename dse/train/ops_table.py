@@ -23,6 +23,7 @@ from dse.graph.ops import (BOUNDS, P2P, Attention, Collective, Gemm, MemPass, bo
 from dse.spec.numerics import as_float
 from dse.spec.pytree import pytree_dataclass
 from dse.train.rates import rates
+from dse.train.layer import reduce_layer
 from dse.train.step import step_and_schedule
 
 COLUMNS = ("op", "phase", "kind", "count", "flops", "bytes", "time_s", "exposed_s", "term", "bound")
@@ -69,6 +70,16 @@ def _rows(model, wl, lay, hw) -> tuple:
             add(op, sc.layer_calls, "cp_comm_s", sc.cp_exposed_frac)
         else:
             add(op, sc.layer_calls, "ep_comm_s")
+    # the host-bound floor (dse.train.layer): GPU idle time waiting for kernel launches
+    lc = reduce_layer(g.layer, wl, lay, hw, r)
+    launch = BOUNDS.index("launch")
+    for stall, mult, phase in ((lc.host_stall_fwd_s, sc.layer_calls, "fwd"),
+                               (lc.host_stall_fwd_s, sc.recompute_calls, "recompute"),
+                               (lc.host_stall_bwd_s, sc.layer_calls, "bwd")):
+        t = stall * mult
+        out.append(Row(jnp.where(t > 0, mult, 0.0), 0.0 * t, 0.0 * t, t, t, launch, op="host launch stall",
+                       phase=phase, kind="host",
+                       term="recompute_s" if phase == "recompute" else "compute_s"))
     for op in g.head:
         add(op, sc.head_calls, "compute_s")
     for op in g.embedding:

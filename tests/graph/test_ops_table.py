@@ -56,3 +56,54 @@ def test_tokens_per_step_above_int32_stays_positive():
     r = jax.jit(train_step)(get_model("llama3-8b"), wl, lay, h100())
     assert float(r.tokens_per_s) == pytest.approx(16384 * 131072 / float(r.step_time_s), rel=1e-5)
     assert float(r.tokens_per_s) > 0 and float(r.step_time_s) > 0
+
+
+def _small_gpt():
+    from dse.spec.model import Model
+    return Model(num_layers=12, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+                 num_kv_heads=16, vocab_size=50257, seq_length=1024, gated_mlp=0, dropout=1,
+                 tied_embeddings=1, name="gpt-h1024-l12")
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_host_bound_small_model_sums_to_step(tp):
+    """A 0.2B GPT micro-batch of one sequence on A100 is host-bound (dse.train.layer):
+    the table carries the stall as ``host launch stall`` rows and still sums to the step."""
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION
+    wl = Workload(global_batch=16, seq_len=1024, precision=PRECISION["fp16"],
+                  attention=ATTENTION["unfused"], framework=FRAMEWORK["deepspeed"])
+    lay = Layout(tp=tp, pp=1, dp=8 // tp, mbs=1, recompute=RECOMPUTE["full"], zero=1, sp=0)
+    df, r = ops_table(_small_gpt(), wl, lay, get_hardware("a100-sxm-80gb"))
+    stall = df[df["op"] == "host launch stall"]
+    assert set(stall["phase"]) == {"fwd", "bwd", "recompute"}
+    assert (stall["bound"] == "launch").all()
+    assert df["exposed_s"].sum() == pytest.approx(float(r.step_time_s), rel=1e-4)
+    per_term = df.groupby("term")["exposed_s"].sum()
+    for term in BREAKDOWN:
+        assert per_term.get(term, 0.0) == pytest.approx(float(getattr(r, term)), rel=1e-4, abs=1e-6), term
+
+
+def test_host_floor_is_kernels_times_host_op_s():
+    """In the host-bound regime a layer pass costs exactly its kernel count times
+    HOST_OP_S; with a large micro-batch the floor does not bind."""
+    import jax.numpy as jnp
+    from dse.graph.ops import host_kernels
+    from dse.graph.train import layer_ops
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION
+    from dse.train.layer import HOST_OP_S, layer_cost
+    from dse.train.rates import rates
+    hw = get_hardware("a100-sxm-80gb")
+    wl = Workload(global_batch=16, seq_len=1024, precision=PRECISION["fp16"],
+                  attention=ATTENTION["unfused"], framework=FRAMEWORK["deepspeed"])
+    r = rates(hw, wl.precision)
+    lay = Layout(tp=1, pp=1, dp=8, mbs=1, recompute=RECOMPUTE["full"], zero=1, sp=0)
+    lc = layer_cost(_small_gpt(), wl, lay, hw, r)
+    ops = layer_ops(_small_gpt(), wl, lay, r.act_bytes)
+    kern = lambda ph: float(sum(jnp.asarray(op.calls * host_kernels(op)) for op in ops if op.phase == ph))
+    assert float(lc.host_stall_fwd_s) > 0 and float(lc.host_stall_bwd_s) > 0
+    assert float(lc.fwd_compute_s) == pytest.approx(kern("fwd") * HOST_OP_S.get(wl.framework, HOST_OP_S[0]), rel=1e-6)
+    assert float(lc.bwd_compute_s) == pytest.approx(kern("bwd") * HOST_OP_S.get(wl.framework, HOST_OP_S[0]), rel=1e-6)
+    big = layer_cost(_small_gpt(), wl, Layout(tp=1, pp=1, dp=1, mbs=16, recompute=RECOMPUTE["full"]), hw, r)
+    assert float(big.host_stall_fwd_s) == 0.0 and float(big.host_stall_bwd_s) == 0.0

@@ -36,7 +36,7 @@ def _base():
 
 
 def hw_catalog_raw():
-    import tomllib
+    from dse.io import tomllib
     from dse.spec.hardware import CATALOG
     return tomllib.loads(CATALOG.read_text())["a100-sxm-80gb"]
 
@@ -44,10 +44,19 @@ def hw_catalog_raw():
 @pytest.mark.parametrize("key,val,msg", [
     ("hbm_bw_tb_s", 0, "hbm_bw_tb_s > 0"),
     ("nvlink_gb_s", -5, "nvlink_gb_s > 0"),
-    ("throttle", 1.5, "0 <= throttle <= 1"),
-    ("throttle", -0.1, "0 <= throttle <= 1"),
+    ("throttle", 1.5, "0 <= throttle < 1"),
+    ("throttle", -0.1, "0 <= throttle < 1"),
+    ("throttle", 1, "0 <= throttle < 1"),              # no bandwidth left: inf step times
+    ("throttle_clock", "no", "must be true or false"),
     ("bogus_key", 1, "unknown key"),
     ("num_sms", "many", "must be a number"),
+    ("num_sms", 0.001, "must be an integer"),
+    ("nvlink_domain", 0.5, "must be an integer"),
+    ("hbm_bw_tb_s", float("inf"), "finite"),
+    ("peak_tflops_bf16", float("nan"), "finite"),
+    ("nic_latency_us", float("inf"), "finite"),
+    ("hbm_gib", 1e30, "float32-safe"),
+    ("description", 3, "must be a string"),
 ])
 def test_bad_hardware_fields(key, val, msg):
     d = hw_catalog_raw()
@@ -79,4 +88,20 @@ def test_hf_config_bad_heads(tmp_path):
     p.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 100, "num_attention_heads": 3,
                              "vocab_size": 10}))
     with pytest.raises(InputError, match="hidden_size % num_attention_heads"):
+        get_model(str(p))
+
+
+@pytest.mark.parametrize("key,val,msg", [
+    ("tie_word_embeddings", "false", "must be true or false"),
+    ("head_dim", 1.5, "positive integer"),
+    ("hidden_act", ["silu"], "must be a string"),
+])
+def test_bad_hf_config_values(tmp_path, key, val, msg):
+    import json
+    c = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+         "num_attention_heads": 4, "vocab_size": 100, key: val}
+    p = tmp_path / "m" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(c))
+    with pytest.raises(InputError, match=msg):
         get_model(str(p))

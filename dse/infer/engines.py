@@ -1,0 +1,148 @@
+"""Serving-engine profiles: the few per-iteration constants an engine adds to the GPU
+work of the operator graph, global per engine (never per row or per source).
+
+Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forward` plus
+
+* **kernel gaps**: every kernel costs ``kernel_launch_s`` on the GPU timeline.  Engines
+  that replay decode iterations as CUDA graphs pay only the GPU-side dependent-launch
+  gap, ``GRAPH_LAUNCH_S`` = 1.5 us per kernel (NVIDIA "Getting Started with CUDA Graphs"
+  blog, 2019: graph launches cut the per-kernel overhead from ~3-4 us to ~1-2 us; the
+  PyTorch CUDA-graphs note reports the same order); without graphs each kernel costs the
+  hardware generation's ``kernel_launch_s`` (4 us, :mod:`dse.spec.efficiency`).
+* **host time per iteration** that is not overlapped with the GPU: scheduling, input
+  preparation, sampling and detokenisation hand-off (``step_overhead_s``); engines with
+  multi-step scheduling pay it once per ``scheduler_steps`` iterations.
+* **KV pool**: the fraction of GPU memory the engine gives to weights + KV cache
+  (``mem_fraction``), the paged block size, and whether admission reserves a request's
+  *final* KV footprint (static batches) or only what it holds now (in-flight engines
+  admit on current blocks and preempt / evict when the pool runs out, so the average
+  footprint counts).
+* **batch limits**: ``max_batch`` (running sequences) and ``max_num_tokens`` (tokens of
+  one iteration: decode tokens + prefill chunk).
+
+Profiles (constants and where they come from):
+
+``trtllm`` -- TensorRT-LLM C++ executor with in-flight batching (v0.8-0.13; trtllm-bench,
+    Triton, NeMo inference, NVIDIA's MLPerf harness).  No CUDA graphs (the C++ runtime's
+    ``cuda_graph_mode`` is off by default, ``ExtendedRuntimePerfKnobConfig``), so
+    4 us/kernel; the TensorRT engine fuses norms, rotary and the KV append into the
+    attention plugin (fewer kernels, counted by the graph as memory passes).  Host time
+    0.5 ms per iteration (the executor's C++ scheduler; the executor overlaps request
+    bookkeeping with the GPU, only the batch assembly is serial).  KV: paged, 64-token
+    blocks (``tokens_per_block`` default 64, docs/source/advanced/gpt-attention.md),
+    ``kv_cache_free_gpu_mem_fraction`` 0.9 of the memory left after weights
+    (``KvCacheConfig`` default).  Admission counts the blocks a request holds now (the
+    ``MAX_UTILIZATION`` capacity policy the benchmark and MLPerf harnesses run; the
+    default ``GUARANTEED_NO_EVICT`` would reserve input + output tokens, and MLPerf's
+    published batches of 850-1300 Llama-2-70B requests do not fit that way).  The
+    policy is our reading, not re-checked in the harness source.
+    ``max_batch`` 2048 and ``max_num_tokens`` 8192: trtllm-bench's engine build settings
+    for throughput runs (docs/source/performance/perf-overview.md, "max_batch_size /
+    max_num_tokens" tuned per ISL/OSL; 2048 / 8192 the defaults of
+    ``tensorrt_llm/bench/build``); context chunking off (v0.13 default), so a prompt
+    enters in one iteration.
+``trtllm_static`` -- TensorRT-LLM ``gptSessionBenchmark`` (v0.5-v0.6 static batching):
+    the benchmark times only the session's ``generate`` (engine enqueue and
+    synchronisation), no scheduler, so host time 0; no CUDA graphs.
+    Its decode kernel of that era (masked multi-head attention) reads K/V once per
+    *query* head: the XQA kernel that shares a KV head across its GQA/MQA group arrived
+    with v0.7/v0.8 (TensorRT-LLM docs/source/advanced/gpt-attention.md, "XQA
+    optimization"; NVIDIA blog "TensorRT-LLM XQA", Jan 2024), so ``gqa_shared_kv`` is
+    off: Llama-2-70B and Falcon-180B (8 KV heads) read ``a / g`` = 8 and 29 times the
+    cache bytes of a shared read.
+``nemo`` -- NeMo Framework inference on the TensorRT-LLM backend: the Python
+    ``GenerationSession`` / ``ModelRunner`` loop (``tensorrt_llm/runtime/generation.py``)
+    runs one Python step per token (dynamic decoder, stop checks, tensor bookkeeping):
+    host time 1.5 ms per iteration, no CUDA graphs, static batch.
+``vllm`` -- vLLM 0.4-0.6: decode as CUDA graphs for batches <= 256
+    (``_BATCH_SIZES_TO_CAPTURE`` = 1, 2, 4, 8..256 in ``vllm/worker/model_runner.py``),
+    prefill eager; ``max_num_seqs`` 256 (``SchedulerConfig`` default);
+    ``gpu_memory_utilization`` 0.9 of total memory for weights + activations + KV;
+    16-token blocks; admission on current blocks with preemption.  Host time 4 ms per
+    iteration: the vLLM v0.6.0 release blog (blog.vllm.ai, 2024-09-05, "vLLM v0.6.0:
+    2.7x Throughput Improvement and 5x Latency Reduction") profiles v0.5.3 and finds the
+    GPU idle for most of each step on Llama-3-8B / H100 while the scheduler, input
+    preparation and detokenisation run (tens of percent of a ~10 ms step); multi-step
+    scheduling (``--num-scheduler-steps``, parsed from the engine text) amortises it, and a
+    new request then waits for the running pass of that many iterations.  Prompts run
+    as their own iteration (chunked prefill is off by default below 32k context in 0.6,
+    ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.
+``sglang`` -- SGLang v0.3: decode CUDA graphs up to batch 160 (``cuda_graph_max_bs``
+    default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 for an
+    80 GB GPU (server_args default by GPU memory), ``chunked_prefill_size`` 8192,
+    ``max_running_requests`` from the pool; token-granular paged pool (block 1).  Host
+    time 1.5 ms per iteration; prefill batches run apart from decode
+    (``enable_mixed_chunk`` off by default).  The scheduler runs between GPU iterations until the
+    v0.4 overlap scheduler (SGLang v0.4 release blog, 2024-12-04, "Zero-Overhead Batch
+    Scheduler": without overlap the CPU scheduling overhead is a visible share of each
+    decode step).
+
+Units: seconds, bytes, tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GRAPH_LAUNCH_S = 1.5e-6
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    cuda_graphs: bool          # decode iterations replayed as CUDA graphs
+    graph_max_batch: int       # largest decode batch with a captured graph
+    step_overhead_s: float     # host time per iteration, not overlapped with the GPU
+    scheduler_steps: int       # iterations per scheduling pass (vLLM multi-step)
+    mem_fraction: float        # of GPU memory for weights + KV (see kv_after_weights)
+    kv_after_weights: bool     # fraction of the memory left after weights (TRT-LLM)
+    block_tokens: int          # paged KV block
+    reserve_final_kv: bool     # admission reserves prompt + output tokens
+    max_batch: int
+    max_num_tokens: int
+    chunked_prefill: bool
+    mixed_batches: bool = True     # prompts share an iteration with decode tokens
+    gqa_shared_kv: bool = True     # decode kernel reads a KV head once per group
+
+    @property
+    def overhead_per_iter_s(self) -> float:
+        return self.step_overhead_s / self.scheduler_steps
+
+
+PROFILES = {
+    "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048, 8192, False),
+    "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
+                                   1 << 30, False, gqa_shared_kv=False),
+    "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
+                          False),
+    "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
+                          mixed_batches=False),
+    "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
+                            mixed_batches=False),
+}
+
+
+def engine_profile(text: str) -> tuple[EngineProfile, str]:
+    """The profile an ``engine`` text names (``"trtllm (v0.13.0, trtllm-bench)"``,
+    ``"vllm (v0.6.0, --num-scheduler-steps 10)"``, ``"nemo (..., TensorRT-LLM backend)"``),
+    and "" -- or the reason it cannot be expressed."""
+    t = str(text).strip().lower()
+    steps = re.search(r"num-scheduler-steps\s+(\d+)", t)
+    if t.startswith("nemo"):
+        return PROFILES["nemo"], ""
+    if t.startswith("trtllm") or "tensorrt-llm" in t:
+        if "gptsessionbenchmark" in t or "static" in t:
+            return PROFILES["trtllm_static"], ""
+        return PROFILES["trtllm"], ""
+    if t.startswith("vllm"):
+        p = PROFILES["vllm"]
+        if steps:
+            p = EngineProfile(**{**p.__dict__, "scheduler_steps": max(int(steps.group(1)), 1)})
+        return p, ""
+    if t.startswith("sglang"):
+        return PROFILES["sglang"], ""
+    if t == "" or t == "nan":
+        return PROFILES["trtllm"], ""
+    return PROFILES["trtllm"], (f"engine {text!r} has no profile (known: trtllm, vllm, sglang, "
+                                "nemo with the TensorRT-LLM backend)")

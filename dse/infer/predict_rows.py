@@ -1,0 +1,255 @@
+"""`dse predict` / `dse validate` for the inference schema
+(``../shared/validation/inference/README.md``; rows recognised by their ``scenario``
+column).
+
+Each row becomes a :class:`dse.infer.serving.Deployment` (model by Hugging Face repo id
+or catalog name, hardware by catalog name, ``tp`` x ``pp`` per replica, ``replicas`` =
+``gpus / (tp pp)``, engine profile parsed from ``engine``) and one scenario of
+:mod:`dse.infer.serving`.  Outputs: ``predicted_output_tok_s`` (whole system),
+``predicted_output_tok_s_per_gpu``, ``predicted_ttft_ms``, ``predicted_tpot_ms``,
+``predicted_e2e_latency_ms``, the settings chosen for blank fields (``chosen_*``) and a
+``status`` (``ok``, or why the row cannot be expressed; other rows are unaffected).
+
+Blank settings, as a tuned deployment would choose them:
+
+* ``precision`` blank: bf16 (every engine's default for these checkpoints).  fp8 means
+  fp8 weights and activations; the KV cache is fp8 too where the source says so
+  (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8), else 16-bit.
+* ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
+  ``pp`` blank: 1; ``replicas`` blank: ``gpus / (tp pp)``.
+* ``input_len`` / ``output_len`` blank (dataset-driven): the dataset's mean lengths
+  (:data:`DATASETS`, documented properties of the public datasets).
+* ``batch_or_concurrency`` blank in ``offline_throughput``: the running batch the KV pool
+  and the engine's limits allow (:func:`dse.infer.serving.running_batch`).
+
+``latency_stat``: ``median`` end-to-end latency uses the dataset's median output length
+(ShareGPT's output lengths are close to exponential: median = ln 2 x mean); TTFT and
+TPOT are reported as means (the model has no per-request spread).  MoE (Mixtral): the
+experts are split over TP inside a replica (``ep`` > 1 is a status: expert parallelism is
+not modelled in the serving pass yet).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import InputError
+from dse.infer.engines import engine_profile
+from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
+                               weights_bytes)
+from dse.spec.hardware import get_hardware
+from dse.spec.layout import PRECISION
+from dse.spec.model import get_model
+
+REQUIRED_INFERENCE = ("id", "model", "hardware", "gpus", "scenario")
+SCENARIOS = ("fixed_batch", "offline_throughput", "concurrency", "poisson_rate", "latency")
+OUTPUTS = ("predicted_output_tok_s", "predicted_output_tok_s_per_gpu", "predicted_ttft_ms",
+           "predicted_tpot_ms", "predicted_e2e_latency_ms")
+MEASURED = {"output_tok_s": "measured_output_tok_s", "ttft_ms": "measured_ttft_ms",
+            "tpot_ms": "measured_tpot_ms", "e2e_latency_ms": "measured_e2e_latency_ms"}
+
+# Mean (and median output) lengths of the public datasets serving benchmarks use:
+#   MLPerf llama2-70b (OpenOrca, 24,576 samples): reference output 294.45 tokens/sample
+#     (MLPerf Inference rules / the calibration notes); mean input ~286 tokens
+#     (mlcommons/inference language/llama2-70b README dataset statistics; ASSUMPTION
+#     where not re-read).
+#   MLPerf mixtral-8x7b (15,000 samples, OpenOrca + GSM8K + MBXP): output ~145.9
+#     tokens/sample (offline runs' tokens/samples); input ~256 (ASSUMPTION).
+#   ShareGPT as sglang.bench_serving samples it: mean input ~226, output ~194 tokens
+#     (benchmark/benchmark_vllm_060: 22.03 req/s at 4281.5 output tok/s -> 194.4;
+#     input from the bench_serving summary "Total input tokens" of the same README
+#     family, ASSUMPTION); output lengths ~exponential -> median ln2 x mean.
+DATASETS = {
+    "mlperf llama2-70b": (286.0, 294.45, 294.45),
+    "mlperf mixtral-8x7b": (256.0, 145.9, 145.9),
+    "sharegpt": (226.0, 194.4, 194.4 * math.log(2.0)),
+}
+
+
+def is_inference_frame(df: pd.DataFrame) -> bool:
+    return "scenario" in df.columns
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
+
+
+def _num(row, col, default=None):
+    v = row.get(col)
+    if _blank(v):
+        return default
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InputError("row", col, f"must be a number, but got {v!r}") from None
+    return f
+
+
+def _posint(row, col, default=None):
+    f = _num(row, col, default)
+    if f is None:
+        return None
+    if not (math.isfinite(f) and f == int(f) and f > 0):
+        raise InputError("row", col, f"must be a positive integer, but got {row.get(col)!r}")
+    return int(f)
+
+
+def _dataset_lengths(row):
+    ds = str(row.get("dataset", "")).lower()
+    for key, v in DATASETS.items():
+        if key.split()[0] in ds and all(k in ds for k in key.split()[1:]):
+            return v
+    if "sharegpt" in ds:
+        return DATASETS["sharegpt"]
+    return None
+
+
+def _kv_fp8(row, prec: str) -> bool:
+    if not _blank(row.get("kv_precision")):
+        return str(row["kv_precision"]).strip().lower() == "fp8"
+    text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
+    return prec == "fp8" and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
+
+
+def predict_inference_row(row: dict) -> dict:
+    out = {c: np.nan for c in OUTPUTS}
+    scen = str(row.get("scenario", "")).strip()
+    if scen not in SCENARIOS:
+        raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
+    model = get_model(str(row.get("model", "")).strip(), where="model")
+    hw = get_hardware(str(row.get("hardware", "")).strip(), where="hardware")
+    prec = str(row.get("precision", "")).strip().lower()
+    prec = "bf16" if prec in ("", "nan") else prec
+    if prec not in PRECISION or prec in ("fp32", "tf32"):
+        raise InputError("row", "precision", f"must be bf16, fp16 or fp8, but got {prec!r}")
+    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    eng, why = engine_profile(row.get("engine", ""))
+    if why:
+        return {**out, "status": f"infeasible: {why}"}
+    gpus = _posint(row, "gpus", 1)
+    ep = _posint(row, "ep", 1)
+    if ep > 1:
+        return {**out, "status": "infeasible: ep > 1 (expert parallelism) is not modelled in "
+                                 "the serving pass; experts are split over tp"}
+    pp = _posint(row, "pp", 1)
+    tp = _posint(row, "tp", None)
+    kvb = 1.0 if _kv_fp8(row, prec) else 2.0
+    code = PRECISION[prec]
+    chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
+    if tp is None:
+        tp = 1
+        while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
+            tp *= 2
+        chosen["chosen_tp"] = tp
+    if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
+        return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
+                f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
+    if gpus % (tp * pp):
+        return {**out, **chosen, "status": f"infeasible: `tp * pp divides gpus` must hold, "
+                f"but got (tp={tp}, pp={pp}, gpus={gpus})"}
+    replicas = _posint(row, "replicas", gpus // (tp * pp))
+    if replicas * tp * pp != gpus:
+        return {**out, **chosen, "status": f"infeasible: `replicas * tp * pp == gpus` must hold, "
+                f"but got (replicas={replicas}, tp={tp}, pp={pp}, gpus={gpus})"}
+    S, O = _num(row, "input_len"), _num(row, "output_len")
+    med_O = O
+    if S is None or O is None:
+        ds = _dataset_lengths(row)
+        if ds is None:
+            return {**out, **chosen, "status": "infeasible: input_len/output_len blank and the "
+                    f"dataset {row.get('dataset')!r} has no documented mean lengths"}
+        S, O, med_O = ds
+        chosen.update(chosen_input_len=S, chosen_output_len=O)
+    dep = Deployment(model, hw, eng, tp, pp, code, kvb)
+    n = _num(row, "batch_or_concurrency")
+    if scen == "latency":
+        res = fixed_batch(dep, 1.0, S, O, replicas)
+    elif scen == "fixed_batch":
+        if n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
+        res = fixed_batch(dep, n, S, O, replicas)
+    elif scen == "offline_throughput":
+        res = offline(dep, S, O, replicas)
+        chosen["chosen_batch"] = res.batch
+    elif scen == "concurrency":
+        if n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for concurrency")
+        res = concurrency(dep, n, S, O, replicas)
+    else:
+        rate = _num(row, "request_rate")
+        if rate is None or rate <= 0:
+            raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
+                             f"but got {row.get('request_rate')!r}")
+        res = offline(dep, S, O, replicas) if math.isinf(rate) else poisson(dep, rate, S, O, replicas)
+        chosen["chosen_batch"] = res.batch
+    if res.note.startswith("infeasible"):
+        return {**out, **chosen, "status": res.note}
+    e2e = res.e2e_s
+    stat = str(row.get("latency_stat", "")).lower()
+    if "median" in stat and med_O != O:
+        e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
+    return {"predicted_output_tok_s": res.tokens_per_s,
+            "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
+            "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
+            "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
+            "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+def predict_inference_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    """Every row predicted; a row that breaks a rule gets ``invalid: <column>: <rule>``
+    (or ``infeasible: ...``), the other rows are unaffected."""
+    rows = []
+    for i, row in enumerate(df.to_dict("records")):
+        try:
+            rows.append(predict_inference_row(row))
+        except InputError as e:
+            rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {e.field}: {e.rule}"})
+    return pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def measured_system_tok_s(df: pd.DataFrame) -> pd.Series:
+    """Measured output tokens/s of the whole system: the column, or per-GPU x gpus."""
+    tot = pd.to_numeric(df.get("measured_output_tok_s"), errors="coerce")
+    per = pd.to_numeric(df.get("measured_output_tok_s_per_gpu"), errors="coerce")
+    g = pd.to_numeric(df.get("gpus"), errors="coerce")
+    return tot.where(tot.notna(), per * g)
+
+
+def error_long(pred: pd.DataFrame) -> pd.DataFrame:
+    """One row per (row, measured metric) with a prediction: signed relative error."""
+    recs = []
+    meas = {"output_tok_s": measured_system_tok_s(pred)}
+    for k in ("ttft_ms", "tpot_ms", "e2e_latency_ms"):
+        if MEASURED[k] in pred.columns:
+            meas[k] = pd.to_numeric(pred[MEASURED[k]], errors="coerce")
+    ok = pred["status"].astype(str).str.startswith("ok")
+    for k, m in meas.items():
+        p = pd.to_numeric(pred[f"predicted_{k}"], errors="coerce")
+        use = ok & m.notna() & (m > 0) & p.notna()
+        for i in pred.index[use]:
+            recs.append({"id": pred.at[i, "id"], "source": pred.at[i, "source_id"], "metric": k,
+                         "measured": m[i], "predicted": p[i], "error": p[i] / m[i] - 1.0})
+    return pd.DataFrame(recs, columns=["id", "source", "metric", "measured", "predicted", "error"])
+
+
+def error_tables(pred: pd.DataFrame):
+    """(per source x metric, per metric, per source, overall) MAPE and signed bias; the
+    overall row-mean scores each row on every measured figure it has (mean of its
+    figures' absolute errors, then mean over rows)."""
+    e = error_long(pred)
+    e["ape"] = e["error"].abs()
+    agg = dict(n="count", mape=("ape", "mean"), bias=("error", "mean"), max_err=("ape", "max"))
+    agg["n"] = ("ape", "count")
+    by_sm = e.groupby(["source", "metric"]).agg(**agg)
+    by_m = e.groupby("metric").agg(**agg)
+    per_row = e.groupby(["source", "id"])["ape"].mean().reset_index()
+    by_s = per_row.groupby("source")["ape"].agg(rows="count", row_mape="mean")
+    bias_s = e.groupby("source")["error"].mean()
+    by_s["bias"] = bias_s
+    overall = {"rows": len(per_row), "row_mape": per_row["ape"].mean(), "figures": len(e),
+               "figure_mape": e["ape"].mean(), "bias": e["error"].mean()}
+    return by_sm, by_m, by_s, overall

@@ -1,0 +1,280 @@
+"""Serving iterations and scenarios on the operator graph: static batching, continuous
+(in-flight) batching with mixed prefill/decode iterations, closed- and open-loop load.
+
+**One iteration** (:func:`iteration_s`) of a replica of ``tp x pp`` GPUs advances
+``b`` running sequences by one token (decode, FlashDecoding KV read over a mean
+context ``c``) and runs ``p`` prompt tokens of new requests in the same pass (mixed
+batching: TensorRT-LLM in-flight batching, vLLM / SGLang chunked prefill).  It is the
+stage pass of :func:`dse.infer.forward.forward_ops` over ``T = b + p`` tokens (every
+linear sees M = T: one weight read serves both), plus the causal FlashAttention of the
+prompt tokens (``p / S`` prompts of S tokens), plus the engine's host time
+(:mod:`dse.infer.engines`):
+
+    t_iter = pp * t_stage((b + p) / m) + overhead,   m = min(b, pp) micro-batches
+
+Kernel gaps use the engine's launch cost (CUDA graphs for decode-only iterations up to
+its captured batch).  Overlap: none inside a pass (ops on one stream: sum); host time is
+serial with the GPU (it is the part engines do not overlap).
+
+**KV capacity** (:func:`kv_slots`): pool = engine fraction of HBM (TensorRT-LLM: of the
+memory left after weights) minus weights, activation workspace and the allocator reserve
+of :mod:`dse.infer.memory`; a sequence holds ``ceil(tokens / block) * block`` tokens of
+``2 L/pp g_t d`` elements at the KV precision.  Tokens held: the final ``S + O`` where the
+engine reserves at admission (TensorRT-LLM), the mean ``S + O/2`` otherwise (vLLM /
+SGLang admit on current blocks).  The running batch is ``min(slots, max_batch)``.
+
+**Scenarios** (S prompt, O output tokens per request; throughput of one replica, times
+replicas for the system):
+
+* ``fixed_batch`` (static batch N, TensorRT-LLM gptSessionBenchmark): prefill of the
+  batch, then O - 1 decode steps at context ``S + O/2``:
+  ``T = t_prefill(N) + (O - 1) t_iter(N, 0)``; tokens/s = N O / T; TTFT = t_prefill,
+  TPOT = t_iter.
+* ``latency``: ``fixed_batch`` with N = 1.
+* ``offline_throughput`` (all requests queued): steady state of continuous batching.
+  B sequences run; each finishes after O iterations, so B / O new requests start per
+  iteration and their prompts add ``p = B S / O`` tokens to each iteration (capped by
+  ``max_num_tokens``: then B shrinks to ``max_num_tokens / (1 + S/O)``).
+  tokens/s = B / t_iter(B, p).  B is the tuned limit (:func:`tuned_batch`).
+* ``concurrency`` (closed loop, N in flight per system): B = N / replicas (capped by
+  the slots); the same steady state; TPOT = t_iter; TTFT = (steps/2 + 1) t_iter (wait for
+  the running scheduling pass of ``steps`` iterations, half of it on average, then the
+  iteration carrying the prompt; :func:`ttft_iterations`); e2e = TTFT + (O - 1) TPOT; tokens/s = B O / e2e.
+* ``poisson_rate`` (open loop, lambda requests/s): a mean-value fixed point (Little's
+  law on a processor-sharing server, as continuous batching is one): per replica
+  ``lambda_r = lambda / replicas``; the running batch ``B = lambda_r (O - 1) TPOT``
+  and prompt tokens ``p = lambda_r S TPOT`` per iteration give
+  ``TPOT = t_iter(B, p)``, solved by damped iteration.  Past capacity (B above the
+  slots, or no fixed point) the row is saturated: throughput is the offline one and the
+  status says so.  TTFT = (steps/2 + 1) TPOT plus, while the prefill work alone occupies a share
+  rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
+  (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
+
+Units: seconds, tokens, bytes; GPU memory per :mod:`dse.infer.memory`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+from dse.graph.ops import KVRead, time_s
+from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
+from dse.infer.forward import stage_time
+from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
+from dse.infer.prefill import prefill_attention
+from dse.infer.workload import InferenceWorkload
+from dse.spec.hardware import Hardware
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
+from dse.train.rates import rates
+
+
+class Deployment(NamedTuple):
+    """One serving replica and its numerics: ``precision`` as :mod:`dse.spec.layout`
+    (1 = 16-bit, 2 = fp8 weights and activations), ``kv_bytes`` per cached element."""
+    model: Model
+    hw: Hardware
+    engine: EngineProfile
+    tp: int
+    pp: int
+    precision: int
+    kv_bytes: float
+
+
+class ServingResult(NamedTuple):
+    tokens_per_s: float        # output tokens/s of the whole system
+    tokens_per_s_per_gpu: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    batch: float               # running sequences per replica
+    note: str                  # "" or why the figure is a bound (saturation)
+
+
+def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
+    launch = GRAPH_LAUNCH_S if graphs else float(dep.hw.kernel_launch_s)
+    return dataclasses.replace(dep.hw, kernel_launch_s=launch)
+
+
+def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
+                prompt_len: float = 1.0, overhead: bool = True) -> float:
+    """Seconds of one iteration: ``decode_batch`` sequences at mean KV length ``context``
+    plus ``prompt_tokens`` prompt tokens of ``prompt_len``-token prompts (module
+    docstring)."""
+    m = dep.model
+    b = float(decode_batch)
+    p = float(prompt_tokens)
+    graphs = dep.engine.cuda_graphs and p == 0.0 and b <= dep.engine.graph_max_batch
+    hw = _hw_for(dep, graphs)
+    r = rates(hw, dep.precision)
+    micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
+    bs, ps = b / micro, p / micro
+    seqs = bs + ps / max(prompt_len, 1.0)
+    heads = m.num_attention_heads / dep.tp
+    kv_read = kv_heads_per_rank(m, dep.tp) if dep.engine.gqa_shared_kv else heads
+    att = KVRead(bs, heads, kv_read, context, head_dim_of(m), kv_bytes=dep.kv_bytes)
+    t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r).total_s
+    if p > 0:
+        fa = prefill_attention(m, ps / prompt_len, prompt_len, dep.tp)
+        layers = math.ceil(m.num_layers / dep.pp)
+        t = t + layers * time_s(fa, hw, r)
+    t = float(t) * dep.pp
+    return t + (dep.engine.overhead_per_iter_s if overhead else 0.0)
+
+
+def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
+    """Static prefill of ``batch`` prompts (pipelined in ``min(batch, pp)`` micro-batches:
+    ``(m + pp - 1)`` stage passes, :mod:`dse.infer.prefill`)."""
+    m = dep.model
+    hw = _hw_for(dep, False)
+    r = rates(hw, dep.precision)
+    micro = max(min(float(batch), float(dep.pp)), 1.0)
+    b = batch / micro
+    att = prefill_attention(m, b, prompt_len, dep.tp)
+    t = float(stage_time(m, b * prompt_len, b, att, dep.tp, dep.pp, dep.precision, hw, r).total_s)
+    return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
+
+
+def kv_bytes_per_token(dep: Deployment) -> float:
+    """KV bytes one token holds on one GPU of the heaviest stage: ``2 ceil(L/pp) g_t d el``."""
+    m = dep.model
+    return (2.0 * math.ceil(m.num_layers / dep.pp) * float(kv_heads_per_rank(m, dep.tp))
+            * float(head_dim_of(m)) * dep.kv_bytes)
+
+
+def weights_bytes(dep: Deployment) -> float:
+    r = rates(dep.hw, dep.precision)
+    lin, other = weight_params_per_gpu(dep.model, dep.tp, dep.pp)
+    return float(lin * r.linear_bytes + other * r.act_bytes)
+
+
+def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
+    """Bytes of the KV pool on one GPU (module docstring)."""
+    hbm = float(dep.hw.hbm_bytes)
+    w = weights_bytes(dep)
+    r = rates(dep.hw, dep.precision)
+    chunk = min(dep.engine.max_num_tokens, max(prompt_len, 1.0))
+    wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
+    acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp, r.act_bytes))
+    if dep.engine.kv_after_weights:
+        free = hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
+        return dep.engine.mem_fraction * free
+    return dep.engine.mem_fraction * hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
+
+
+def kv_slots(dep: Deployment, prompt_len: float, output_len: float) -> float:
+    """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit."""
+    held = prompt_len + (output_len if dep.engine.reserve_final_kv else output_len / 2.0)
+    blk = dep.engine.block_tokens
+    held = math.ceil(held / blk) * blk
+    pool = kv_pool_bytes(dep, prompt_len)
+    return math.floor(pool / (held * kv_bytes_per_token(dep))) if pool > 0 else 0.0
+
+
+def running_batch(dep: Deployment, prompt_len: float, output_len: float) -> float:
+    """Continuous batching's running sequences: slots, engine cap, token budget."""
+    slots = kv_slots(dep, prompt_len, output_len)
+    budget = dep.engine.max_num_tokens / (1.0 + prompt_len / max(output_len, 1.0))
+    return max(min(slots, dep.engine.max_batch, max(budget, 1.0)), 0.0)
+
+
+def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:
+    """One decode iteration of ``batch`` sequences plus the prefill of ``prompts`` new
+    prompts: in the same pass where the engine mixes them, else as a separate prefill
+    pass (decode stalls meanwhile)."""
+    if dep.engine.mixed_batches or prompts <= 0:
+        return iteration_s(dep, batch, context, prompts * S, S)
+    return iteration_s(dep, batch, context) + prefill_s(dep, prompts, S)
+
+
+def ttft_iterations(dep: Deployment) -> float:
+    """Iterations between arrival and first token: half the running scheduling pass
+    (``scheduler_steps`` iterations under vLLM multi-step) plus the prompt's own."""
+    return 0.5 * dep.engine.scheduler_steps + 1.0
+
+
+def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
+    """Iteration time of continuous batching with ``batch`` running and B / O new prompts
+    per iteration."""
+    return _cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S)
+
+
+def tuned_batch(dep: Deployment, S: float, O: float) -> float:
+    """The running-batch limit a tuned deployment sets (its ``max_batch_size`` /
+    ``max_num_seqs``): the best steady-state throughput among the KV/engine limit and
+    the powers of two within a factor 8 below it (a batch just above a tile boundary
+    can be slower per token than the power of two below it: GEMM wave quantization)."""
+    cap = running_batch(dep, S, O)
+    if cap < 1:
+        return cap
+    cands = {cap} | {2.0 ** k for k in range(int(math.log2(cap)) + 1) if 2.0 ** k >= cap / 8}
+    return max(cands, key=lambda b: b / _steady(dep, b, S, O))
+
+
+def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
+    gpus = dep.tp * dep.pp * replicas
+    ttft = prefill_s(dep, batch, S)
+    tpot = iteration_s(dep, batch, S + O / 2.0) if O > 1 else 0.0
+    e2e = ttft + (O - 1.0) * tpot
+    tps = batch * O / e2e * replicas
+    return ServingResult(tps, tps / gpus, ttft, tpot, e2e, batch, "")
+
+
+def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult:
+    gpus = dep.tp * dep.pp * replicas
+    B = tuned_batch(dep, S, O)
+    if B < 1:
+        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
+                             "infeasible: the weights leave no KV cache for one sequence")
+    t = _steady(dep, B, S, O)
+    tps = B / t * replicas
+    ttft = ttft_iterations(dep) * t
+    return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
+
+
+def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) -> ServingResult:
+    gpus = dep.tp * dep.pp * replicas
+    slots = tuned_batch(dep, S, O)
+    B = min(n / replicas, slots)
+    if B < 1:
+        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
+                             "infeasible: the weights leave no KV cache for one sequence")
+    t = _steady(dep, B, S, O)
+    ttft = ttft_iterations(dep) * t
+    e2e = ttft + (O - 1) * t
+    tps = B * O / e2e * replicas
+    return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
+                         "" if n / replicas <= slots else "queued: concurrency above the KV slots")
+
+
+def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> ServingResult:
+    gpus = dep.tp * dep.pp * replicas
+    lam = rate / replicas
+    cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
+    if cap < 1:
+        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
+                             "infeasible: the weights leave no KV cache for one sequence")
+    t = iteration_s(dep, 1.0, S + O / 2.0)
+    saturated = False
+    for _ in range(60):
+        B = lam * (O - 1.0) * t
+        if B > cap:
+            saturated = True
+            break
+        t_new = _cycle(dep, max(B, 1.0), S + O / 2.0, lam * t, S)
+        if abs(t_new - t) <= 1e-4 * t:
+            t = t_new
+            break
+        t = 0.5 * (t + t_new)
+    if saturated:
+        off = offline(dep, S, O, replicas)
+        return off._replace(note="saturated: arrival rate above the offline capacity")
+    t_pf = prefill_s(dep, 1.0, S, overhead=False)
+    rho = min(lam * t_pf, 0.99)
+    wait = rho * t_pf / (2.0 * (1.0 - rho))
+    ttft = ttft_iterations(dep) * t + wait
+    e2e = ttft + (O - 1.0) * t
+    tps = rate * O
+    return ServingResult(tps, tps / gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")

@@ -1,0 +1,55 @@
+"""`dse validate` for the inference schema: predicted vs measured serving figures.
+
+Each row is scored on every measured figure it has (output tokens/s of the system --
+``measured_output_tok_s`` or the per-GPU column x ``gpus`` --, TTFT, TPOT, end-to-end
+latency).  Prints, per source and per metric, the number of figures, the mean absolute
+percentage error (MAPE), the signed mean error (bias: > 0 predicts high) and the largest
+error; then per source the row-mean error (each row: the mean of its figures' absolute
+errors) and the overall row-mean and figure-mean.  Writes to ``out``:
+``predictions.csv`` (every row with its predictions, chosen settings and status),
+``errors.csv`` (one line per scored figure), ``mape_by_source.csv`` and a manifest.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dse.infer.predict_rows import error_long, error_tables, predict_inference_frame
+from dse.report.atomic import check_output_dir, write_csv
+
+
+def _pct(x):
+    return f"{x:+.1%}" if x == x else "-"
+
+
+def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd.DataFrame:
+    if out is not None:
+        o = check_output_dir(out, "--out")
+    pred = predict_inference_frame(df, path)
+    by_sm, by_m, by_s, overall = error_tables(pred)
+    fmt = {"mape": "{:.1%}".format, "bias": "{:+.1%}".format, "max_err": "{:.1%}".format,
+           "row_mape": "{:.1%}".format}
+    with pd.option_context("display.width", 200):
+        print("serving: error per source and metric (bias = mean signed error, > 0 predicts high)")
+        print(by_sm.to_string(formatters=fmt))
+        print("\nper metric")
+        print(by_m.to_string(formatters=fmt))
+        print("\nper source (row_mape: each row scored on every figure it has)")
+        print(by_s.to_string(formatters=fmt))
+    print(f"\noverall: {overall['rows']} rows, row-mean error {overall['row_mape']:.1%}; "
+          f"{overall['figures']} figures, figure-mean error {overall['figure_mape']:.1%}, "
+          f"bias {_pct(overall['bias'])}")
+    bad = pred[~pred["status"].astype(str).str.startswith("ok")]
+    if len(bad):
+        print(f"not predicted: {len(bad)} of {len(pred)} rows")
+        for _, r in bad.iterrows():
+            print(f"  row id {r['id']}: {r['status']}")
+    if out is not None:
+        write_csv(pred, o / "predictions.csv", index=False)
+        write_csv(error_long(pred), o / "errors.csv", index=False)
+        write_csv(by_sm, o / "mape_by_source.csv")
+        from dse.report.manifest import write_manifest
+        from dse.validate import _sha256
+        write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
+        print(f"wrote {o}/predictions.csv, errors.csv, mape_by_source.csv, manifest.json")
+    return pred

@@ -1,0 +1,137 @@
+"""Physics of the serving scenarios (dse.infer.serving): limits and monotonicity."""
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.infer.engines import PROFILES, engine_profile
+from dse.infer.serving import (Deployment, concurrency, fixed_batch, iteration_s, kv_slots,
+                               offline, poisson, prefill_s, weights_bytes)
+from dse.spec.hardware import get_hardware
+from dse.spec.model import get_model, layer_params
+from dse.train.rates import rates
+
+H100 = get_hardware("h100-sxm-80gb")
+L8 = get_model("meta-llama/Llama-3.1-8B")
+
+
+def dep(hw=H100, model=L8, engine="trtllm", tp=1, precision=1, kv_bytes=2.0):
+    return Deployment(model, hw, PROFILES[engine], tp, 1, precision, kv_bytes)
+
+
+def test_engine_text_parsing():
+    assert engine_profile("trtllm (v0.6.1, gptSessionBenchmark)")[0].name == "trtllm_static"
+    assert engine_profile("trtllm (v0.13.0, trtllm-bench, C++ engine)")[0].name == "trtllm"
+    assert engine_profile("nemo (NeMo Framework inference, TensorRT-LLM backend)")[0].name == "nemo"
+    v = engine_profile("vllm (v0.6.0, --num-scheduler-steps 10)")[0]
+    assert v.name == "vllm" and v.scheduler_steps == 10
+    assert engine_profile("sglang (v0.3.0)")[0].name == "sglang"
+    assert engine_profile("mystery-engine 1.0")[1].startswith("engine")
+
+
+def test_decode_time_at_least_bytes_over_bandwidth():
+    """A decode iteration reads every weight and the whole KV cache once."""
+    d = dep()
+    for b, ctx in ((1, 128), (64, 2048), (256, 4096)):
+        t = iteration_s(d, b, ctx, overhead=False)
+        kv = b * ctx * 2 * L8.num_layers * L8.num_kv_heads * L8.head_dim * 2
+        assert t >= (weights_bytes(d) + kv) / H100.hbm_bw_bytes_per_s
+
+
+def test_prefill_at_least_flops_over_peak():
+    d = dep()
+    for b, S in ((1, 2048), (8, 1024), (32, 4096)):
+        p = layer_params(L8)
+        flops = 2 * b * S * L8.num_layers * (p.attention + p.experts)
+        assert prefill_s(d, b, S, overhead=False) >= flops / float(rates(H100, 1).peak_linear_flops_per_s)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.floats(1.0, 4.0), st.sampled_from(["trtllm", "vllm", "sglang"]))
+def test_more_hbm_bandwidth_never_lowers_tokens_per_s(scale, engine):
+    fast = dataclasses.replace(H100, hbm_bw_bytes_per_s=H100.hbm_bw_bytes_per_s * scale)
+    for S, O in ((128, 2048), (2048, 128)):
+        assert offline(dep(fast, engine=engine), S, O, 1).tokens_per_s >= \
+            offline(dep(H100, engine=engine), S, O, 1).tokens_per_s * (1 - 1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 200))
+def test_larger_batch_never_lowers_throughput_until_kv_capacity(b):
+    d = dep()
+    S, O = 512, 512
+    cap = kv_slots(d, S, O)
+    b2 = min(b * 2, cap)
+    t1 = fixed_batch(d, b, S, O, 1).tokens_per_s
+    t2 = fixed_batch(d, b2, S, O, 1).tokens_per_s
+    assert t2 >= t1 * (1 - 1e-6)
+
+
+def test_throughput_rises_then_saturates_with_concurrency():
+    d = dep()
+    S, O = 1000, 1000
+    tps = [concurrency(d, n, S, O, 1).tokens_per_s for n in (1, 4, 16, 64, 256, 4096, 16384)]
+    assert all(b >= a * (1 - 1e-6) for a, b in zip(tps, tps[1:]))
+    assert tps[-1] == pytest.approx(tps[-2], rel=1e-6)       # past the slots: saturated
+    assert tps[-1] <= offline(d, S, O, 1).tokens_per_s * (1 + 1e-6)
+
+
+def test_ttft_grows_with_arrival_rate_toward_capacity():
+    d = dep(engine="vllm")
+    S, O = 512, 256
+    cap = offline(d, S, O, 1).tokens_per_s / O
+    rates_ = [cap * f for f in (0.1, 0.4, 0.7, 0.9)]
+    res = [poisson(d, r, S, O, 1) for r in rates_]
+    ttft = [r.ttft_s for r in res]
+    tpot = [r.tpot_s for r in res]
+    assert all(b >= a for a, b in zip(ttft, ttft[1:])), ttft
+    assert all(b >= a for a, b in zip(tpot, tpot[1:])), tpot
+    assert poisson(d, cap * 3, S, O, 1).note.startswith("saturated")
+
+
+def test_ttft_at_least_prefill_roofline():
+    d = dep()
+    r = fixed_batch(d, 1, 2048, 1, 1)
+    p = layer_params(L8)
+    flops = 2 * 2048 * L8.num_layers * (p.attention + p.experts)
+    assert r.ttft_s >= flops / float(rates(H100, 1).peak_linear_flops_per_s)
+
+
+def test_fp8_kv_doubles_slots_and_speeds_long_context_decode():
+    a, b = dep(precision=2, kv_bytes=2.0), dep(precision=2, kv_bytes=1.0)
+    assert kv_slots(b, 1000, 1000) >= 1.9 * kv_slots(a, 1000, 1000)
+    assert iteration_s(b, 64, 8192) < iteration_s(a, 64, 8192)
+
+
+def test_gqa_unshared_kv_read_costs_the_group_factor():
+    """TensorRT-LLM v0.6's decode kernel reads K/V per query head (engines docstring)."""
+    m = get_model("llama2-70b")
+    shared = Deployment(m, H100, PROFILES["trtllm"], 2, 1, 2, 1.0)
+    unshared = Deployment(m, H100, PROFILES["trtllm_static"], 2, 1, 2, 1.0)
+    assert iteration_s(unshared, 64, 2048, overhead=False) > iteration_s(shared, 64, 2048, overhead=False)
+
+
+def test_weights_that_do_not_fit_are_a_status():
+    big = get_model("llama3-405b")
+    r = offline(Deployment(big, H100, PROFILES["trtllm"], 1, 1, 1, 2.0), 1000, 1000, 1)
+    assert math.isnan(r.tokens_per_s) and r.note.startswith("infeasible")
+
+
+def test_one_bad_row_gets_a_status_the_others_are_predicted():
+    import pandas as pd
+    from dse.predict import predict_frame
+    base = dict(id="a", source_id="s", model="meta-llama/Llama-3.1-8B", hardware="h100-sxm-80gb",
+                gpus=1, tp=1, pp=1, precision="fp8", engine="trtllm (v0.13.0)",
+                scenario="offline_throughput", input_len=128, output_len=128)
+    rows = [base, {**base, "id": "b", "hardware": "no-such-gpu"},
+            {**base, "id": "c", "scenario": "warp_drive"}, {**base, "id": "d", "ep": 2},
+            {**base, "id": "e", "scenario": "latency", "batch_or_concurrency": 1}]
+    p = predict_frame(pd.DataFrame(rows), "t")
+    st = dict(zip(p["id"], p["status"]))
+    assert st["a"] == "ok" and st["e"] == "ok"
+    assert st["b"].startswith("invalid: hardware") and st["c"].startswith("invalid: scenario")
+    assert st["d"].startswith("infeasible: ep")
+    assert p.loc[p["id"] == "a", "predicted_output_tok_s"].iloc[0] > 0
