@@ -96,8 +96,8 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
     ok = df[df["status"] == "ok"]
     view = ok[cols].rename(columns=HEADERS)
     fmt = {"step_s": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
-           "mem_GiB": "{:.1f}".format, "kWh/Mtok": "{:.4g}".format, "$/Mtok": "{:.4g}".format,
-           "GPUh/Mtok": "{:.4g}".format, "train_d": "{:,.1f}".format}
+           "mem_GiB": "{:.1f}".format, "kWh/Mtok": "{:.4f}".format, "$/Mtok": "{:.3f}".format,
+           "GPUh/Mtok": "{:.4f}".format, "train_d": "{:,.1f}".format}
     lines = [view.to_string(index=False, formatters={k: v for k, v in fmt.items() if k in view},
                             line_width=width)] if len(ok) else []
     for _, r in df[df["status"] != "ok"].iterrows():
