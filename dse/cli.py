@@ -13,7 +13,8 @@ from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
-        "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "cp_comm_s", "optimizer_s"]
+        "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s"]
+ENERGY_SHOW = ["energy_kwh_per_mtok", "usd_per_mtok", "train_days"]
 
 
 def vary_hardware(hws: list, specs: list[str]) -> list:
@@ -62,18 +63,60 @@ def cmd_sweep(a) -> int:
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
                framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap))
-    if df.empty or not df["feasible"].any():
-        reason = "no valid layout" if df.empty else df["status"].iloc[0]
-        print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {reason}")
-        return 1
-    if a.output is not None:
+    from dse.cost.energy import add_energy_columns, parse_tokens
+    df = add_energy_columns(df, {h.name: float(h.tdp_w) for h in hws}, per_variant(a.gpu_hour_usd, a.hardware, hws),
+                            parse_tokens(a.train_tokens) if a.train_tokens else None, a.pue, "command line")
+    if a.output is not None and not df.empty:
         write_csv(df, a.output, index=False)
+    if df.empty or not df["feasible"].any():
+        print(f"no feasible layout for {a.model} on {a.gpus} GPUs: {least_memory(df)}")
+        return 1
+    from dse.report.top_table import format_top, top_rows, wrap
     ok = df[df["feasible"]]
-    print(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {a.top}:")
-    with pd.option_context("display.width", 250, "display.max_columns", 40,
-                           "display.float_format", "{:.3f}".format):
-        print(ok[SHOW].head(a.top).to_string(index=False))
+    top, tied, knobs = top_rows(ok, a.top)
+    ties = (f" ({tied} exact ties of these dropped: same time, memory and breakdown, differing "
+            f"only in {', '.join(knobs)})" if tied else "")
+    print(wrap(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {len(top)}{ties}:",
+               a.columns))
+    print(format_top(top, SHOW + ENERGY_SHOW, a.columns))
     return 0
+
+
+def per_variant(prices, names: list[str], hws: list) -> list | None:
+    """One price per --hardware name repeated over its --vary variants (vary_hardware keeps
+    each base's variants together)."""
+    if prices is None or len(prices) != len(names) or len(names) == len(hws):
+        return prices
+    return [p for p in prices for _ in range(len(hws) // len(names))]
+
+
+def least_memory(df) -> str:
+    """Why nothing fits: the smallest memory need of any layout, and that layout."""
+    if df.empty:
+        return "no valid layout"
+    r = df.loc[df["mem_gib"].idxmin()]
+    return (f"the smallest memory need is {r['mem_gib']:.1f} GiB > {r['hbm_gib']:.1f} GiB HBM, at "
+            f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mbs{r['mbs']} vpp{r['vpp']} "
+            f"{r['recompute']} ZeRO-{r['zero']}{' SP' if r['sp'] else ''} on {r['hardware']}")
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}")
+    return v
+
+
+def energy_args(s: argparse.ArgumentParser) -> None:
+    """Flags of the power / cost / time-to-train columns (dse.cost.energy)."""
+    s.add_argument("--gpu-hour-usd", type=_positive_float, nargs="+", default=None, metavar="USD",
+                   help="price per GPU-hour: one, or one per --hardware (adds usd_per_mtok)")
+    s.add_argument("--train-tokens", default=None, metavar="N",
+                   help="token budget, e.g. 15T or 1e12 (adds train_days, train_mwh, train_usd)")
+    s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
 
 
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
@@ -278,6 +321,8 @@ EXAMPLES = {
     "study": "dse study studies/llama70b.toml",
     "dashboard": "dse dashboard llama70b --port 8080",
     "list": "dse list models",
+    "compare": "dse compare --model llama3-70b --hardware a100-sxm-80gb h100-sxm-80gb h200-sxm-141gb "
+               "--gpus 64 256 1024 --global-batch 1024 --seq 4096 -o results/compare",
     "trace": "dse trace --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --tp 2 "
              "--global-batch 64 --seq 4096 --out results/trace --simulate",
 }
@@ -311,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable; "
                         "`dse list knobs`)")
     s.add_argument("--top", type=_positive_int, default=10, help="layouts to print")
+    energy_args(s)
+    s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_sweep)
 
@@ -379,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_sensitivity(sub)
     from dse.calibrate import register as register_calibrate
     register_calibrate(sub)
+    from dse.comparison import register as register_compare
+    register_compare(sub)
     for name, sp in sub.choices.items():      # commands registered elsewhere get an example too
         if sp.epilog is None:
             sp.epilog = _epilog(name)

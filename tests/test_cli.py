@@ -54,7 +54,8 @@ def test_sweep_prints_top_layouts():
     rc, out, err = run("sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "16",
                        "--global-batch", "128", "--seq", "4096", "--top", "3")
     assert rc == 0, err
-    assert "step_time_s" in out and "mfu" in out and "tp_comm_s" in out
+    assert "step_s" in out and "mfu" in out and "tp_comm" in out and "ep_comm" in out
+    assert max(len(line) for line in out.splitlines()) <= 120
 
 
 def test_sweep_over_a_hardware_knob_grid(tmp_path, capsys):

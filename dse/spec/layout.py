@@ -50,7 +50,7 @@ class Layout:
     mbs: int = 1
     vpp: int = 1
     recompute: int = 0
-    zero: int = 0
+    zero: int = 1          # the CLI's default: distributed optimizer (Megatron-Core, NeMo)
     sp: int = 0
 
     @property

@@ -1,0 +1,134 @@
+"""The Python API (dse.api, re-exported lazily by `import dse`) and its notebook."""
+
+import inspect
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dse
+from dse.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=8, global_batch=64, seq_len=2048)
+
+
+def test_import_dse_is_cheap_and_configures_nothing():
+    code = ("import sys, dse; print('jax' in sys.modules, 'pandas' in sys.modules, "
+            "'dse.api' in sys.modules, sorted(n for n in dir(dse) if not n.startswith('_')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT).stdout
+    assert out.startswith("False False False") and "'estimate'" in out and "'sweep'" in out
+
+
+def test_acceptance_command():
+    code = ("import dse; print(dse.sweep(model='llama3-70b', hardware='h100-sxm-80gb', gpus=64, "
+            "global_batch=1024, seq_len=4096).head())")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "llama3-70b" in p.stdout and "[5 rows x" in p.stdout
+
+
+def test_sweep_is_the_sweep_and_subpackages_still_work():
+    from dse.spec.hardware import get_hardware
+    from dse.spec.model import get_model
+    from dse.sweep.run import sweep
+    df = dse.sweep(**SMALL)
+    ref = sweep(get_model("llama3-8b"), [get_hardware("h100-sxm-80gb")], 8, 64, 2048)
+    np.testing.assert_array_equal(df["step_time_s"].to_numpy(), ref["step_time_s"].to_numpy())
+    assert {"energy_kwh_per_mtok", "gpu_hours_per_mtok", "gpu_power_w"} <= set(df)
+    assert callable(dse.sweep) and dse.sweep.run.sweep is sweep      # package and function
+    assert callable(dse.infer) and hasattr(dse.infer, "sweep_inference")
+
+
+def test_estimate_agrees_with_the_sweep_row():
+    df = dse.sweep(**SMALL)
+    for _, r in df[df["feasible"]].iloc[[0, 7, 40]].iterrows():
+        e = dse.estimate(model="llama3-8b", hardware="h100-sxm-80gb", gpus=8, tp=int(r.tp),
+                         pp=int(r.pp), dp=int(r.dp), cp=int(r.cp), ep=int(r.ep), mbs=int(r.mbs),
+                         vpp=int(r.vpp), recompute=r.recompute, zero=int(r.zero), sp=bool(r.sp),
+                         global_batch=64, seq_len=2048)
+        assert e.fits and e.status == "ok"
+        assert e.step_time_s == pytest.approx(r.step_time_s, rel=1e-5)
+        assert e.mem_gib == pytest.approx(r.mem_gib, rel=1e-5)
+        assert e.breakdown["tp_comm_s"] == pytest.approx(r.tp_comm_s, rel=1e-4, abs=1e-9)
+        assert e.energy["energy_kwh_per_mtok"] == pytest.approx(r.energy_kwh_per_mtok, rel=1e-5)
+    assert set(e.ops.columns) >= {"op", "phase", "count", "exposed_s", "term", "bound"}
+    assert e.ops["exposed_s"].sum() == pytest.approx(e.step_time_s, rel=1e-3)
+    assert "fits" in str(e) and e.to_series()["fits"]
+
+
+def test_infeasible_estimate_is_flagged_not_timed():
+    e = dse.estimate(model="llama3-70b", hardware="a100-sxm-40gb", gpus=8, tp=8, global_batch=64,
+                     seq_len=2048)
+    assert not e.fits and e.status.startswith("out of memory")
+    assert math.isnan(e.step_time_s) and all(math.isnan(v) for v in e.breakdown.values())
+    assert float(e.raw.step_time_s) > 0 and "DOES NOT FIT" in str(e)
+
+
+def test_estimate_defaults_are_the_clis():
+    from dse.cli import build_parser
+    a = build_parser().parse_args(["estimate", "--model", "m", "--hardware", "h", "--gpus", "8"])
+    sig = inspect.signature(dse.api.estimate).parameters
+    for name in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
+                 "global_batch", "precision", "attention", "framework", "tp_overlap"):
+        assert sig[name].default == getattr(a, name), name
+    s = build_parser().parse_args(["sweep", "--model", "m", "--hardware", "h", "--gpus", "8",
+                                   "--global-batch", "8"])
+    sig = inspect.signature(dse.api.sweep).parameters
+    for name in ("precision", "attention", "framework", "tp_overlap", "pue"):
+        assert sig[name].default == getattr(s, name), name
+    assert sig["seq_len"].default is s.seq is None
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(precision="fp7"), "precision"), (dict(precision=2), "precision"),
+    (dict(recompute="half"), "recompute"), (dict(framework="jax"), "framework"),
+    (dict(gpus=0), "gpus"), (dict(gpus=8.0), "gpus"), (dict(tp=3), "tp"), (dict(zero=4), "zero"),
+    (dict(model="llama9"), "model"), (dict(hardware="tpu-v9"), "hardware"), (dict(model=7), "model"),
+])
+def test_bad_input_is_an_input_error(kw, field):
+    args = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=8, global_batch=64)
+    args.update(kw)
+    with pytest.raises(InputError) as e:
+        dse.estimate(**args)
+    assert e.value.field.startswith(field) and "\n" not in str(e.value)
+
+
+def test_sweep_fp8_on_a100_is_an_input_error():
+    with pytest.raises(InputError, match="fp8"):
+        dse.sweep(**{**SMALL, "hardware": "a100-sxm-80gb", "precision": "fp8"})
+
+
+def test_serve_and_compare():
+    df = dse.serve(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=8, prompt=512, gen=64)
+    assert df["feasible"].iloc[0] and df["tokens_per_s"].iloc[0] == df["tokens_per_s"].max()
+    same = dse.infer(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=8, prompt=512, gen=64)
+    np.testing.assert_array_equal(df["tokens_per_s"].to_numpy(), same["tokens_per_s"].to_numpy())
+    cmp = dse.compare(model="llama3-8b", hardware=["a100-sxm-80gb", "h100-sxm-80gb"], gpus=[8],
+                      global_batch=64, seq_len=2048)
+    assert len(cmp) == 2 and (cmp["status"] == "ok").all()
+    with pytest.raises(InputError):
+        dse.serve(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=0)
+
+
+def test_notebook_runs():
+    """Every code cell of docs/examples/api.ipynb, in order, in one namespace."""
+    nb = json.loads((ROOT / "docs" / "examples" / "api.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert len(code) >= 5
+    ns: dict = {}
+    for i, c in enumerate(code):
+        exec(compile("".join(c["source"]), f"api.ipynb cell {i + 1}", "exec"), ns)
+    assert ns["big"].fits is False and ns["e"].fits
+
+
+def test_layout_default_zero_is_the_clis():
+    from dse.cli import build_parser
+    from dse.spec.layout import Layout
+    a = build_parser().parse_args(["estimate", "--model", "m", "--hardware", "h", "--gpus", "8"])
+    assert Layout().zero == a.zero == 1
