@@ -1,9 +1,11 @@
-"""The vectorized screen: memory first, then the time model on the survivors.
+"""The vectorized screen: every (hardware, layout) point's memory and step time, the memory
+mask, a DataFrame.
 
 Flow (docs/architecture.md): specs -> arrays of design points -> masks -> costs -> DataFrame.
-Points are the Cartesian product (hardware spec) x (layout).  Both passes run in
-chunks through one ``jit(vmap(...))`` each, by the one runner of every sweep
-(:mod:`dse.sweep.runner`: its padding policy, dispatch overlapped with copy-back).
+Points are the Cartesian product (hardware spec) x (layout), evaluated in
+(layout x hardware) blocks of one nested ``jit(vmap(vmap(...)))`` (:mod:`dse.sweep.blocks`:
+layout-only work shared across hardware variants, a few compiled block shapes, dispatch
+overlapped with copy-back).
 """
 
 from __future__ import annotations
@@ -11,43 +13,24 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import jax
 import numpy as np
 import pandas as pd
 
 from dse.spec.hardware import GIB, Hardware, stack
-from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Layout, Workload
+from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Workload
 from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
-from dse.sweep.runner import MAX_CHUNK, run_chunked
-from dse.train.step import BREAKDOWN, StepResult, memory_bytes, train_step
+from dse.sweep.blocks import evaluate_all
+from dse.sweep.runner import MAX_CHUNK
+from dse.train.step import BREAKDOWN, StepResult
 
 CHUNK = MAX_CHUNK
-
-
-@jax.jit
-def _memory_chunk(model, wl, lay, hw):
-    return jax.vmap(memory_bytes, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
-
-
-@jax.jit
-def _time_chunk(model, wl, lay, hw):
-    return jax.vmap(train_step, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
 
 
 def hardware_columns(hws: list[Hardware]) -> dict[str, np.ndarray]:
     """Several hardware specs as one numpy column per pytree leaf (row = spec)."""
     st = stack(hws)
     return {f: np.asarray(getattr(st, f)) for f in Hardware._leaf_fields}
-
-
-def _points(model, wl, hw_cols, lay_cols, h_idx, l_idx):
-    """The argument builder of one padded chunk of (hardware, layout) points."""
-    def args_for(idx):
-        hw = Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()})
-        lay = Layout(**{f: v[l_idx[idx]] for f, v in lay_cols.items()})
-        return model, wl, lay, hw
-    return args_for
 
 
 @dataclass
@@ -71,35 +54,32 @@ class SweepResult:
 
 def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict[str, np.ndarray],
                  chunk: int = CHUNK, progress: bool = False) -> SweepResult:
-    """Evaluate every (hardware, layout) pair: memory for all, time for the feasible."""
+    """Evaluate every (hardware, layout) pair in (layout x hardware) blocks
+    (:mod:`dse.sweep.blocks`: layout-only work shared across the hardware of a block);
+    ``feasible`` is the memory mask, and time fields are NaN where a point does not fit.
+    ``chunk`` is accepted for compatibility; the block shape is the sweep's own."""
     hw_cols = hardware_columns(hws)
     n_l = len(next(iter(lay_cols.values())))
-    h_idx = np.repeat(np.arange(len(hws), dtype=np.int64), n_l)
-    l_idx = np.tile(np.arange(n_l, dtype=np.int64), len(hws))
+    n_h = len(hws)
+    h_idx = np.repeat(np.arange(n_h, dtype=np.int64), n_l)
+    l_idx = np.tile(np.arange(n_l, dtype=np.int64), n_h)
     bar = None
     if progress and len(h_idx) > 200_000:
         from tqdm import tqdm
-        bar = tqdm(total=2 * len(h_idx), desc="sweep", unit="pt", leave=False)
+        bar = tqdm(total=len(h_idx), desc="sweep", unit="pt", leave=False)
     t0 = time.perf_counter()
-    mem = run_chunked(_memory_chunk, _points(model, wl, hw_cols, lay_cols, h_idx, l_idx),
-                      len(h_idx), chunk, bar)
+    res = evaluate_all(model, wl, lay_cols, hw_cols, n_l, n_h, bar)
+    if bar is not None:
+        bar.close()
     t1 = time.perf_counter()
+    mem = res["mem_bytes"]
     cap = hw_cols["hbm_bytes"][h_idx]
     feasible = mem <= cap
-    fi = np.nonzero(feasible)[0]
-    res = {f: np.full(len(h_idx), np.nan) for f in StepResult._fields}
-    if len(fi):
-        out = run_chunked(_time_chunk, _points(model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi]),
-                          len(fi), chunk, bar)
-        for f in StepResult._fields:
-            res[f][fi] = getattr(out, f)
-    if bar is not None:
-        bar.update(2 * len(h_idx) - bar.n)
-        bar.close()
-    t2 = time.perf_counter()
-    res["mem_bytes"] = mem
+    for f in StepResult._fields:
+        if f != "mem_bytes":
+            res[f][~feasible] = np.nan
     return SweepResult(h_idx, {f: v[l_idx] for f, v in lay_cols.items()}, mem, cap, feasible,
-                       res, [h.name for h in hws], {"memory_s": t1 - t0, "time_s": t2 - t1})
+                       res, [h.name for h in hws], {"sweep_s": t1 - t0})
 
 
 def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_len: int,
@@ -128,23 +108,35 @@ def oom_status(mem_bytes: float, hbm_bytes: float) -> str:
     return f"out of memory: needs {mem_bytes / GIB:.1f} GiB > {hbm_bytes / GIB:.1f} GiB HBM"
 
 
-def to_dataframe(sr: SweepResult) -> pd.DataFrame:
-    df = pd.DataFrame({"hardware": np.asarray(sr.hw_names, dtype=object)[sr.hw_index]})
+def rows_frame(result: dict, feasible: np.ndarray, layouts: dict, hw_index: np.ndarray,
+               hbm_bytes: np.ndarray, hw_names: list[str]) -> pd.DataFrame:
+    """One row per point: hardware, layout, feasibility and status, memory, step time and
+    its breakdown (the sweep's columns); time fields NaN where a point does not fit."""
+    n = len(hw_index)
+    df = pd.DataFrame({"hardware": np.asarray(hw_names, dtype=object)[hw_index]})
     for f in FIELDS:
-        df[f] = sr.layouts[f]
+        df[f] = layouts[f]
     df["recompute"] = df["recompute"].map(RECOMPUTE_NAMES)
     df["sp"] = df["sp"].astype(bool)
-    df["feasible"] = sr.feasible
-    df["mem_gib"] = sr.mem_bytes / GIB
-    df["hbm_gib"] = sr.hbm_bytes / GIB
-    status = np.full(sr.n_points, "ok", dtype=object)
-    bad = ~sr.feasible
-    if bad.any():
-        status[bad] = [oom_status(m, c) for m, c in zip(sr.mem_bytes[bad], sr.hbm_bytes[bad])]
+    df["feasible"] = feasible
+    mem = result["mem_bytes"]
+    df["mem_gib"] = mem / GIB
+    df["hbm_gib"] = hbm_bytes / GIB
+    status = np.full(n, "ok", dtype=object)
+    bad = ~feasible
+    if bad.any():     # vectorized: the same text as oom_status
+        need = np.char.mod("%.1f", mem[bad] / GIB)
+        have = np.char.mod("%.1f", hbm_bytes[bad] / GIB)
+        status[bad] = np.char.add(np.char.add(np.char.add("out of memory: needs ", need), " GiB > "),
+                                  np.char.add(have, " GiB HBM")).astype(object)
     df["status"] = status
     for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN + ("recompute_layers",):
-        df[f] = sr.result[f]
+        df[f] = np.where(feasible, result[f], np.nan)
     return df
+
+
+def to_dataframe(sr: SweepResult) -> pd.DataFrame:
+    return rows_frame(sr.result, sr.feasible, sr.layouts, sr.hw_index, sr.hbm_bytes, sr.hw_names)
 
 
 def top_k(df: pd.DataFrame, k: int = 10) -> pd.DataFrame:

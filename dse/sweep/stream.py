@@ -1,0 +1,223 @@
+"""Streaming sweeps: 10^8-10^9 (layout x hardware) points in bounded memory.
+
+The layout grid (one GPU count's valid layouts, at most a few 10^5 rows) and the
+hardware list stay as small tables; points are never materialized.  Each
+(layout x hardware) block (:mod:`dse.sweep.blocks`) is evaluated and *reduced on the
+device*; only the reductions come back:
+
+* ``top``: the ``k`` fastest feasible points overall (``jax.lax.top_k`` per block,
+  merged on the host over blocks: exact);
+* ``best``: the fastest feasible layout per hardware spec (``segment_min`` per block,
+  merged: exact);
+* ``pareto``: per hardware, the Pareto front of (step time, memory per GPU), both
+  minimized: each block sorts its points by (hardware, memory), a segmented running
+  minimum of step time marks the block's front (a point is on it iff it is faster than
+  every point of its hardware with less memory, ties by step time), at most
+  :data:`FRONT_CAP` front points per block come back, and the host takes the front of
+  their union (exact: a global front point is on its block's front);
+* ``hist``: per hardware, a histogram of log10(step time) over :data:`HIST_EDGES_S`
+  (feasible points), and the count of feasible points.
+
+Every point is written only when asked (``parquet=``): one Parquet row group per block,
+written as it streams (pyarrow ``ParquetWriter``), to a temporary file renamed at the end.
+
+Peak resident memory is the block's working set plus the reductions, whatever the
+number of points (``make bench`` measures it for 10^8 points).  A test checks that the
+streamed reductions equal the in-memory sweep's on a small sweep.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dse.spec.hardware import GIB, Hardware
+from dse.spec.layout import RECOMPUTE_NAMES, Workload
+from dse.spec.model import Model
+from dse.sweep.blocks import iterate_blocks, nested_step
+from dse.sweep.grid import FIELDS
+
+FRONT_CAP = 2048
+HIST_EDGES_S = np.logspace(-3, 6, 91)          # 1 ms .. 11.6 days, 10 bins per decade
+MAX_POINTS = 2**31 - 1                          # point ids are int32 on the device
+
+
+@partial(jax.jit, static_argnames=("k", "n_h_seg", "with_rows"))
+def _reduce_block(model, wl, lay, hw, l_idx, h_idx, valid, n_l, k: int, n_h_seg: int, with_rows: bool):
+    r = nested_step(model, wl, lay, hw)                          # leaves (LB, HB)
+    fits = valid & (r.mem_bytes <= hw.hbm_bytes[None, :])
+    t = jnp.where(fits, r.step_time_s, jnp.inf).ravel()
+    mem = r.mem_bytes.ravel()
+    h = jnp.broadcast_to(h_idx[None, :], r.step_time_s.shape).ravel()
+    p = (h_idx[None, :] * n_l + l_idx[:, None]).ravel()         # global point id
+    # top-k (smallest step time)
+    neg, pos = jax.lax.top_k(-t, k)
+    top = (-neg, p[pos])
+    # best per hardware: min time, then the smallest point id reaching it
+    best_t = jax.ops.segment_min(t, h, num_segments=n_h_seg)
+    at_best = jnp.isfinite(t) & (t == best_t[h])
+    best_p = jax.ops.segment_min(jnp.where(at_best, p, jnp.iinfo(jnp.int32).max), h, num_segments=n_h_seg)
+    # histogram of log10 step time per hardware
+    nb = len(HIST_EDGES_S) - 1
+    b = jnp.clip(jnp.searchsorted(jnp.asarray(HIST_EDGES_S, jnp.float32), t) - 1, 0, nb - 1)
+    hist = jax.ops.segment_sum(jnp.isfinite(t).astype(jnp.int32), h * nb + b, num_segments=n_h_seg * nb)
+    # block Pareto front per hardware over (t, mem): sort by (h, mem, t), segmented cummin
+    order = jnp.lexsort((t, mem, h))
+    hs, ts = h[order], t[order]
+    first = jnp.concatenate([jnp.array([True]), hs[1:] != hs[:-1]])
+
+    def comb(a, c):
+        av, af = a
+        cv, cf = c
+        return jnp.where(cf, cv, jnp.minimum(av, cv)), af | cf
+    run_min, _ = jax.lax.associative_scan(comb, (ts, first))
+    prev = jnp.where(first, jnp.inf, jnp.concatenate([jnp.array([jnp.inf]), run_min[:-1]]))
+    on_front = jnp.isfinite(ts) & (ts < prev)
+    sel = jnp.nonzero(on_front, size=FRONT_CAP, fill_value=0)[0]
+    front = (p[order][sel], jnp.arange(FRONT_CAP) < on_front.sum(), on_front.sum())
+    rows = (r, fits) if with_rows else None
+    return top, (best_t, best_p), hist.reshape(n_h_seg, nb), front, rows
+
+
+@dataclass
+class StreamResult:
+    """Reductions of a streamed sweep; point ids are ``h * n_layouts + l``."""
+    n_points: int
+    n_feasible: int
+    top: pd.DataFrame          # k fastest feasible points, with every result column
+    best: pd.DataFrame         # fastest feasible layout per hardware
+    pareto: pd.DataFrame       # (step time, memory) front per hardware
+    hist: np.ndarray           # (hardware, bins) counts of feasible points
+    hist_edges_s: np.ndarray
+    hw_names: list
+    parquet: str | None = None
+
+    def quantiles(self, qs=(0.05, 0.5, 0.95)) -> pd.DataFrame:
+        """Step-time quantiles per hardware from the histogram (bin centres, log scale)."""
+        centres = np.sqrt(self.hist_edges_s[:-1] * self.hist_edges_s[1:])
+        out = []
+        for name, h in zip(self.hw_names, self.hist):
+            c = np.cumsum(h)
+            row = {"hardware": name, "feasible": int(c[-1]) if len(c) else 0}
+            for q in qs:
+                row[f"q{int(q * 100):02d}_step_time_s"] = (float(centres[np.searchsorted(c, q * c[-1])])
+                                                          if c[-1] else np.nan)
+            out.append(row)
+        return pd.DataFrame(out)
+
+
+def _front(df: pd.DataFrame) -> pd.DataFrame:
+    """Exact 2-D Pareto front (min step_time_s, min mem_gib) per hardware."""
+    keep = []
+    for _, g in df.sort_values(["hardware", "mem_gib", "step_time_s"]).groupby("hardware", sort=False):
+        best = np.inf
+        for i, t in zip(g.index, g["step_time_s"]):
+            if t < best:
+                keep.append(i)
+                best = t
+    return df.loc[keep].sort_values(["hardware", "step_time_s"]).reset_index(drop=True)
+
+
+def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict,
+                 k: int = 10, parquet: str | None = None, progress: bool = False) -> StreamResult:
+    """Every (hardware x layout) point, reduced on the device (module docstring)."""
+    from dse.sweep.run import hardware_columns, rows_frame
+    n_l, n_h = len(lay_cols["tp"]), len(hws)
+    n = n_l * n_h
+    if n > MAX_POINTS:
+        from dse.errors import InputError
+        raise InputError("sweep", "points", f"`layouts x hardware <= {MAX_POINTS}` must hold, but got {n}")
+    hw_cols = hardware_columns(hws)
+    lay_cols = {f: np.asarray(lay_cols[f]) for f in FIELDS}
+    n_h_seg = 1
+    while n_h_seg < n_h:
+        n_h_seg *= 2
+    bar = None
+    if progress and n > 2_000_000:
+        from tqdm import tqdm
+        bar = tqdm(total=n, desc="stream", unit="pt", leave=False)
+    writer = tmp = None
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        tmp = f"{parquet}.tmp-{os.getpid()}"
+    top_t, top_p = np.full(0, np.inf), np.zeros(0, np.int64)
+    best_t, best_p = np.full(n_h, np.inf), np.full(n_h, -1, np.int64)
+    hist = np.zeros((n_h, len(HIST_EDGES_S) - 1), np.int64)
+    front_p: list[np.ndarray] = []
+    overflow = False
+    kk = min(k, 1 << 16)
+
+    def fn(lay, hw, li, hi, valid):
+        return _reduce_block(model, wl, lay, hw, li, hi, valid, n_l, min(kk, valid.size), n_h_seg,
+                             parquet is not None)
+    try:
+        for l_idx, h_idx, valid, out in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, bar):
+            (tt, tp), (bt, bp), hh, (fp, fmask, fcount), rows = out
+            top_t, top_p = np.concatenate([top_t, tt]), np.concatenate([top_p, tp.astype(np.int64)])
+            o = np.argsort(top_t, kind="stable")[:k]
+            top_t, top_p = top_t[o], top_p[o]
+            bt, bp, hh = bt[:n_h], bp[:n_h].astype(np.int64), hh[:n_h]
+            better = (bt < best_t) | ((bt == best_t) & np.isfinite(bt) & (bp < best_p))
+            best_t, best_p = np.where(better, bt, best_t), np.where(better, bp, best_p)
+            hist += hh
+            front_p.append(fp[fmask].astype(np.int64))
+            overflow |= int(fcount) > FRONT_CAP
+            if rows is not None:
+                r, fits = rows
+                kl, kh = len(l_idx), len(h_idx)
+                cut = lambda x: np.asarray(x)[:kl, :kh].T.ravel()      # hardware-major
+                res = {f: cut(getattr(r, f)) for f in r._fields}
+                f_ok = cut(fits)
+                li = np.tile(l_idx, kh)
+                hi = np.repeat(h_idx, kl)
+                df = rows_frame(res, f_ok, {f: v[li] for f, v in lay_cols.items()}, hi,
+                                hw_cols["hbm_bytes"][hi], [h.name for h in hws])
+                table = pa.Table.from_pandas(df, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer is not None:
+            writer.close()
+    if tmp and writer is not None:
+        os.replace(tmp, parquet)
+    if overflow:
+        import warnings
+        warnings.warn(f"a block's Pareto front exceeded {FRONT_CAP} points; the front is truncated")
+
+    def frame(points: np.ndarray) -> pd.DataFrame:
+        from dse.sweep.run import sweep_points, to_dataframe
+        points = np.unique(points[points >= 0])
+        if not len(points):
+            return pd.DataFrame()
+        hi, li = points // n_l, points % n_l
+        parts = []
+        for h in np.unique(hi):
+            sel = li[hi == h]
+            sr = sweep_points(model, wl, [hws[h]], {f: v[sel] for f, v in lay_cols.items()})
+            d = to_dataframe(sr)
+            d.insert(0, "point", h * n_l + sel)
+            parts.append(d)
+        return pd.concat(parts, ignore_index=True)
+
+    top_df = frame(top_p[np.isfinite(top_t)])
+    if len(top_df):
+        top_df = top_df.sort_values(["step_time_s", "point"], kind="stable").reset_index(drop=True)
+    best_df = frame(best_p)
+    front_df = frame(np.concatenate(front_p) if front_p else np.zeros(0, np.int64))
+    if len(front_df):
+        front_df = _front(front_df[front_df["feasible"]])
+    return StreamResult(n, int(hist.sum()), top_df, best_df, front_df, hist, HIST_EDGES_S,
+                        [h.name for h in hws], parquet)
+
+
+__all__ = ["stream_sweep", "StreamResult", "GIB", "RECOMPUTE_NAMES"]

@@ -1,0 +1,72 @@
+"""Streamed reductions equal the in-memory sweep's answer (issue: streaming sweeps)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.spec.layout import Workload
+from dse.sweep.grid import enumerate_layouts
+from dse.sweep.run import oom_status, sweep_points, to_dataframe
+from dse.sweep.stream import HIST_EDGES_S, _front, stream_sweep
+from tests.helpers import a100, h100, llama70b
+
+MODEL = llama70b()
+WL = Workload(global_batch=256, seq_len=4096)
+COLS = enumerate_layouts(MODEL, 64, 256, 4096)
+HWS = [a100(), h100(), h100().replace(hbm_bw_bytes_per_s=h100().hbm_bw_bytes_per_s * 2, name="h100-2x")]
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    pq = str(tmp_path_factory.mktemp("s") / "all.parquet")
+    st = stream_sweep(MODEL, WL, HWS, COLS, k=7, parquet=pq)
+    df = to_dataframe(sweep_points(MODEL, WL, HWS, COLS))
+    df.insert(0, "point", np.arange(len(df)))
+    return st, df, pq
+
+
+def test_top_k_equals_in_memory(both):
+    st, df, _ = both
+    ok = df[df["feasible"]].sort_values(["step_time_s", "point"], kind="stable").head(7)
+    assert st.top["point"].tolist() == ok["point"].tolist()
+    np.testing.assert_allclose(st.top["step_time_s"], ok["step_time_s"], rtol=1e-6)
+
+
+def test_best_per_hardware_equals_in_memory(both):
+    st, df, _ = both
+    for name, g in df[df["feasible"]].groupby("hardware"):
+        row = st.best[st.best["hardware"] == name].iloc[0]
+        assert row["step_time_s"] == pytest.approx(g["step_time_s"].min(), rel=1e-6)
+
+
+def test_pareto_equals_in_memory(both):
+    st, df, _ = both
+    ref = _front(df[df["feasible"]])
+    assert sorted(st.pareto["point"]) == sorted(ref["point"])
+    assert len(ref) >= 3
+
+
+def test_histogram_counts_every_feasible_point(both):
+    st, df, _ = both
+    assert st.n_feasible == int(df["feasible"].sum())
+    for name, h in zip(st.hw_names, st.hist):
+        t = df[(df["hardware"] == name) & df["feasible"]]["step_time_s"].to_numpy()
+        ref, _ = np.histogram(np.clip(t, HIST_EDGES_S[0], HIST_EDGES_S[-1] * 0.999), HIST_EDGES_S)
+        assert h.sum() == len(t)
+        assert np.abs(h - ref).sum() <= 2          # float32 vs float64 at bin edges
+
+
+def test_parquet_holds_every_point(both):
+    st, df, pq = both
+    got = pd.read_parquet(pq)
+    assert len(got) == len(df) == st.n_points
+    np.testing.assert_allclose(np.sort(got["step_time_s"].dropna()), np.sort(df["step_time_s"].dropna()),
+                               rtol=1e-6)
+    assert (got["status"].sort_values().to_numpy() == df["status"].sort_values().to_numpy()).all()
+
+
+def test_vectorized_oom_status_matches_the_formatter(both):
+    _, df, _ = both
+    bad = df[~df["feasible"]].head(20)
+    for _, r in bad.iterrows():
+        assert r["status"] == oom_status(r["mem_gib"] * 2**30, r["hbm_gib"] * 2**30)
