@@ -15,7 +15,7 @@ Public API::
     plan(topo, kind, gpus, algo=None) -> list[Phase]            (collectives)
     load_faults(path, topo=None) -> FaultSet; SlowLink, LinkDown, Straggler, PacketLoss
     simulate(jobs, topology, faults=None, *, grid=None, coalesce=True,
-             record_timeline=True, comm_sm_fraction=None) -> SimResult
+             record_timeline=True, comm_sm_fraction=None, aggregate=True) -> SimResult
 """
 
 from dse.sim.collectives import Phase, busbw_factor, plan, ring_time_s
