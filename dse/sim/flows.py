@@ -52,14 +52,19 @@ def maxmin_rates(paths: np.ndarray, cap: np.ndarray) -> np.ndarray:
     rate = np.zeros(F)
     if F == 0:
         return rate
-    L1 = cap.shape[0]
-    L = L1 - 1
-    rem = cap.astype(np.float64).copy()
+    L = cap.shape[0] - 1
+    # relabel the links the flows use as 0..k-1 (cost independent of the network size)
+    ulk, inv = np.unique(paths, return_inverse=True)
+    P = inv.reshape(paths.shape)
+    capu = cap[ulk].astype(np.float64)
+    L1 = ulk.shape[0]
+    dummy = L1 - 1 if ulk[-1] == L else -1
+    rem = capu.copy()
     idx = np.arange(F)
-    P = paths
     while True:
         cnt = np.bincount(P.ravel(), minlength=L1)
-        cnt[L] = 0
+        if dummy >= 0:
+            cnt[dummy] = 0
         used = np.flatnonzero(cnt)
         share = rem[used] / cnt[used]
         j = int(np.argmin(share))
@@ -67,7 +72,7 @@ def maxmin_rates(paths: np.ndarray, cap: np.ndarray) -> np.ndarray:
         rate[idx] += inc
         rem[used] -= inc * cnt[used]
         sat = np.zeros(L1, dtype=bool)
-        sat[used] = rem[used] <= 1e-9 * cap[used]
+        sat[used] = rem[used] <= 1e-9 * capu[used]
         sat[used[j]] = True
         frz = sat[P].any(axis=1)
         if frz.all():
