@@ -5,7 +5,7 @@ compute slowdown of collectives overlapping it (SM sharing).
 Modules: ``topology`` (dimensions, links, routes), ``collectives`` (phases of each
 algorithm), ``faults``, ``flows`` (max-min flow network), ``program`` (a role's op list
 as executed), ``symmetry`` (rank classes), ``engine`` (the event loop, ``simulate``),
-``result`` (``SimResult``), ``bench`` (`make bench`'s simulator speed).
+``result`` (``SimResult``); `make bench`'s simulator figures: :mod:`dse.bench_sim`.
 
 Public API::
 
