@@ -3,7 +3,10 @@ another layout is better once the fault is known (studies/faults.toml).
 
 Flow: the vectorized sweep picks the healthy top layouts (``[study] candidates``,
 distinct traces: ``selective`` recompute gives the same trace as ``none`` with
-FlashAttention, the studies' attention, and is skipped); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
+FlashAttention, the studies' attention, and is skipped) -- or ``[study] layouts`` pins
+them (a list of layout tables, e.g. the 16k-GPU Llama-3.1-405B case of
+``studies/faults-16k.toml``, where the replay uses rank symmetry and flow aggregation,
+:mod:`dse.sim.engine`); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
 event-driven simulator (:mod:`dse.sim`) on a topology built from the hardware
 (NVLink switch domains x ``scale_out``), healthy and under every ``[[scenario]]``'s
 faults (the :mod:`dse.sim.faults` schema).  Per scenario: the step time of the best
@@ -48,6 +51,55 @@ def candidates(df: pd.DataFrame, k: int, distinct: tuple[str, ...] = ()) -> pd.D
     return ok.drop_duplicates("_key").head(k).drop(columns="_key")
 
 
+PIN_KEYS = set(LAYOUT_KEYS) | {"recompute", "sp"}
+
+
+def _pinned_layouts(raw, where: str) -> list[dict]:
+    """``[study] layouts``: layout tables (tp, pp, dp required; cp, ep, mbs, vpp = 1,
+    zero = 1, recompute = "none", sp = false by default)."""
+    if raw is None:
+        return []
+    require(isinstance(raw, list) and raw and all(isinstance(x, dict) for x in raw), where,
+            "study.layouts", "must be a non-empty array of layout tables")
+    out = []
+    for i, t in enumerate(raw):
+        f = f"study.layouts[{i}]"
+        check_keys(t, PIN_KEYS, where, f"{f}.")
+        for key in ("tp", "pp", "dp"):
+            require(key in t, where, f"{f}.{key}", "is required")
+        row = {"cp": 1, "ep": 1, "mbs": 1, "vpp": 1, "zero": 1, "recompute": "none",
+               "sp": False, **t}
+        for key in LAYOUT_KEYS:
+            v = row[key]
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where,
+                    f"{f}.{key}", f"must be a non-negative integer, but got {v!r}")
+        require(row["recompute"] in RECOMPUTE, where, f"{f}.recompute",
+                f"must be one of {list(RECOMPUTE)}, but got {row['recompute']!r}")
+        require(isinstance(row["sp"], bool), where, f"{f}.sp", "must be true or false")
+        out.append(row)
+    return out
+
+
+def _pinned_rows(pinned: list[dict], model, wl, hw, gpus: int, where: str) -> pd.DataFrame:
+    """The pinned layouts as sweep-like rows: vectorized step time and memory fit."""
+    import jax
+
+    from dse.spec.layout_rules import check_layout
+    from dse.train.step import train_step
+    rows = []
+    for i, row in enumerate(pinned):
+        lay = _layout(row)
+        check_layout(model, gpus, int(wl.global_batch), int(wl.seq_len), lay,
+                     where=f"{where}: study.layouts[{i}]")
+        res = jax.jit(train_step)(model, wl, lay, hw)      # as `dse estimate`
+        fits = float(res.mem_bytes) <= float(hw.hbm_bytes)
+        require(fits, where, f"study.layouts[{i}]", "must fit in memory "
+                f"({float(res.mem_bytes) / 2**30:.1f} GiB per GPU of "
+                f"{float(hw.hbm_bytes) / 2**30:.1f}); try recompute or a larger vpp")
+        rows.append({**row, "step_time_s": float(res.step_time_s), "feasible": True})
+    return pd.DataFrame(rows)
+
+
 def run(d: dict, path: Path) -> Path:
     from dse.sim import faults_from_dict, resolve, simulate
     from dse.sim.topology import topology_for_hardware
@@ -61,7 +113,8 @@ def run(d: dict, path: Path) -> Path:
             "a faults study takes exactly one hardware, gpus, seq_len and global_batch")
     st = d.get("study", {})
     require(isinstance(st, dict), where, "study", "must be a table")
-    check_keys(st, {"candidates", "scale_out", "distinct"}, where, "study.")
+    check_keys(st, {"candidates", "scale_out", "distinct", "layouts"}, where, "study.")
+    pinned = _pinned_layouts(st.get("layouts"), where)
     distinct = st.get("distinct", [])
     allowed = list(LAYOUT_KEYS) + ["recompute", "sp"]
     require(isinstance(distinct, list) and all(x in allowed for x in distinct), where,
@@ -92,11 +145,14 @@ def run(d: dict, path: Path) -> Path:
 
     out = results_dir(d["name"])
     t0 = time.perf_counter()
-    df = sweep(w.model, [hw], gpus, gbs, seq, w.precision)
+    wl = Workload(global_batch=gbs, seq_len=seq, precision=w.precision)
+    if pinned:
+        df = _pinned_rows(pinned, w.model, wl, hw, gpus, where)
+    else:
+        df = sweep(w.model, [hw], gpus, gbs, seq, w.precision)
     require(len(df) and df["feasible"].any(), where, "workload",
             "must have at least one feasible layout")
-    cand = candidates(df, k, tuple(distinct))
-    wl = Workload(global_batch=gbs, seq_len=seq, precision=w.precision)
+    cand = df[df["feasible"]] if pinned else candidates(df, k, tuple(distinct))
     traces = []
     for _, r in cand.iterrows():
         lay = _layout(r)
@@ -132,7 +188,8 @@ def run(d: dict, path: Path) -> Path:
     plain = df[df["feasible"]].head(k)
     fams = [layout_label(r) for _, r in plain.iterrows()] if distinct else []
     same = (f"the plain top {len(plain)} are " + "; ".join(fams)) if fams else ""
-    _report(out, summ, simdf, title, cand, elapsed, ', '.join(distinct) or 'trace', same)
+    _report(out, summ, simdf, title, cand, elapsed, ', '.join(distinct) or 'trace', same,
+            pinned=bool(pinned))
     write_manifest(out, path, {"elapsed_s": elapsed, "topology": topo.name})
     return out
 
@@ -185,7 +242,8 @@ def _ratio_range(healthy: pd.DataFrame, interleaved: bool) -> str:
     return f"{r.min():+.1%} to {r.max():+.1%}"
 
 
-def _report(out: Path, summ, simdf, title, cand, elapsed, distinct, plain: str = "") -> None:
+def _report(out: Path, summ, simdf, title, cand, elapsed, distinct, plain: str = "",
+            pinned: bool = False) -> None:
     def fmt(v):
         return f"{v:.3f}" if isinstance(v, float) else str(v)
 
@@ -196,13 +254,19 @@ def _report(out: Path, summ, simdf, title, cand, elapsed, distinct, plain: str =
         return "\n".join(lines)
 
     healthy = simdf[simdf["scenario"] == "healthy"]
+    if pinned:
+        who = (f"Candidates: the {len(cand)} layout(s) pinned by `[study] layouts` (no "
+               f"screen).  Each is")
+    else:
+        who = (f"Candidates: the {len(cand)} fastest feasible layouts of the vectorized "
+               f"screen, one per\ndistinct ({distinct}) combination"
+               f"{f' ({plain})' if plain else ''}.  Each is")
     agree = (healthy["simulated_step_s"] / healthy["vectorized_step_s"] - 1).abs().max()
     text = f"""# Faults study
 
 {title}.
 
-Candidates: the {len(cand)} fastest feasible layouts of the vectorized screen, one per
-distinct ({distinct}) combination{f" ({plain})" if plain else ""}.  Each is
+{who}
 replayed by the event-driven simulator (flow-level, max-min link sharing) on a topology
 built from the hardware's NVLink domain and NIC bandwidth (effective bandwidths, as the
 cost model uses them), healthy and under each scenario's faults.  "Fixed" keeps the
@@ -225,8 +289,10 @@ Healthy simulated vs vectorized step time: largest relative difference {agree:.1
 Simulator speed: {simdf['events_per_s'].median():,.0f} events/s median, largest wall time per
 simulated step {simdf['wall_s'].max():.1f} s; the whole study took {elapsed:.0f} s.
 The full micro-batch count is simulated (no reduction); the simulator's symmetry
-coalescing (one representative per rank class, flows of every group kept) is what keeps
-a 1024-GPU step to seconds.
+coalescing (one representative per rank class) and flow aggregation (of a class's
+link-disjoint, fault-identical member groups only the representative group's flows enter
+the max-min solve; bytes on every link still counted) keep a step to seconds -- the
+16k-GPU case included (`studies/faults-16k.toml`).
 
 Interleaved candidates (`vpp > 1`) are generated with Megatron's interleaved 1F1B schedule
 (`vpp` model chunks per rank, micro-batches in groups of `pp`, asynchronous p2p on
