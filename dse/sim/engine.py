@@ -37,6 +37,8 @@ groups are link-disjoint, fault-identical copies of each other, only the group h
 the representative rank (of the lowest-numbered class taking part) puts flows into the
 max-min solve; latency and per-link bytes still count every group
 (:func:`dse.sim.flows.aggregate_plans`).  ``aggregate=False`` keeps every member flow.
+With several jobs every flow is kept (the jobs' representative groups need not meet
+where their other groups contend).
 
 Output: :class:`~dse.sim.result.SimResult` (:mod:`dse.sim.result`).  Units: seconds,
 bytes, bytes/s.
@@ -123,7 +125,7 @@ class _Sim:
                  coalesce: bool, record_timeline: bool, sm_f: list[float],
                  aggregate: bool = True):
         self.topo, self.rf, self.record = topo, rf, record_timeline
-        self.aggregate = aggregate
+        self.aggregate = aggregate and len(jobs) == 1
         self.n_plans = 0          # routed communication plans
         self.n_aggregated = 0     # of which reduced to their representative group
         self.jobs = jobs

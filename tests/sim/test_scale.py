@@ -98,3 +98,17 @@ def test_slow_spine_link_splits_the_ranks_under_its_leaf(case):
     assert red.link_bytes[topo.link_id("ft2.leaf1->spine0")] == pytest.approx(
         exact.link_bytes[topo.link_id("ft2.leaf1->spine0")])
     assert int(red.meta["aggregated_plans"]) > 0
+
+
+def test_groups_sharing_links_keep_every_flow():
+    """On a 2:1 oversubscribed fat tree the pipeline sends of one class share spine
+    links: those plans are not aggregated, and the replay equals the unaggregated one."""
+    ts, grid = make_1f1b_trace(8, 16, 4, 2, 1, fwd_nodes=6, bwd_nodes=8)   # a stage = a leaf
+    topo = make_topology([DimSpec("switch", 8, 360e9, 1.5e-6),
+                          DimSpec("fat_tree", grid.size // 8, 45e9, 5e-6, leaf_size=16,
+                                  oversubscription=2.0)])
+    red = simulate(ts, topo, grid=grid, record_timeline=False)
+    full = simulate(ts, topo, grid=grid, record_timeline=False, aggregate=False)
+    assert 0 < int(red.meta["aggregated_plans"]) < int(red.meta["plans"])
+    assert red.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
+    assert red.link_bytes == pytest.approx(full.link_bytes)
