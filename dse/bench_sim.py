@@ -20,8 +20,9 @@ micro-batches) on a rail-optimised fat tree (NVLink switch of 8 x one non-blocki
 two-level fat tree per rail, :func:`dse.sim.topology.topology_for_hardware` with
 ``scale_out="fat_tree"``), replayed with rank symmetry and flow aggregation.  Its
 same-run baseline is the same layout at 1024 GPUs (DP8, global batch 128: the same
-micro-batches per stage) replayed unreduced (every member group's flows,
-``aggregate=False``) and reduced; ``sim_1024_rel_err`` is their step-time difference.
+micro-batches per stage) replayed unreduced (every rank on its own, every flow:
+``coalesce=False``) and reduced; ``sim_1024_rel_err`` is their step-time difference,
+``sim_1024_link_util_rel_err`` the largest relative difference of a link's utilisation.
 Prints ``sim_16k_step_s=<simulator wall seconds>`` with that baseline on the same line.
 """
 
@@ -29,11 +30,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from dse.spec.layout import RECOMPUTE, RECOMPUTE_NAMES, Layout, Workload
 
 MODEL, HARDWARE, GPUS, GLOBAL_BATCH, SEQ_LEN = "llama3-70b", "a100-sxm-80gb", 1024, 1024, 2048
 KEYS = ("sim_step_s", "wall_s", "events", "events_per_s", "vectorized_step_s")
 KEYS_16K = ("sim_1024_unreduced_s", "sim_1024_reduced_s", "sim_1024_rel_err",
+            "sim_1024_link_util_rel_err",
             "sim_16k_sim_step_s", "sim_16k_vectorized_step_s", "sim_16k_step_s")
 M405, H100 = "llama3-405b", "h100-sxm-80gb"
 
@@ -117,7 +121,7 @@ def run_sim_16k_bench(gpus: int = 16384, base_gpus: int = 1024) -> dict:
         modes = (False, True) if n == base_gpus else (True,)
         for agg in modes:
             res = simulate(ts, topo, grid=rank_grid(lay), record_timeline=False,
-                           aggregate=agg)
+                           coalesce=agg, aggregate=agg)
             runs[(n, agg)] = res
             print(f"sim bench: {M405} on {n} x {H100} ({topo.name}, rail-optimised fat "
                   f"tree): TP8 PP16 DP{lay.dp} mbs1 vpp4 block ZeRO-1 SP, gbs "
@@ -134,6 +138,9 @@ def run_sim_16k_bench(gpus: int = 16384, base_gpus: int = 1024) -> dict:
     out["sim_1024_unreduced_s"] = float(un.wall_s)
     out["sim_1024_reduced_s"] = float(red.wall_s)
     out["sim_1024_rel_err"] = float(abs(red.step_time_s / un.step_time_s - 1.0))
+    busy = un.link_util > 0
+    out["sim_1024_link_util_rel_err"] = float(np.max(np.abs(
+        red.link_util[busy] / un.link_util[busy] - 1.0))) if busy.any() else 0.0
     out["sim_16k_sim_step_s"] = float(big.step_time_s)
     out["sim_16k_step_s"] = float(big.wall_s)
     for k in KEYS_16K[:-1]:
