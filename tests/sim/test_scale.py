@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.sim import DimSpec, SlowLink, Straggler, make_topology, simulate
+from dse.sim import DimSpec, LinkDown, SlowLink, Straggler, make_topology, simulate
 
 from . import make_1f1b_trace
 
@@ -83,10 +83,12 @@ def test_straggler_splits_only_its_own_class(case):
     assert red.step_time_s > healthy.step_time_s
 
 
-def test_slow_spine_link_splits_the_ranks_under_its_leaf(case):
+@pytest.mark.parametrize("fault", [SlowLink("ft2.leaf1->spine0", 8.0),
+                                   LinkDown("ft2.leaf1->spine0")])
+def test_faulty_spine_link_splits_the_ranks_under_its_leaf(case, fault):
     ts, grid, topo = case
     # rail 2's fat tree: leaf 1 (nodes 32..63 = stages 4..7 on rail 2) -> spine 0
-    faults = [SlowLink("ft2.leaf1->spine0", 8.0)]
+    faults = [fault]
     red = simulate(ts, topo, faults, grid=grid, record_timeline=False)
     full = simulate(ts, topo, faults, grid=grid, record_timeline=False, aggregate=False)
     exact = simulate(ts, topo, faults, grid=grid, record_timeline=False, coalesce=False)
