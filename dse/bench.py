@@ -7,7 +7,8 @@ reports: the JIT compile time (first call, separately), the warm throughput of t
 screen (memory pass on every point + time model on the feasible ones), and a plain
 Python loop calling the same scalar cost function (``jax.jit(train_step)`` per point) on
 a sample, with the ratio; then the event simulator's speed on one 1024-GPU step
-(:mod:`dse.sim.bench`: simulated step, wall time, events/s).  The last line is
+(:mod:`dse.bench_sim`: simulated step, wall time, events/s) and the 16k-GPU
+Llama-3.1-405B replay with its 1024-GPU baseline (``sim_16k_step_s=``).  The last line is
 ``sweep_configs_per_s=<number>``.
 """
 
@@ -90,8 +91,9 @@ def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = 
     if simulate:
         # the detailed tier: one simulated step at 1024 GPUs, for the sweep's pick and for
         # a pipelined layout with many more events (TP8 PP8 DP16, 16 micro-batches)
-        from dse.sim.bench import run_sim_bench
+        from dse.bench_sim import run_sim_16k_bench, run_sim_bench
         run_sim_bench()
         run_sim_bench(Layout(tp=8, pp=8, dp=16, mbs=4, zero=1, sp=1))
+        run_sim_16k_bench()
     print(f"sweep_configs_per_s={rate:.0f}")
     return rate

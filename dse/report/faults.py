@@ -91,12 +91,16 @@ def report(res: FaultsResults) -> str:
 
     healthy = simdf[simdf["scenario"] == "healthy"]
     agree = (healthy["simulated_step_s"] / healthy["vectorized_step_s"] - 1).abs().max()
+    if res.pinned:
+        who = f"Candidates: the {len(cand)} layout(s) pinned by `[study] layouts` (no screen).  Each is"
+    else:
+        who = (f"Candidates: the {len(cand)} fastest feasible layouts of the vectorized screen, one per\n"
+               f"distinct ({distinct}) combination{f' ({plain})' if plain else ''}.  Each is")
     text = f"""# Faults study
 
 {title}.
 
-Candidates: the {len(cand)} fastest feasible layouts of the vectorized screen, one per
-distinct ({distinct}) combination{f" ({plain})" if plain else ""}.  Each is
+{who}
 replayed by the event-driven simulator (flow-level, max-min link sharing) on a topology
 built from the hardware's NVLink domain and NIC bandwidth (effective bandwidths, as the
 cost model uses them), healthy and under each scenario's faults.  "Fixed" keeps the

@@ -111,3 +111,4 @@ class FaultsResults:
     plain: str                        # the plain top layouts when `distinct` is set
     topology: str
     elapsed_s: float
+    pinned: bool = False              # candidates pinned by `[study] layouts` (no screen)

@@ -5,7 +5,7 @@ compute slowdown of collectives overlapping it (SM sharing).
 Modules: ``topology`` (dimensions, links, routes), ``collectives`` (phases of each
 algorithm), ``faults``, ``flows`` (max-min flow network), ``program`` (a role's op list
 as executed), ``symmetry`` (rank classes), ``engine`` (the event loop, ``simulate``),
-``result`` (``SimResult``), ``bench`` (`make bench`'s simulator speed).
+``result`` (``SimResult``); `make bench`'s simulator figures: :mod:`dse.bench_sim`.
 
 Public API::
 
@@ -15,7 +15,7 @@ Public API::
     plan(topo, kind, gpus, algo=None) -> list[Phase]            (collectives)
     load_faults(path, topo=None) -> FaultSet; SlowLink, LinkDown, Straggler, PacketLoss
     simulate(jobs, topology, faults=None, *, grid=None, coalesce=True,
-             record_timeline=True, comm_sm_fraction=None) -> SimResult
+             record_timeline=True, comm_sm_fraction=None, aggregate=True) -> SimResult
 """
 
 from dse.sim.collectives import Phase, busbw_factor, plan, ring_time_s

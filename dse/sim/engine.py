@@ -32,6 +32,14 @@ Symmetry coalescing (``coalesce=True``): one representative rank per class of
 member group on the network, and a class finishes a communication when its slowest
 member group does (``coalesce=False`` simulates every rank separately and is exact).
 
+Flow aggregation (``aggregate=True``, with coalescing): of a communication whose member
+groups are link-disjoint, fault-identical copies of each other, only the group holding
+the representative rank (of the lowest-numbered class taking part) puts flows into the
+max-min solve; latency and per-link bytes still count every group
+(:func:`dse.sim.flows.aggregate_plans`).  ``aggregate=False`` keeps every member flow.
+With several jobs every flow is kept (the jobs' representative groups need not meet
+where their other groups contend).
+
 Output: :class:`~dse.sim.result.SimResult` (:mod:`dse.sim.result`).  Units: seconds,
 bytes, bytes/s.
 """
@@ -49,7 +57,7 @@ import numpy as np
 from dse.errors import require
 from dse.sim import collectives as coll
 from dse.sim.faults import Fault, FaultSet, ResolvedFaults, resolve
-from dse.sim.flows import FlowNet, PhasePlan
+from dse.sim.flows import FlowNet, PhasePlan, aggregate_plans
 from dse.sim.program import CATEGORY as _CAT
 from dse.sim.program import COLL as _COLL
 from dse.sim.program import COMP as _COMP
@@ -114,8 +122,12 @@ class _Sim:
     communication runs (phases of flows on :class:`FlowNet`)."""
 
     def __init__(self, jobs: list[Job], topo: Topology, rf: ResolvedFaults,
-                 coalesce: bool, record_timeline: bool, sm_f: list[float]):
+                 coalesce: bool, record_timeline: bool, sm_f: list[float],
+                 aggregate: bool = True):
         self.topo, self.rf, self.record = topo, rf, record_timeline
+        self.aggregate = aggregate and len(jobs) == 1
+        self.n_plans = 0          # routed communication plans
+        self.n_aggregated = 0     # of which reduced to their representative group
         self.jobs = jobs
         self.net = FlowNet(topo, rf)
         self.now = 0.0
@@ -286,8 +298,10 @@ class _Sim:
         pkey = (st.job, ch, T, kind)
         plans = self.plans.get(pkey)
         if plans is None:
-            phases = coll.merge([coll.plan(self.topo, kind, g) for g in inst])
-            plans = self.prepare(phases, f"{kind} on ranks {inst[0]}")
+            per = [coll.plan(self.topo, kind, g) for g in inst]
+            reps = [self.cls[x].gpu for x in T]
+            rep = next((k for k, g in enumerate(inst) if any(r in g for r in reps)), 0)
+            plans = self.prepare(per, rep, f"{kind} on ranks {inst[0]}")
             if plans is None:
                 return
             self.plans[pkey] = plans
@@ -338,8 +352,8 @@ class _Sim:
                 pairs = [(r, job.grid.neighbor(r, ch[1], ch[2])) for r in st.members]
             else:
                 pairs = [(st.rep, peer)]
-            phases = coll.merge([coll.send(off + a, off + b) for a, b in pairs if b >= 0])
-            plans = self.prepare(phases, f"send {st.role.names[i]!r}")
+            per = [coll.send(off + a, off + b) for a, b in pairs if b >= 0]
+            plans = self.prepare(per, 0, f"send {st.role.names[i]!r}")   # pairs[0]: rep
             if plans is None:
                 return
             self.plans[pkey] = plans
@@ -361,10 +375,27 @@ class _Sim:
             self.p2p[key] = (c, i)
 
     # ---- communication runs -------------------------------------------------------
-    def prepare(self, phases: list[coll.Phase], what: str) -> list[PhasePlan] | None:
-        plans, why = self.net.route_phases(phases, what)
+    def prepare(self, per: list[list[coll.Phase]], rep: int, what: str
+                ) -> list[PhasePlan] | None:
+        """Routed plans of the member groups' phase lists ``per`` run side by side,
+        reduced to group ``rep``'s flows when aggregation applies (module docstring);
+        ``None`` (and ``self.blocked`` set) if some flow has no route."""
+        phases = coll.merge(per)
+        groups = None
+        if self.aggregate and len(per) > 1:
+            groups = [np.concatenate([np.full(len(p[k].src), g, np.int64)
+                                      for g, p in enumerate(per) if k < len(p)])
+                      for k in range(len(phases))]
+        plans, why = self.net.route_phases(phases, what, groups)
         if plans is None:
             self.blocked = why
+            return None
+        self.n_plans += 1
+        if groups is not None:
+            red = aggregate_plans(plans, rep, self.net.L)
+            if red is not None:
+                self.n_aggregated += 1
+                return red
         return plans
 
     def start_run(self, plans: list[PhasePlan], size: float, on_done) -> None:
@@ -505,13 +536,15 @@ def simulate(jobs: Job | TraceSet | Sequence[Job], topology: Topology,
              faults: FaultSet | Sequence[Fault] | None = None, *,
              grid: RankGrid | None = None, coalesce: bool = True,
              record_timeline: bool = True,
-             comm_sm_fraction: float | None = None) -> SimResult:
+             comm_sm_fraction: float | None = None, aggregate: bool = True) -> SimResult:
     """Replay one training step of one or more jobs on ``topology`` under ``faults``.
 
     ``jobs``: a :class:`Job`, a list of jobs (disjoint GPU ranges; they contend on shared
     links), or a bare :class:`TraceSet` together with ``grid`` (placed at GPU 0).
     ``coalesce`` simulates one rank per symmetry class (module docstring);
-    ``record_timeline`` keeps per-node timeline events of the class representatives.
+    ``record_timeline`` keeps per-node timeline events of the class representatives;
+    ``aggregate`` lets a class's symmetric member groups share one flow set (module
+    docstring; ``False`` keeps every member flow).
     ``comm_sm_fraction`` (in [0, 1/2]) is the SM share of one transferring collective
     (module docstring); ``None`` takes each job's from its trace's
     ``meta["comm_sm_fraction"]`` (written by :mod:`dse.trace.generate`), else 0.
@@ -527,7 +560,7 @@ def simulate(jobs: Job | TraceSet | Sequence[Job], topology: Topology,
     sm_f = [_sm_fraction(job, comm_sm_fraction, j) for j, job in enumerate(jobs)]
     rf = resolve(faults, topology)
     wall0 = time.perf_counter()
-    sim = _Sim(jobs, topology, rf, coalesce, record_timeline, sm_f)
+    sim = _Sim(jobs, topology, rf, coalesce, record_timeline, sm_f, aggregate)
     sim.run()
     blocked = sim.blocked or sim.deadlock_reason()
     wall = time.perf_counter() - wall0

@@ -24,6 +24,10 @@ TOML schema (one ``[[fault]]`` table per fault)::
     window_packets = 64             # go_back_n only
 
 A link name that does not exist (or a pattern matching none) is an :class:`InputError`.
+
+The GPUs a fault *touches* (``ResolvedFaults.touched_gpus``: at an end of a faulty link,
+or attached to a switch at an end of a faulty switch-to-switch link) and stragglers get
+their own rank classes (:mod:`dse.sim.symmetry`), so the symmetry breaks only there.
 """
 
 from __future__ import annotations
@@ -113,7 +117,8 @@ class ResolvedFaults:
     cap_factor: np.ndarray          # per link: multiply nominal bandwidth
     down: frozenset[int]            # failed link ids
     rank_factor: dict[int, float]   # GPU -> compute slowdown
-    touched_gpus: frozenset[int]    # GPUs at an end of a slowed / failed / lossy link
+    touched_gpus: frozenset[int]    # GPUs whose traffic may cross a slowed / failed / lossy
+                                    # link: at an end of it, or under the switch at its end
     down_names: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -150,6 +155,7 @@ def resolve(faults: FaultSet | Sequence[Fault] | None, topo: Topology) -> Resolv
     down: set[int] = set()
     rf: dict[int, float] = {}
     touched: set[int] = set()
+    attached: dict[int, list[int]] | None = None   # switch vertex -> GPUs linked to it
     for i, ft in enumerate(faults.faults):
         f = f"fault[{i}]"
         if isinstance(ft, Straggler):
@@ -177,9 +183,20 @@ def resolve(faults: FaultSet | Sequence[Fault] | None, topo: Topology) -> Resolv
         else:
             raise InputError(where, f, f"unknown fault type {type(ft).__name__}")
         for lk in ids:
-            for v in (int(topo.link_src[lk]), int(topo.link_dst[lk])):
-                if v < topo.num_gpus:
-                    touched.add(v)
+            ends = (int(topo.link_src[lk]), int(topo.link_dst[lk]))
+            if min(ends) < topo.num_gpus:
+                touched.update(v for v in ends if v < topo.num_gpus)
+                continue
+            # a switch-to-switch link (fat-tree leaf <-> spine): the GPUs under either
+            # switch are the sources and destinations of the flows that may cross it
+            if attached is None:
+                attached = {}
+                G = topo.num_gpus
+                for a, b in zip(topo.link_src.tolist(), topo.link_dst.tolist()):
+                    if a < G <= b:
+                        attached.setdefault(b, []).append(a)
+            for v in ends:
+                touched.update(attached.get(v, ()))
     return ResolvedFaults(cap_factor=cap, down=frozenset(down), rank_factor=rf,
                           touched_gpus=frozenset(touched),
                           down_names=tuple(topo.link_names[i] for i in sorted(down)))

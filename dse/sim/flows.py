@@ -8,7 +8,22 @@ owner), re-solves the rates only for the flows connected -- through shared links
 transitively -- to a link whose flow set changed, and reports which owners' flows have
 drained.  :func:`route_phases` turns the phases of :mod:`dse.sim.collectives` into routed
 :class:`PhasePlan` s (a phase ends ``steps * max(route latency)`` after its last flow
-drains).  :func:`union_length` measures a set of busy intervals.
+drains).  :func:`aggregate_plans` keeps, of a phase that runs many symmetric member
+groups side by side (a rank class's collective), only the representative group's flows
+(flow aggregation, below).  :func:`union_length` measures a set of busy intervals.
+
+Flow aggregation.  A coalesced rank class puts the flows of every member group on the
+network (:mod:`dse.sim.engine`).  When those groups are *link-disjoint* (no link carries
+flows of two of them) and *fault-identical* (every group's flows, sorted, see the same
+bandwidth factors and detours), each group is an isomorphic copy of the others: it
+meets the same capacities and -- because every class's representative group is the one
+holding the class's representative rank, so the groups of one rank's collectives and
+sends overlap where the real ones do -- the same competing flows.  Then only the
+representative group's flows enter the max-min solve; the phase keeps the latency and
+the per-link byte accounting of *all* groups (so link utilisation is unchanged).  On a
+rail-optimised network this is one flow set per rail class instead of one per rank pair.
+Anything else (groups sharing an oversubscribed spine link, a group crossing a slowed or
+failed link that another does not) keeps every flow.
 
 Units: seconds, bytes, bytes/s.
 """
@@ -37,14 +52,19 @@ def maxmin_rates(paths: np.ndarray, cap: np.ndarray) -> np.ndarray:
     rate = np.zeros(F)
     if F == 0:
         return rate
-    L1 = cap.shape[0]
-    L = L1 - 1
-    rem = cap.astype(np.float64).copy()
+    L = cap.shape[0] - 1
+    # relabel the links the flows use as 0..k-1 (cost independent of the network size)
+    ulk, inv = np.unique(paths, return_inverse=True)
+    P = inv.reshape(paths.shape)
+    capu = cap[ulk].astype(np.float64)
+    L1 = ulk.shape[0]
+    dummy = L1 - 1 if ulk[-1] == L else -1
+    rem = capu.copy()
     idx = np.arange(F)
-    P = paths
     while True:
         cnt = np.bincount(P.ravel(), minlength=L1)
-        cnt[L] = 0
+        if dummy >= 0:
+            cnt[dummy] = 0
         used = np.flatnonzero(cnt)
         share = rem[used] / cnt[used]
         j = int(np.argmin(share))
@@ -52,7 +72,7 @@ def maxmin_rates(paths: np.ndarray, cap: np.ndarray) -> np.ndarray:
         rate[idx] += inc
         rem[used] -= inc * cnt[used]
         sat = np.zeros(L1, dtype=bool)
-        sat[used] = rem[used] <= 1e-9 * cap[used]
+        sat[used] = rem[used] <= 1e-9 * capu[used]
         sat[used[j]] = True
         frz = sat[P].any(axis=1)
         if frz.all():
@@ -83,11 +103,54 @@ class PhasePlan:
     and the per-link byte fractions (``lk_ids``, ``lk_frac``) for link accounting.
     ``paths is None`` for a phase without network flows (latency only)."""
 
-    __slots__ = ("paths", "frac", "latency_s", "lk_ids", "lk_frac")
+    __slots__ = ("paths", "frac", "latency_s", "lk_ids", "lk_frac", "grp", "fault")
 
-    def __init__(self, paths, frac, latency_s, lk_ids, lk_frac):
+    def __init__(self, paths, frac, latency_s, lk_ids, lk_frac, grp=None, fault=None):
         self.paths, self.frac, self.latency_s = paths, frac, latency_s
         self.lk_ids, self.lk_frac = lk_ids, lk_frac
+        self.grp = grp        # member group of each flow (aggregation), or None
+        self.fault = fault    # per flow: smallest bandwidth factor on its path, -1 if detoured
+
+
+def aggregate_plans(plans: list[PhasePlan], rep: int, L: int) -> list[PhasePlan] | None:
+    """The plans with only member group ``rep``'s flows (module docstring), or ``None``
+    when some phase's groups are not link-disjoint and fault-identical (then every flow
+    must stay).  ``L`` is the dummy link id."""
+    out = []
+    for pl in plans:
+        if pl.paths is None:
+            out.append(pl)
+            continue
+        g = pl.grp
+        keep = g == rep
+        if keep.all():
+            out.append(pl)
+            continue
+        n_rep = int(np.count_nonzero(keep))
+        if n_rep == 0:
+            return None
+        ng = int(g.max()) + 1
+        cnt = np.bincount(g, minlength=ng)
+        if np.any(cnt[cnt > 0] != n_rep):
+            return None
+        P = pl.paths
+        H = P.shape[1]
+        lk = P.ravel()
+        gg = np.repeat(g, H)
+        real = lk != L
+        key = np.unique(lk[real] * ng + gg[real])
+        lks = key // ng
+        if lks.size > 1 and np.any(lks[1:] == lks[:-1]):
+            return None                                   # two groups share a link
+        fl = pl.fault
+        if np.any(fl != 1.0):
+            o = np.lexsort((fl, g))
+            sig = fl[o].reshape(-1, n_rep)                # one sorted row per group
+            if np.any(sig != sig[0]):
+                return None
+        out.append(PhasePlan(P[keep], pl.frac[keep], pl.latency_s, pl.lk_ids, pl.lk_frac,
+                             g[keep], fl[keep]))
+    return out
 
 
 class FlowNet:
@@ -103,6 +166,7 @@ class FlowNet:
         L = topo.num_links
         self.L = L
         self.cap = np.concatenate([topo.link_cap_bytes_per_s * rf.cap_factor, [np.inf]])
+        self.fcap = np.concatenate([rf.cap_factor, [1.0]])   # bandwidth factor per link
         self.link_bytes = np.zeros(L)
         self.dlinks = np.zeros(L + 1, dtype=bool)   # links whose flow set changed
         self.paths = np.full((0, 1), L, dtype=np.int64)
@@ -113,26 +177,31 @@ class FlowNet:
         self.t_next = math.inf
         self.dirty = False
         self.num_solves = 0
-        self.routes: dict[tuple[int, int], tuple[list[int], float] | None] = {}
+        self.routes: dict[tuple[int, int], tuple[list[int], float, bool] | None] = {}
 
     # ---- routing ----------------------------------------------------------------------
     def route(self, a: int, b: int):
-        """(link ids, latency_s) of the route a -> b avoiding failed links, or None."""
+        """(link ids, latency_s, detoured) of the route a -> b avoiding failed links, or
+        None; ``detoured`` is true when failed links made it leave dimension order."""
         r = self.routes.get((a, b), False)
         if r is False:
             links = self.topo.route(a, b, self.rf.down)
-            r = None if links is None else (links, self.topo.route_latency_s(links))
+            det = bool(self.rf.down) and links != self.topo.route(a, b)
+            r = None if links is None else (links, self.topo.route_latency_s(links), det)
             self.routes[(a, b)] = r
         return r
 
-    def route_phases(self, phases: list[coll.Phase], what: str
+    def route_phases(self, phases: list[coll.Phase], what: str, groups=None
                      ) -> tuple[list[PhasePlan] | None, str | None]:
-        """Routed plans of ``phases``, or ``(None, reason)`` if some pair has no route."""
+        """Routed plans of ``phases``, or ``(None, reason)`` if some pair has no route.
+        ``groups[i]`` (optional) gives the member group of every flow of phase ``i``
+        (for :func:`aggregate_plans`)."""
         out = []
         L = self.L
-        for ph in phases:
-            rows, fr, lat = [], [], 0.0
-            for a, b, f in zip(ph.src, ph.dst, ph.frac):
+        for pi, ph in enumerate(phases):
+            rows, fr, lat, gl, dt = [], [], 0.0, [], []
+            lab = groups[pi] if groups is not None else None
+            for k, (a, b, f) in enumerate(zip(ph.src, ph.dst, ph.frac)):
                 if a == b or f <= 0:
                     continue
                 r = self.route(a, b)
@@ -144,6 +213,9 @@ class FlowNet:
                 rows.append(r[0])
                 fr.append(f)
                 lat = max(lat, r[1])
+                if lab is not None:
+                    gl.append(lab[k])
+                    dt.append(r[2])
             if rows:
                 H = max(len(x) for x in rows)
                 P = np.full((len(rows), H), L, dtype=np.int64)
@@ -152,7 +224,12 @@ class FlowNet:
                 frac = np.asarray(fr)
                 w = np.bincount(P.ravel(), weights=np.repeat(frac, H), minlength=L + 1)[:L]
                 ids = np.flatnonzero(w)
-                out.append(PhasePlan(P, frac, ph.steps * lat, ids, w[ids]))
+                grp = fault = None
+                if lab is not None:
+                    grp = np.asarray(gl, dtype=np.int64)
+                    fault = self.fcap[P].min(axis=1)
+                    fault[np.asarray(dt, dtype=bool)] = -1.0
+                out.append(PhasePlan(P, frac, ph.steps * lat, ids, w[ids], grp, fault))
             else:
                 out.append(PhasePlan(None, None, 0.0, None, None))
         return out, None

@@ -94,7 +94,8 @@ def assemble(sim, jobs, topology, blocked: str | None, wall_s: float,
     util = (link_bytes / (nominal * step) if 0 < step < math.inf
             else np.zeros_like(link_bytes))
     timeline.sort(key=lambda e: (e.start_s, e.rank, e.stream))
-    meta = {"topology": topology.name, "num_classes": str(len(sim.cls))}
+    meta = {"topology": topology.name, "num_classes": str(len(sim.cls)),
+            "plans": str(sim.n_plans), "aggregated_plans": str(sim.n_aggregated)}
     return SimResult(step_time_s=step, job_step_time_s=job_t, rank_busy_s=busy,
                      rank_compute_s=comp, rank_exposed_comm_s=expo,
                      link_names=list(topology.link_names), link_bytes=link_bytes,

@@ -19,6 +19,24 @@ from dse.sim.faults import ResolvedFaults
 from dse.sim.program import RoleProgram
 
 
+def _groups(grid, dim: str, R: int) -> np.ndarray:
+    """(R, n) matrix of ``grid.group(r, dim)`` for every rank (vectorized)."""
+    if dim == "ep":
+        return np.array([grid.group(r, dim) for r in range(R)], dtype=np.int64)
+    stride, n = grid._strides()[dim]
+    r = np.arange(R, dtype=np.int64)
+    base = r - ((r // stride) % n) * stride
+    return base[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride
+
+
+def _neighbors(grid, dim: str, delta: int, R: int) -> np.ndarray:
+    """``grid.neighbor(r, dim, delta)`` for every rank (vectorized; -1 off the grid)."""
+    stride, n = grid._strides()[dim]
+    r = np.arange(R, dtype=np.int64)
+    c = (r // stride) % n + delta
+    return np.where((c >= 0) & (c < n), r + delta * stride, -1)
+
+
 def rank_classes(trace, grid, rank_offset: int, roles: dict[str, RoleProgram],
                  rf: ResolvedFaults, coalesce: bool) -> np.ndarray:
     """Class id per job-local rank of ``trace`` placed at GPU ``rank_offset``."""
@@ -34,9 +52,8 @@ def rank_classes(trace, grid, rank_offset: int, roles: dict[str, RoleProgram],
     dims = sorted(set().union(*(ro.coll_dims for ro in roles.values())))
     p2p = set().union(*(ro.p2p_dims for ro in roles.values()))
     p2p = sorted(p2p | {(d, -k) for d, k in p2p})
-    gmats = [np.array([grid.group(r, d) for r in range(R)], dtype=np.int64) for d in dims]
-    nbrs = [np.array([grid.neighbor(r, d, k) for r in range(R)], dtype=np.int64)
-            for d, k in p2p]
+    gmats = [_groups(grid, d, R) for d in dims]
+    nbrs = [_neighbors(grid, d, k, R) for d, k in p2p]
     col = init
     ncol = len(np.unique(col))
     while True:

@@ -3,7 +3,10 @@ another layout is better once the fault is known (studies/faults.toml).
 
 Flow: the vectorized sweep picks the healthy top layouts (``[study] candidates``,
 distinct traces: ``selective`` recompute gives the same trace as ``none`` with
-FlashAttention, the studies' attention, and is skipped); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
+FlashAttention, the studies' attention, and is skipped) -- or ``[study] layouts`` pins
+them (a list of layout tables, e.g. the 16k-GPU Llama-3.1-405B case of
+``studies/faults-16k.toml``, where the replay uses rank symmetry and flow aggregation,
+:mod:`dse.sim.engine`); each is turned into a trace (:mod:`dse.trace.generate`) and replayed by the
 event-driven simulator (:mod:`dse.sim`) on a topology built from the hardware
 (NVLink switch domains x ``scale_out``), healthy and under every ``[[scenario]]``'s
 faults (the :mod:`dse.sim.faults` schema).  Per scenario: the step time of the best
@@ -48,6 +51,55 @@ def candidates(df: pd.DataFrame, k: int, distinct: tuple[str, ...] = ()) -> pd.D
     return ok.drop_duplicates("_key").head(k).drop(columns="_key")
 
 
+PIN_KEYS = set(LAYOUT_KEYS) | {"recompute", "sp"}
+
+
+def _pinned_layouts(raw, where: str) -> list[dict]:
+    """``[study] layouts``: layout tables (tp, pp, dp required; cp, ep, mbs, vpp = 1,
+    zero = 1, recompute = "none", sp = false by default)."""
+    if raw is None:
+        return []
+    require(isinstance(raw, list) and raw and all(isinstance(x, dict) for x in raw), where,
+            "study.layouts", "must be a non-empty array of layout tables")
+    out = []
+    for i, t in enumerate(raw):
+        f = f"study.layouts[{i}]"
+        check_keys(t, PIN_KEYS, where, f"{f}.")
+        for key in ("tp", "pp", "dp"):
+            require(key in t, where, f"{f}.{key}", "is required")
+        row = {"cp": 1, "ep": 1, "mbs": 1, "vpp": 1, "zero": 1, "recompute": "none",
+               "sp": False, **t}
+        for key in LAYOUT_KEYS:
+            v = row[key]
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where,
+                    f"{f}.{key}", f"must be a non-negative integer, but got {v!r}")
+        require(row["recompute"] in RECOMPUTE, where, f"{f}.recompute",
+                f"must be one of {list(RECOMPUTE)}, but got {row['recompute']!r}")
+        require(isinstance(row["sp"], bool), where, f"{f}.sp", "must be true or false")
+        out.append(row)
+    return out
+
+
+def _pinned_rows(pinned: list[dict], model, wl, hw, gpus: int, where: str) -> pd.DataFrame:
+    """The pinned layouts as sweep-like rows: vectorized step time and memory fit."""
+    import jax
+
+    from dse.spec.layout_rules import check_layout
+    from dse.train.step import train_step
+    rows = []
+    for i, row in enumerate(pinned):
+        lay = _layout(row)
+        check_layout(model, gpus, int(wl.global_batch), int(wl.seq_len), lay,
+                     where=f"{where}: study.layouts[{i}]")
+        res = jax.jit(train_step)(model, wl, lay, hw)      # as `dse estimate`
+        fits = float(res.mem_bytes) <= float(hw.hbm_bytes)
+        require(fits, where, f"study.layouts[{i}]", "must fit in memory "
+                f"({float(res.mem_bytes) / 2**30:.1f} GiB per GPU of "
+                f"{float(hw.hbm_bytes) / 2**30:.1f}); try recompute or a larger vpp")
+        rows.append({**row, "step_time_s": float(res.step_time_s), "feasible": True})
+    return pd.DataFrame(rows)
+
+
 def run(d: dict, path: Path) -> FaultsResults:
     from dse.sim import faults_from_dict, resolve, simulate
     from dse.sim.topology import topology_for_hardware
@@ -61,7 +113,8 @@ def run(d: dict, path: Path) -> FaultsResults:
             "a faults study takes exactly one hardware, gpus, seq_len and global_batch")
     st = d.get("study", {})
     require(isinstance(st, dict), where, "study", "must be a table")
-    check_keys(st, {"candidates", "scale_out", "distinct"}, where, "study.")
+    check_keys(st, {"candidates", "scale_out", "distinct", "layouts"}, where, "study.")
+    pinned = _pinned_layouts(st.get("layouts"), where)
     distinct = st.get("distinct", [])
     allowed = list(LAYOUT_KEYS) + ["recompute", "sp"]
     require(isinstance(distinct, list) and all(x in allowed for x in distinct), where,
@@ -92,11 +145,14 @@ def run(d: dict, path: Path) -> FaultsResults:
 
     out = results_dir(d["name"])
     t0 = time.perf_counter()
-    df = sweep(w.model, [hw], gpus, gbs, seq, w.precision)
+    wl = Workload(global_batch=gbs, seq_len=seq, precision=w.precision)
+    if pinned:
+        df = _pinned_rows(pinned, w.model, wl, hw, gpus, where)
+    else:
+        df = sweep(w.model, [hw], gpus, gbs, seq, w.precision)
     require(len(df) and df["feasible"].any(), where, "workload",
             "must have at least one feasible layout")
-    cand = candidates(df, k, tuple(distinct))
-    wl = Workload(global_batch=gbs, seq_len=seq, precision=w.precision)
+    cand = df[df["feasible"]] if pinned else candidates(df, k, tuple(distinct))
     traces = []
     for _, r in cand.iterrows():
         lay = _layout(r)
@@ -130,4 +186,4 @@ def run(d: dict, path: Path) -> FaultsResults:
     fams = [layout_label(r) for _, r in plain.iterrows()] if distinct else []
     same = (f"the plain top {len(plain)} are " + "; ".join(fams)) if fams else ""
     return FaultsResults(StudyHeader(d["name"], d.get("description", ""), path, out), summ, simdf, cand, title,
-                         ', '.join(distinct) or 'trace', same, topo.name, elapsed)
+                         ', '.join(distinct) or 'trace', same, topo.name, elapsed, pinned=bool(pinned))

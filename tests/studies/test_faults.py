@@ -67,3 +67,30 @@ def test_fault_on_missing_link_is_input_error(tmp_path, monkeypatch):
 def test_study_file_parses():
     d, p = load_study("studies/faults.toml")
     assert d["kind"] == "faults" and len(d["scenario"]) == 4
+
+
+def test_16k_study_file_parses_and_pins_a_fitting_layout():
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import Workload
+    from dse.spec.model import get_model
+    from dse.studies.faults import _pinned_layouts, _pinned_rows
+    d, p = load_study("studies/faults-16k.toml")
+    assert d["kind"] == "faults" and d["workload"]["gpus"] == 16384
+    pinned = _pinned_layouts(d["study"]["layouts"], str(p))
+    rows = _pinned_rows(pinned, get_model("llama3-405b"),
+                        Workload(global_batch=2048, seq_len=8192),
+                        get_hardware("h100-sxm-80gb"), 16384, str(p))
+    assert rows["feasible"].all() and (rows[["tp", "pp", "dp", "vpp"]].values
+                                       == [[8, 16, 128, 4]]).all()
+
+
+def test_pinned_layout_that_does_not_fit_is_input_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = STUDY.format(link="rail1.up.n0").replace(
+        'distinct = ["tp", "pp"]', 'layouts = [{ tp = 1, pp = 1, dp = 16, mbs = 2 }]')
+    text = text.replace('model = "llama3-8b"', 'model = "llama3-70b"')
+    p = tmp_path / "f.toml"
+    p.write_text(text)
+    d, p = load_study(str(p))
+    with pytest.raises(InputError, match="fit in memory"):
+        run(d, p)
