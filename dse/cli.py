@@ -7,7 +7,9 @@ import sys
 
 import pandas as pd
 
-from dse.cli_layout import _gpu_count, _positive_int, _tcp_port, layout_args, resolve_layout  # noqa: F401 (re-exported)
+from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
+                             energy_args, layout_args, least_memory, per_variant, resolve_layout,
+                             vary_hardware)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -15,37 +17,6 @@ SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "ze
         "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
         "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s"]
 ENERGY_SHOW = ["energy_kwh_per_mtok", "usd_per_mtok", "train_days"]
-
-
-def vary_hardware(hws: list, specs: list[str]) -> list:
-    """The Cartesian product of ``--vary KNOB=v1,v2,...`` over every base hardware: the
-    knobs and value syntax of study-file variants (dse.spec.variants), e.g.
-    ``--vary hbm_bw=1x,2x,4x --vary throttle=0,0.27``."""
-    import itertools
-
-    from dse.errors import require
-    from dse.spec.variants import KNOBS, apply_overrides
-    axes = []
-    for spec in specs:
-        knob, _, vals = spec.partition("=")
-        require(knob in KNOBS or knob == "throttle", "--vary", knob or spec,
-                f"must be KNOB=v1,v2,... with KNOB one of {sorted(set(KNOBS) | {'throttle'})}")
-        parsed = [float(v) if knob == "throttle" and v.replace(".", "", 1).isdigit() else v
-                  for v in vals.split(",") if v]
-        require(bool(parsed), "--vary", knob, "needs at least one value")
-        require(knob not in [ax[0][0] for ax in axes], "--vary", knob,
-                "is given twice; give each knob once with all its values (KNOB=v1,v2,...)")
-        axes.append([(knob, v) for v in parsed])
-    out = []
-    for base in hws:
-        for combo in itertools.product(*axes):
-            if not combo:
-                out.append(base)
-                continue
-            over = dict(combo)
-            name = base.name + "[" + ",".join(f"{k}={v}" for k, v in combo) + "]"
-            out.append(apply_overrides(base, over, "--vary", "vary").replace(name=name))
-    return out
 
 
 def cmd_sweep(a) -> int:
@@ -80,43 +51,6 @@ def cmd_sweep(a) -> int:
                a.columns))
     print(format_top(top, SHOW + ENERGY_SHOW, a.columns))
     return 0
-
-
-def per_variant(prices, names: list[str], hws: list) -> list | None:
-    """One price per --hardware name repeated over its --vary variants (vary_hardware keeps
-    each base's variants together)."""
-    if prices is None or len(prices) != len(names) or len(names) == len(hws):
-        return prices
-    return [p for p in prices for _ in range(len(hws) // len(names))]
-
-
-def least_memory(df) -> str:
-    """Why nothing fits: the smallest memory need of any layout, and that layout."""
-    if df.empty:
-        return "no valid layout"
-    r = df.loc[df["mem_gib"].idxmin()]
-    return (f"the smallest memory need is {r['mem_gib']:.1f} GiB > {r['hbm_gib']:.1f} GiB HBM, at "
-            f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mbs{r['mbs']} vpp{r['vpp']} "
-            f"{r['recompute']} ZeRO-{r['zero']}{' SP' if r['sp'] else ''} on {r['hardware']}")
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}")
-    return v
-
-
-def energy_args(s: argparse.ArgumentParser) -> None:
-    """Flags of the power / cost / time-to-train columns (dse.cost.energy)."""
-    s.add_argument("--gpu-hour-usd", type=_positive_float, nargs="+", default=None, metavar="USD",
-                   help="price per GPU-hour: one, or one per --hardware (adds usd_per_mtok)")
-    s.add_argument("--train-tokens", default=None, metavar="N",
-                   help="token budget, e.g. 15T or 1e12 (adds train_days, train_mwh, train_usd)")
-    s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
 
 
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:

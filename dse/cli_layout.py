@@ -1,6 +1,7 @@
-"""Command-line flags of one explicit layout and their validation, shared by every
-subcommand that takes one (`estimate`, `trace`, `sensitivity`): a module of its own so
-the subcommands' modules need not import `dse.cli` (no import cycle)."""
+"""Command-line flags and helpers shared by subcommands (one explicit layout for
+`estimate`, `trace`, `sensitivity`; --vary hardware axes; energy/cost flags; bounded
+integers): a module of its own so the subcommands' modules need not import `dse.cli`
+(no import cycle)."""
 
 from __future__ import annotations
 
@@ -77,5 +78,73 @@ def resolve_layout(a):
                   attention=attention_code(a.attention), framework=framework_code(a.framework),
                   tp_overlap=int(a.tp_overlap))
     return model, hw, wl, lay
+
+
+def vary_hardware(hws: list, specs: list[str]) -> list:
+    """The Cartesian product of ``--vary KNOB=v1,v2,...`` over every base hardware: the
+    knobs and value syntax of study-file variants (dse.spec.variants), e.g.
+    ``--vary hbm_bw=1x,2x,4x --vary throttle=0,0.27``."""
+    import itertools
+
+    from dse.errors import require
+    from dse.spec.variants import KNOBS, apply_overrides
+    axes = []
+    for spec in specs:
+        knob, _, vals = spec.partition("=")
+        require(knob in KNOBS or knob == "throttle", "--vary", knob or spec,
+                f"must be KNOB=v1,v2,... with KNOB one of {sorted(set(KNOBS) | {'throttle'})}")
+        parsed = [float(v) if knob == "throttle" and v.replace(".", "", 1).isdigit() else v
+                  for v in vals.split(",") if v]
+        require(bool(parsed), "--vary", knob, "needs at least one value")
+        require(knob not in [ax[0][0] for ax in axes], "--vary", knob,
+                "is given twice; give each knob once with all its values (KNOB=v1,v2,...)")
+        axes.append([(knob, v) for v in parsed])
+    out = []
+    for base in hws:
+        for combo in itertools.product(*axes):
+            if not combo:
+                out.append(base)
+                continue
+            over = dict(combo)
+            name = base.name + "[" + ",".join(f"{k}={v}" for k, v in combo) + "]"
+            out.append(apply_overrides(base, over, "--vary", "vary").replace(name=name))
+    return out
+
+
+def per_variant(prices, names: list[str], hws: list) -> list | None:
+    """One price per --hardware name repeated over its --vary variants (vary_hardware keeps
+    each base's variants together)."""
+    if prices is None or len(prices) != len(names) or len(names) == len(hws):
+        return prices
+    return [p for p in prices for _ in range(len(hws) // len(names))]
+
+
+def least_memory(df) -> str:
+    """Why nothing fits: the smallest memory need of any layout, and that layout."""
+    if df.empty:
+        return "no valid layout"
+    r = df.loc[df["mem_gib"].idxmin()]
+    return (f"the smallest memory need is {r['mem_gib']:.1f} GiB > {r['hbm_gib']:.1f} GiB HBM, at "
+            f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mbs{r['mbs']} vpp{r['vpp']} "
+            f"{r['recompute']} ZeRO-{r['zero']}{' SP' if r['sp'] else ''} on {r['hardware']}")
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, but got {s!r}")
+    return v
+
+
+def energy_args(s: argparse.ArgumentParser) -> None:
+    """Flags of the power / cost / time-to-train columns (dse.cost.energy)."""
+    s.add_argument("--gpu-hour-usd", type=_positive_float, nargs="+", default=None, metavar="USD",
+                   help="price per GPU-hour: one, or one per --hardware (adds usd_per_mtok)")
+    s.add_argument("--train-tokens", default=None, metavar="N",
+                   help="token budget, e.g. 15T or 1e12 (adds train_days, train_mwh, train_usd)")
+    s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
 
 

@@ -31,7 +31,7 @@ def layout_label(r) -> str:
 def best_per_cell(df: pd.DataFrame, hw_names: list[str], gpus: int, objective: str) -> list[dict]:
     """One row per hardware of one sweep's DataFrame: its best feasible layout for
     ``objective`` (ties broken by step time), or why none fits."""
-    from dse.cli import least_memory
+    from dse.cli_layout import least_memory
     rows = []
     for name in hw_names:
         sub = df[df["hardware"] == name] if not df.empty else df
@@ -107,7 +107,7 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
 
 def register(sub) -> None:
     """Add ``dse compare`` to the CLI's subparsers."""
-    from dse.cli import _gpu_count, _positive_int, energy_args
+    from dse.cli_layout import _gpu_count, _positive_int, energy_args
     s = sub.add_parser("compare", help="best layout per (hardware, GPU count): time, tokens/s, "
                        "energy and cost per token; table, CSV and plot")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
@@ -132,7 +132,7 @@ def register(sub) -> None:
 def cmd_compare(a) -> int:
     from pathlib import Path
 
-    from dse.cli import per_variant
+    from dse.cli_layout import per_variant
     from dse.cost.energy import parse_tokens
     from dse.report.atomic import check_output_dir, write_csv
     from dse.spec.hardware import check_precision, get_hardware

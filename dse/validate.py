@@ -8,18 +8,12 @@ and ``error_breakdown.png`` (error by GPU generation and by model size).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
 from dse.errors import require
 from dse.predict import mape_table, positive_measure, predict_frame, read_csv
 from dse.report.atomic import check_output_dir, write_csv
-
-
-def _sha256(path: str) -> str:
-    import hashlib
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 VALIDATE_REQUIRED = ("measured_iter_time_s", "source")
@@ -112,7 +106,7 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
             plots = "scatter.png, error_breakdown.png, "
         else:
             plots = ""
-        from dse.report.manifest import write_manifest
-        write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
+        from dse.report.manifest import file_sha256, write_manifest
+        write_manifest(o, None, {"input": str(path), "input_sha256": file_sha256(path)})
         print(f"wrote {o}/predictions.csv, mape_by_source.csv, {plots}manifest.json")
     return pred

@@ -49,7 +49,7 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
         write_csv(error_long(pred), o / "errors.csv", index=False)
         write_csv(by_sm, o / "mape_by_source.csv")
         from dse.report.manifest import write_manifest
-        from dse.validate import _sha256
+        from dse.report.manifest import file_sha256 as _sha256
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
         print(f"wrote {o}/predictions.csv, errors.csv, mape_by_source.csv, manifest.json")
     return pred

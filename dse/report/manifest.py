@@ -48,3 +48,10 @@ def write_manifest(out_dir: Path, study_file: Path | None = None, extra: dict | 
         m.update(extra)
     path = Path(out_dir) / "manifest.json"
     return write_json(path, m)
+
+
+def file_sha256(path) -> str:
+    """Hex SHA-256 of a file's bytes (manifests record their inputs by it)."""
+    import hashlib
+    from pathlib import Path
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
