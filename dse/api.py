@@ -19,7 +19,7 @@ modules, and configures nothing)::
 :class:`~dse.spec.hardware.Hardware`), or a list of them where several are allowed.
 ``precision`` is ``"fp32"|"tf32"|"bf16"|"fp16"|"fp8"``, ``recompute``
 ``"none"|"selective"|"full"|"block"``, ``attention`` ``"flash"|"unfused"``,
-``framework`` ``"megatron"|"deepspeed"``.  Bad input raises
+``framework`` ``"megatron"|"deepspeed"|"fsdp"|"fsdp2"`` (:mod:`dse.spec.frameworks`).  Bad input raises
 :class:`dse.errors.InputError` with a one-line message naming the argument and the rule
 (the CLI prints the same line and exits 2).  ``seq_len=None`` means the model's own
 ``seq_length``, as the CLI's ``--seq`` does.

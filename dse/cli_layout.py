@@ -44,7 +44,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
                    help="tokens per sequence (default: the model's seq_length)")
     s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed (memory accounting, pipeline sends)")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 gathers (dse/spec/frameworks.py)")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
     helps = {"tp": "tensor-parallel size", "pp": "pipeline-parallel stages",
              "dp": "data-parallel size (default: gpus / (tp x pp x cp))",

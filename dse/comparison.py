@@ -118,7 +118,7 @@ def register(sub) -> None:
                    help="tokens per sequence (default: the model's seq_length)")
     s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp | fsdp2")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
                    help="what 'best' means in each cell")

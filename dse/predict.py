@@ -14,8 +14,10 @@ experts each have ``ffn_hidden_size``; an optional ``head_dim`` (or ``kv_channel
 sets a head dimension other than ``hidden_size / num_attention_heads`` (Qwen3, Gemma).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
-kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank =
-megatron) says which framework's memory accounting and pipeline transfers apply; an optional
+kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed`` | ``fsdp`` (PyTorch FSDP1:
+llm-foundry, Composer) | ``fsdp2`` or ``torchtitan`` (PyTorch ``fully_shard``); blank =
+megatron) says which framework profile (:mod:`dse.spec.frameworks`: memory accounting,
+pipeline transfers, ZeRO-3 gathers) applies; an optional
 ``tp_comm_overlap`` column (true | false; blank = false, Megatron's default) whether TP
 collectives were overlapped with GEMMs (``--tp-comm-overlap``).
 """

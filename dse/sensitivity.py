@@ -227,7 +227,7 @@ def register(sub) -> None:
     s.add_argument("--seq", type=_positive_int, default=None)
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp | fsdp2")
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (needs --sp)")
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None)

@@ -7,7 +7,8 @@ For a buffer of ``size_bytes`` (the full, un-sharded buffer as nccl-tests report
 
 * ring all-reduce       ``2(n-1)/n * S/bw + 2(n-1)*alpha``      (busbw factor 2(n-1)/n)
 * reduce-scatter,
-  all-gather            ``(n-1)/n * S/bw + (n-1)*alpha``        (busbw factor (n-1)/n)
+  all-gather            ``(n-1)/n * S/bw + (n-1)*alpha``        (busbw factor (n-1)/n;
+                        across nodes a flat ring: n - 1 steps, :func:`flat_ring_extra_latency_s`)
 * tree all-reduce       ``2 * S/bw + 2*log2(n)*alpha`` (NCCL double binary tree:
                         bandwidth-optimal to a factor n/(n-1), latency log n)
 * all-to-all            ``(n-1)/n * S/bw + (n-1)*alpha``
@@ -57,6 +58,18 @@ def _split(n, stride, domain):
     return local, n / local
 
 
+def flat_ring_extra_latency_s(local, inter, a_nv):
+    """Latency a flat ring over ``n = local * inter`` ranks pays beyond the hierarchical
+    decomposition's ``(local-1) a_nv + (inter-1) a_nic``: NCCL's own latency model
+    (``src/graph/tuning.cc``: ``nsteps = nRanks - 1``, ``nInterSteps = nNodes - 1`` for
+    ring all-gather / reduce-scatter, ``lat = (nsteps - nInterSteps) * intraLat +
+    nInterSteps * interLat``) charges ``n - inter`` NVLink steps, i.e.
+    ``(inter - 1)(local - 1)`` more than one node's ring.  Zero inside one NVLink domain;
+    at 512 ranks on 64 nodes it is 441 steps, ~0.26 ms per collective at 0.6 us: the term
+    that makes per-module ZeRO-3 / FSDP collectives latency-bound at scale."""
+    return jnp.where(inter > 1, (inter - 1.0) * (local - 1.0) * a_nv, 0.0)
+
+
 def group_collective_terms(kind: str, size_bytes, n, stride, hw):
     """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
     ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
@@ -74,7 +87,11 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw):
         return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0,
                 allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
     if kind in ("reduce_scatter", "all_gather"):
-        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv),
+        # NCCL runs these as one flat ring over all n ranks (no tree): n - 1 steps, of
+        # which inter - 1 cross the network and n - inter stay on NVLink
+        # (:func:`flat_ring_extra_latency_s`); the bandwidth terms are the hierarchical
+        # ones (a flat ring with one channel per NIC moves the same bytes per link)
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) + flat_ring_extra_latency_s(local, inter, a_nv),
                 scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
     if kind == "all_to_all":
         cross = size_bytes * (inter - 1.0) / jnp.maximum(inter, 1.0)

@@ -229,6 +229,37 @@ def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str) -> l
     return [("cp", inner), ("dp", outer)]
 
 
+def zero3_ops(wl: Workload, lay: Layout, params_per_gpu, embedding_params, layers_per_stage,
+              weight_bytes) -> tuple:
+    """The per-unit collectives of ZeRO-3 / FSDP over the ``dp*cp`` ranks of one TP
+    coordinate, as the framework issues them (:mod:`dse.spec.frameworks`): one unit is
+    ``1/z3_units_per_layer`` of a layer's local parameters (one transformer block for
+    FSDP and Megatron-FSDP, one linear for DeepSpeed), the root unit the embedding and LM
+    head.  Returns ``(unit all-gather, unit reduce-scatter, root all-gather, root
+    reduce-scatter, unit copy-out)``: parameters gathered in ``weight_bytes`` per element,
+    gradients reduced in the profile's ``z3_grad_reduce_bytes`` from a bucket of
+    ``max(unit, z3_reduce_bucket_elems)`` elements (``calls`` = the unit's share of one
+    bucket), and FSDP2's copy of the gathered bytes into the parameters (a read and a
+    write, on the compute stream)."""
+    from dse.spec.frameworks import profile
+    prof = profile(wl.framework)
+    n = lay.dp * lay.cp * 1.0
+    stride = lay.tp * 1.0
+    unit = (params_per_gpu - embedding_params) / (layers_per_stage * prof.z3_units_per_layer)
+    chunk = jnp.maximum(unit, prof.z3_reduce_bucket_elems)
+    gb = prof.z3_grad_reduce_bytes
+    return (Collective(weight_bytes * unit, n, stride, name="zero3 unit all-gather", phase="fwd",
+                       kind="all_gather", group="dp"),
+            Collective(gb * chunk, n, stride, calls=unit / chunk, name="zero3 unit reduce-scatter",
+                       phase="bwd", kind="reduce_scatter", group="dp"),
+            Collective(weight_bytes * embedding_params, n, stride, name="zero3 root all-gather",
+                       phase="fwd", kind="all_gather", group="dp"),
+            Collective(gb * embedding_params, n, stride, name="zero3 root reduce-scatter",
+                       phase="bwd", kind="reduce_scatter", group="dp"),
+            MemPass(prof.z3_copy_out_bytes_per_param * unit * weight_bytes / 2.0, 1.0,
+                    name="zero3 all-gather copy-out", phase="fwd"))
+
+
 class StepGraph(NamedTuple):
     """Every operator of one training step on one GPU of the heaviest stage, by group;
     how often each group runs is the schedule's (:class:`dse.train.step.StepSchedule`)."""
@@ -239,15 +270,19 @@ class StepGraph(NamedTuple):
     accumulation: tuple   # per micro-batch (DeepSpeed)
     optimizer: tuple      # once per step
     dp: tuple             # (grad all-reduce, grad reduce-scatter, param all-gather), whole buffer
+    zero3: tuple = ()     # per-unit ZeRO-3 / FSDP collectives (:func:`zero3_ops`)
 
 
 def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gpu,
-               embedding_params) -> StepGraph:
+               embedding_params, layers_per_stage=None) -> StepGraph:
     """The operator graph of one training step (module docstring)."""
+    L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
                      head=head_ops(model, wl, lay, act_bytes),
                      embedding=embedding_ops(model, wl, lay, act_bytes),
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),
                      optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
-                     dp=dp_ops(lay, params_per_gpu))
+                     dp=dp_ops(lay, params_per_gpu),
+                     zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
+                                     jnp.where(act_bytes > 2, 4.0, 2.0)))

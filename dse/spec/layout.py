@@ -14,9 +14,10 @@ Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
 ``attention`` 1 = FlashAttention (fused, the default of every current framework), 0 = the
 unfused path of Megatron-LM before 2022 (materialised scores, fused softmax);
 ``framework`` 0 = Megatron-LM / Megatron-Core / NeMo (the default), 1 = DeepSpeed
-(Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers): it changes how model
-states are held in memory and how pipeline activations are sent (:mod:`dse.train.memory`,
-:func:`dse.train.outer_ops.pipeline_p2p`).  Both are static fields: each value compiles
+(Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers), 2 = PyTorch FSDP1
+(llm-foundry / Composer), 3 = PyTorch FSDP2 (torchtitan): it changes how model states are
+held in memory, how pipeline activations are sent and how ZeRO-3 gathers and reduces
+(:mod:`dse.spec.frameworks`, :mod:`dse.train.memory`, :mod:`dse.train.zero3`).  Both are static fields: each value compiles
 its own cost function.  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
 (Transformer Engine userbuffers: TP collectives pipelined with the GEMMs that consume or
 produce them; needs sequence parallelism), 0 = TP collectives on the critical path
@@ -32,7 +33,7 @@ from dse.spec.pytree import pytree_dataclass
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_BLOCK = 0, 1, 2, 3
 PRECISION_FP32, PRECISION_16, PRECISION_FP8 = 0, 1, 2
 ATTENTION_UNFUSED, ATTENTION_FLASH = 0, 1
-FRAMEWORK_MEGATRON, FRAMEWORK_DEEPSPEED = 0, 1
+FRAMEWORK_MEGATRON, FRAMEWORK_DEEPSPEED, FRAMEWORK_FSDP, FRAMEWORK_FSDP2 = 0, 1, 2, 3
 
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
@@ -70,8 +71,10 @@ class Workload:
 
 ATTENTION = {"flash": 1, "unfused": 0}
 ATTENTION_NAMES = {v: k for k, v in ATTENTION.items()}
-FRAMEWORK = {"megatron": 0, "deepspeed": 1}
-FRAMEWORK_NAMES = {v: k for k, v in FRAMEWORK.items()}
+# fsdp = PyTorch FSDP1 (llm-foundry / Composer, FullyShardedDataParallel); fsdp2 =
+# fully_shard (torchtitan); profiles in dse.spec.frameworks
+FRAMEWORK = {"megatron": 0, "deepspeed": 1, "fsdp": 2, "fsdp1": 2, "fsdp2": 3, "torchtitan": 3}
+FRAMEWORK_NAMES = {0: "megatron", 1: "deepspeed", 2: "fsdp", 3: "fsdp2"}
 
 
 def _code(table: dict[str, int], field: str, name: str, where: str) -> int:

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from dse.cost.collectives import tp_overlap_cost_s
 from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, time_s
 from dse.graph.train import layer_ops
+from dse.spec.frameworks import PROFILES
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
@@ -45,9 +46,9 @@ from dse.train.rates import Rates
 
 
 # Host (CPU) seconds per kernel launched by PyTorch eager framework code, by framework
-# code (megatron, deepspeed; a framework code not listed takes megatron's): module
-# docstring for what it counts and its source.
-HOST_OP_S = {0: 40e-6, 1: 40e-6}
+# code, from the framework profiles (dse.spec.frameworks; a code not listed takes
+# megatron's): module docstring for what it counts and its source.
+HOST_OP_S = {code: p.host_op_s for code, p in PROFILES.items()}
 
 
 class LayerCost(NamedTuple):

@@ -15,6 +15,9 @@ DeepSpeed (``framework`` 1; DeepSpeed ``runtime/bf16_optimizer.py`` and
 on; with ZeRO >= 1 and dp > 1 it also holds the
 contiguous reduce bucket, ``reduce_bucket_size`` = 5e8 elements of 16-bit (DeepSpeed config
 default).
+PyTorch FSDP (``framework`` 2, 3; :mod:`dse.spec.frameworks`) under ZeRO-3: fp32 sharded
+parameters (the master copy), fp32 sharded gradients and Adam m, v -- 16 B/param over
+the shard -- plus the 16-bit gathered units in flight and one unit's unsharded gradient.
 Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
 heaviest stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
 embedding on the first stage and the LM head on the last (both when pp = 1, one shared
@@ -50,6 +53,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
+from dse.spec.frameworks import profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model, head_dim_of, layer_params
@@ -144,6 +148,25 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
         ds_grad_b = jnp.where(act_bytes > 2, 4.0, 6.0)
         grads = jnp.where(lay.zero >= 2, ds_grad_b * P / shard, ds_grad_b * P) + bucket
     opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
+    prof = profile(wl.framework)
+    if prof.z3_state_bytes_per_param is not None:
+        # PyTorch FSDP (FULL_SHARD / fully_shard): the sharded parameter is the fp32
+        # master (no 16-bit shard), fp32 sharded gradients, Adam m and v; 16-bit copies
+        # only of the gathered units (the one computing and ``z3_prefetch_depth`` ahead)
+        # plus one unit's unsharded gradient awaiting its reduce-scatter
+        unit_p = (P - embedding_params_per_gpu(model, lay)) / (L_st * prof.z3_units_per_layer)
+        z3 = lay.zero >= 3
+        in_flight = (1.0 + prof.z3_prefetch_depth) * unit_p * weight_b
+        unsharded_grad = prof.z3_grad_reduce_bytes * unit_p
+        if not prof.z3_regather_with_pp:
+            # with PP the stage's parameters stay gathered for the step and the 16-bit
+            # gradients accumulate unsharded until the last micro-batch's reduce-scatter
+            keep = lay.pp > 1
+            in_flight = jnp.where(keep, P * weight_b, in_flight)
+            unsharded_grad = jnp.where(keep, 2.0 * P, unsharded_grad)
+        weights = jnp.where(z3, 4.0 * P / shard + in_flight, weights)
+        grads = jnp.where(z3, 4.0 * P / shard + unsharded_grad, grads)
+        opt = jnp.where(z3, 8.0 * P / shard, opt)
 
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)

@@ -94,8 +94,11 @@ def _rows(model, wl, lay, hw) -> tuple:
     ar, rs, ag = g.dp
     z = lay.zero
     add(ar, has_dp * (z == 0), "dp_comm_s", dp_frac)
-    add(rs, has_dp * jnp.where(z == 0, 0.0, jnp.where(z >= 2, m, 1.0)), "dp_comm_s", dp_frac)
-    add(ag, has_dp * jnp.where(z == 0, 0.0, jnp.where(z >= 3, 2.0 * m, 1.0)), "dp_comm_s", dp_frac)
+    add(rs, has_dp * jnp.where((z == 0) | (z >= 3), 0.0, jnp.where(z == 2, m, 1.0)), "dp_comm_s", dp_frac)
+    add(ag, has_dp * jnp.where((z == 0) | (z >= 3), 0.0, 1.0), "dp_comm_s", dp_frac)
+    # ZeRO-3 / FSDP: the per-unit collectives and copy-out (dse.train.zero3)
+    for op, calls in zip(g.zero3, sc.zero3_calls):
+        add(op, has_dp * jnp.where(z >= 3, calls, 0.0), "dp_comm_s", dp_frac)
     for op in g.optimizer:
         add(op, 1.0, "optimizer_s")
     b = sc.bubble_s

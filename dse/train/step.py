@@ -13,7 +13,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 micro-batch's backward, parameter all-gather overlapped with the first
                 forward (``overlap_grad_reduce``/``overlap_param_gather``);
                 ZeRO-2 reduce-scatters after every micro-batch's backward;
-                ZeRO-3 gathers weights every micro-batch, overlapped layer by layer
+                ZeRO-3 / FSDP gathers and reduces unit by unit with one unit
+                prefetched, per the framework profile (dse.train.zero3)
   step        = pipeline + exposed DP + optimizer step
 
 Overlap assumptions: each overlapped collective costs ``max(0, comm - window)`` exposed
@@ -50,6 +51,7 @@ from dse.train.layer import reduce_layer
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import total_s
 from dse.train.rates import rates
+from dse.train.zero3 import zero3_step_s
 
 
 class StepResult(NamedTuple):
@@ -97,6 +99,7 @@ class StepSchedule(NamedTuple):
     dp_kind: object            # 0 all-reduce (ZeRO-0), 1 reduce-scatter + all-gather
     dp_raw_s: object           # raw seconds of the step's DP collectives
     bubble_s: object
+    zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -111,9 +114,9 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     el = r.act_bytes
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
-    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay))
-    lc = reduce_layer(graph.layer, wl, lay, hw, r)
     L_st = layers_per_stage(model, lay)
+    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st)
+    lc = reduce_layer(graph.layer, wl, lay, hw, r)
     m = wl.global_batch / (lay.dp * lay.mbs)
 
     # LM head + cross-entropy (last stage), embedding (first stage)
@@ -162,9 +165,11 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     # share of every (micro-batch, chunk) pass has nothing left to hide under
     z2_exposed = lay.vpp * jnp.maximum(rs / L_st, (rs - bwd_window) / lay.vpp + bwd_window / L_st)
     dp_z2 = m * overlapped_cost_s(rs, bwd_window, hw.num_sms, jnp.minimum(z2_exposed, rs)) + ovi(ag, fwd_window)
-    # ZeRO-3 gathers weights (fwd, bwd) and reduce-scatters gradients every micro-batch,
-    # prefetched layer by layer under the whole layer loop
-    dp_z3 = m * ov(2.0 * ag + rs, L_st * (layer_compute + layer_recompute + cp_exposed))
+    # ZeRO-3 / FSDP: per unit (one block, or one linear under DeepSpeed), prefetched one
+    # ahead, with what cannot hide exposed (dse.train.zero3)
+    head_bwd = _sum(time_s(op, hw, r) for op in graph.head if op.phase == "bwd")
+    dp_z3, z3_raw, z3_counts = zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
+                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
@@ -195,7 +200,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     safe = lambda x, y: jnp.where(y > 0, x / jnp.where(y > 0, y, 1.0), 1.0)
     head_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 1.0, 0.0), 1.0)
     emb_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 0.0, 1.0), 1.0)
-    dp_raw = jnp.where(lay.zero == 0, ar, jnp.where(lay.zero >= 3, m * (2.0 * ag + rs),
+    dp_raw = jnp.where(lay.zero == 0, ar, jnp.where(lay.zero >= 3, z3_raw,
                                                     jnp.where(lay.zero == 2, m * rs + ag, rs + ag)))
     sched = StepSchedule(
         layer_calls=m * L_st, recompute_calls=m * L_st * recompute_full,
@@ -205,7 +210,8 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         cp_exposed_frac=jnp.where(lay.cp > 1, safe(cp_exposed, lc.cp_comm_s), 0.0),
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
-        dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble)
+        dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
+        zero3_calls=z3_counts)
     return res, sched, graph
 
 
