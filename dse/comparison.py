@@ -17,7 +17,9 @@ from dse.errors import require
 OBJECTIVES = {"step_time_s": "fastest step", "energy_kwh_per_mtok": "least energy per token",
               "usd_per_mtok": "cheapest per token", "gpu_hours_per_mtok": "fewest GPU-hours per token"}
 LAYOUT = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp")
-METRICS = ("step_time_s", "tokens_per_s", "mfu", "mem_gib", "hbm_gib", "gpu_power_w",
+METRICS = ("step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
+           "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
+           "mem_reserve_gib", "hbm_gib", "gpu_power_w",
            "energy_kwh_per_mtok", "gpu_hours_per_mtok", "usd_per_mtok", "train_days",
            "train_mwh", "train_usd")
 
@@ -47,6 +49,8 @@ def best_per_cell(df: pd.DataFrame, hw_names: list[str], gpus: int, objective: s
             row.update({k: b[k] for k in LAYOUT})
             row.update({k: float(b[k]) for k in METRICS if k in b})
             row["layout"] = layout_label(b)
+            if "interval_basis" in b:
+                row["interval_basis"] = b["interval_basis"]
             row["status"] = "ok"
         rows.append(row)
     return rows
@@ -55,12 +59,17 @@ def best_per_cell(df: pd.DataFrame, hw_names: list[str], gpus: int, objective: s
 def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len: int,
                   precision: int = 1, attention: int = 1, framework: int = 0, tp_overlap: int = 0,
                   gpu_hour_usd=None, train_tokens: float | None = None, pue: float = 1.0,
-                  objective: str = "step_time_s", where: str = "compare") -> pd.DataFrame:
+                  objective: str = "step_time_s", where: str = "compare",
+                  mem_margin: float | None = None, framework_name: str | None = None) -> pd.DataFrame:
     """The best feasible layout per (hardware, GPU count), one row each (hardware in the
     order given, then GPU count): layout columns, ``layout`` (one string), the metrics of
     :data:`METRICS` (``usd_per_mtok``/``train_*`` only with a price/budget) and ``status``."""
     from dse.cost.energy import add_energy_columns
-    from dse.sweep.run import sweep
+    from dse.intervals import sweep_band
+    from dse.spec.layout import FRAMEWORK
+    from dse.sweep.run import MEM_MARGIN, sweep
+    mem_margin = MEM_MARGIN if mem_margin is None else mem_margin
+    fw_name = framework_name or {v: k for k, v in FRAMEWORK.items()}.get(framework, "megatron")
     require(objective in OBJECTIVES, where, "objective",
             f"must be one of {sorted(OBJECTIVES)}, but got {objective!r}")
     require(objective != "usd_per_mtok" or gpu_hour_usd is not None, where, "objective",
@@ -72,7 +81,8 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
     rows = []
     for g in sorted(set(gpus)):
         df = sweep(model, hws, g, global_batch, seq_len, precision, attention=attention,
-                   framework=framework, tp_overlap=tp_overlap)
+                   framework=framework, tp_overlap=tp_overlap, mem_margin=mem_margin)
+        df = sweep_band(df, fw_name)
         df = add_energy_columns(df, tdp, gpu_hour_usd, train_tokens, pue, where)
         rows += best_per_cell(df, names, g, objective)
     out = pd.DataFrame(rows)
@@ -122,6 +132,8 @@ def register(sub) -> None:
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
                    help="what 'best' means in each cell")
+    from dse.cli import margin_arg
+    margin_arg(s)
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", default=None, metavar="DIR",
@@ -149,7 +161,7 @@ def cmd_compare(a) -> int:
     df = compare_frame(model, hws, a.gpus, a.global_batch, seq, prec, attention_code(a.attention),
                        framework_code(a.framework), int(a.tp_overlap),
                        per_variant(a.gpu_hour_usd, a.hardware, hws), tokens, a.pue, a.objective,
-                       "command line")
+                       "command line", a.mem_margin, a.framework)
     price = ("" if a.gpu_hour_usd is None else
              f", ${'/'.join(f'{p:g}' for p in a.gpu_hour_usd)} per GPU-hour")
     held = (f"{model.name}, global batch {a.global_batch} x {seq} tokens, {a.precision}, "
