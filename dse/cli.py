@@ -12,7 +12,9 @@ from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
-        "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
+        "step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
+        "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
+        "mem_reserve_gib", "compute_s", "recompute_s",
         "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s"]
 ENERGY_SHOW = ["energy_kwh_per_mtok", "usd_per_mtok", "train_days"]
 

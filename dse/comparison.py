@@ -100,12 +100,14 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
 def format_compare(df: pd.DataFrame, width: int = 120) -> str:
     """The comparison as text: one line per cell, infeasible cells with their reason."""
     from dse.report.top_table import HEADERS, wrap
-    cols = ["hardware", "gpus", "layout", "step_time_s", "tokens_per_s", "mfu", "mem_gib",
+    cols = ["hardware", "gpus", "layout", "step_time_s"]
+    cols += [c for c in ("step_time_lo_s", "step_time_hi_s") if c in df]
+    cols += ["tokens_per_s", "mfu", "mem_gib",
             "energy_kwh_per_mtok", "usd_per_mtok" if "usd_per_mtok" in df else "gpu_hours_per_mtok"]
     cols += [c for c in ("train_days",) if c in df]
     ok = df[df["status"] == "ok"]
     view = ok[cols].rename(columns=HEADERS)
-    fmt = {"step_s": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
+    fmt = {"step_s": "{:.3f}".format, "step_lo": "{:.3f}".format, "step_hi": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
            "mem_GiB": "{:.1f}".format, "kWh/Mtok": "{:.4f}".format, "$/Mtok": "{:.3f}".format,
            "GPUh/Mtok": "{:.4f}".format, "train_d": "{:,.1f}".format}
     lines = [view.to_string(index=False, formatters={k: v for k, v in fmt.items() if k in view},
