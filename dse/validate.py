@@ -141,10 +141,11 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(table, o / "mape_by_source.csv")
         if valid.any():
-            from dse.report.validation_plots import error_breakdown, scatter
+            from dse.report.validation_plots import bias_by_source, error_breakdown, scatter
             scatter(pred, o / "scatter.png")
             error_breakdown(pred, o / "error_breakdown.png")
-            plots = "scatter.png, error_breakdown.png, "
+            bias_by_source(pred, o / "bias_by_source.png")
+            plots = "scatter.png, error_breakdown.png, bias_by_source.png, "
         else:
             plots = ""
         from dse.report.manifest import write_manifest

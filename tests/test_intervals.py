@@ -16,6 +16,11 @@ from dse.predict import predict_frame, read_csv
 VAL = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 STORED = json.loads(intervals.DATA.read_text())
 RES = pd.read_csv(intervals.RESIDUALS, dtype={"id": str})
+ROW = dict(id=1, source="T", model="GPT 7.5B", num_layers=36, hidden_size=4096, ffn_hidden_size=16384,
+           num_attention_heads=32, num_kv_heads=32, vocab_size=51200, seq_length=2048,
+           global_batch_size=512, micro_batch_size=16, gpu="a100-sxm-80gb", num_gpus=128, tp=4, pp=1,
+           dp=32, cp=1, ep=1, vpp=1, sequence_parallel="false", recompute="full", zero_stage=0,
+           precision="fp16", measured_iter_time_s=3.7)
 
 
 def test_stored_quantiles_are_the_fit_of_the_stored_residuals():
@@ -74,7 +79,6 @@ def test_band_math_and_fallback():
 
 
 def test_predict_rows_carry_the_band():
-    from tests.test_memory_margin import ROW
     out = predict_frame(pd.DataFrame([ROW, dict(ROW, gpu="b200")]), "t.csv")
     assert (out.predicted_iter_time_lo_s < out.predicted_iter_time_s).all()
     assert (out.predicted_iter_time_s < out.predicted_iter_time_hi_s).all()
@@ -92,7 +96,6 @@ def test_compare_frame_carries_the_band():
 
 
 def test_validate_reports_coverage(tmp_path, capsys):
-    from tests.test_memory_margin import ROW
     f = tmp_path / "runs.csv"
     pd.DataFrame([ROW, dict(ROW, id=2, measured_iter_time_s=100.0)]).to_csv(f, index=False)
     from dse.validate import run_validation
@@ -106,3 +109,27 @@ def test_validate_reports_coverage(tmp_path, capsys):
     t = pd.read_csv(tmp_path / "out" / "mape_by_source.csv", index_col=0)
     assert t.loc["overall", "in_band"] <= 0.5
     assert {"predicted_iter_time_lo_s", "predicted_mem_activations_gib"} <= set(pred.columns)
+
+
+def test_validation_plots_label_axes_and_show_the_band(tmp_path, monkeypatch):
+    """bias_by_source / scatter / error_breakdown: signed error on linear axes with units,
+    legends and titles, each row's interval drawn."""
+    from dse.report import validation_plots as vp
+    figs = []
+    monkeypatch.setattr(vp, "save_fig", lambda fig, path, dpi=130: figs.append(fig))
+    monkeypatch.setattr(vp.plt, "close", lambda fig: None)
+    pred = predict_frame(pd.DataFrame([ROW, dict(ROW, id=2, source="U", measured_iter_time_s=5.0)]), "t")
+    pred["error"] = (pred["predicted_iter_time_s"] - pred["measured_iter_time_s"]) / pred["measured_iter_time_s"]
+    vp.bias_by_source(pred, tmp_path / "b.png")
+    vp.scatter(pred, tmp_path / "s.png")
+    vp.error_breakdown(pred, tmp_path / "e.png")
+    assert len(figs) == 3
+    for fig in figs:
+        for ax in fig.axes:
+            assert ax.get_xlabel() or ax.get_xticklabels()
+            assert "(%)" in ax.get_ylabel() or "(s)" in ax.get_ylabel()
+            assert ax.get_title() and ax.get_legend() is not None
+    bias_ax = figs[0].axes[0]
+    assert bias_ax.get_yscale() == "linear" and "signed error" in bias_ax.get_ylabel()
+    assert figs[1].axes[1].get_yscale() == "linear"
+    assert any("interval" in t.get_text() for t in bias_ax.get_legend().get_texts())
