@@ -16,6 +16,12 @@ import pandas as pd  # noqa: E402
 from dse.report.atomic import save_fig  # noqa: E402
 
 
+def _short(src, n: int = 38) -> str:
+    """A source name short enough for a legend or tick label."""
+    s = str(src)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
 def _band_err(d: pd.DataFrame):
     """Each row's interval as signed error: measured inside [lo, hi] <=> (pred - measured) /
     measured inside [pred/hi - 1, pred/lo - 1] (NaN without a band)."""
@@ -55,7 +61,7 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
             ax.errorbar(g["measured_iter_time_s"], g["predicted_iter_time_s"], yerr=yerr, fmt="none",
                         ecolor="0.6", elinewidth=0.8, alpha=0.6)
         pts = ax.scatter(g["measured_iter_time_s"], g["predicted_iter_time_s"], s=22, alpha=0.85,
-                         label=f"{src} (n={len(g)}, MAPE {mape:.1%}, bias {bias:+.1%})")
+                         label=f"{_short(src)} (n={len(g)}, MAPE {mape:.1%}, bias {bias:+.1%})")
         sel = (d["source"] == src).to_numpy()
         ax2.vlines(g["measured_iter_time_s"], elo[sel] * 100, ehi[sel] * 100, color="0.75", lw=1.2)
         ax2.scatter(g["measured_iter_time_s"], g["error"] * 100, s=22, alpha=0.85,
@@ -109,7 +115,7 @@ def bias_by_source(pred: pd.DataFrame, path: Path) -> None:
     labels = []
     for src in srcs:
         g = d[d["source"].astype(str) == src]
-        labels.append(f"{src}\nn={len(g)}\nMAPE {g['error'].abs().mean():.0%}\n"
+        labels.append(f"{_short(src, 16)}\nn={len(g)}\nMAPE {g['error'].abs().mean():.0%}\n"
                       f"in {g['inside'].mean():.0%}")
     ax.set_xticks(range(len(srcs)), labels, fontsize=7)
     ax.set_xlabel("source (rows, MAPE, share inside the interval)")
