@@ -18,6 +18,13 @@ kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed``; blank 
 megatron) says which framework's memory accounting and pipeline transfers apply; an optional
 ``tp_comm_overlap`` column (true | false; blank = false, Megatron's default) whether TP
 collectives were overlapped with GEMMs (``--tp-comm-overlap``).
+
+Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
+(weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
+80 % band ``predicted_iter_time_lo_s`` / ``_hi_s`` with its ``interval_basis``
+(:mod:`dse.intervals`) and ``mem_within_margin``: blank settings are chosen within the
+memory safety margin; a row whose given fields leave nothing within it is judged against
+the full HBM (the published run ran) and gets False.
 """
 
 from __future__ import annotations
