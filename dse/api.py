@@ -111,13 +111,16 @@ def _train_tokens(train_tokens, where):
 def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int | None = None,
           precision: str = "bf16", *, attention: str = "flash", framework: str = "megatron",
           tp_overlap: bool = False, vary=None, gpu_hour_usd=None, train_tokens=None,
-          pue: float = 1.0) -> pd.DataFrame:
+          pue: float = 1.0, mem_margin: float = 0.03) -> pd.DataFrame:
     """Every valid parallel layout x hardware for one workload, fastest first (the rows
     that do not fit last, NaN times, the reason in ``status``) — ``dse sweep``.
 
     ``vary``: ``"KNOB=v1,v2"`` or a list of them (``dse sweep --vary``), e.g.
     ``["hbm_bw=1x,2x", "throttle=0,0.3"]``.  ``gpu_hour_usd``: USD per GPU-hour, one or one
-    per hardware; ``train_tokens``: a token budget (``1e12``, ``"15T"``); ``pue`` >= 1.
+    per hardware; ``train_tokens``: a token budget (``1e12``, ``"15T"``); ``pue`` >= 1;
+    ``mem_margin``: a layout is feasible in ``(1 - mem_margin) x HBM``
+    (:mod:`dse.train.memory_parts`).  Rows carry the memory breakdown (``mem_*_gib``) and
+    the 80 % band of the step time (``step_time_lo_s`` / ``_hi_s``, :mod:`dse.intervals`).
 
     Example::
 
@@ -136,8 +139,11 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int | None = N
     seq = _pos_int(seq_len, "seq_len", where, allow_none=True) or m.seq_length
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     _check_precision(hws, prec, where)
+    from dse.intervals import sweep_band
+    from dse.train.memory_parts import check_margin
     df = run_sweep(m, hws, gpus, global_batch, seq, prec, attention=att, framework=fw,
-                   tp_overlap=int(bool(tp_overlap)))
+                   tp_overlap=int(bool(tp_overlap)), mem_margin=check_margin(mem_margin, where))
+    df = sweep_band(df, framework)
     prices = gpu_hour_usd if gpu_hour_usd is None or isinstance(gpu_hour_usd, (list, tuple)) else [gpu_hour_usd]
     return add_energy_columns(df, {h.name: float(h.tdp_w) for h in hws},
                               per_variant(prices, base, hws), _train_tokens(train_tokens, where),
@@ -171,6 +177,10 @@ class Estimate:
     energy: dict
     raw: object = field(repr=False)
     _ops: list = field(default_factory=list, repr=False)
+    memory: dict = field(default_factory=dict)     # mem_*_gib (dse.train.memory_parts)
+    step_time_lo_s: float = math.nan               # 80 % band (dse.intervals)
+    step_time_hi_s: float = math.nan
+    within_margin: bool = False                    # fits but inside the memory safety margin
 
     @property
     def ops(self) -> pd.DataFrame:
@@ -188,6 +198,8 @@ class Estimate:
                           "sp": bool(self.layout.sp), "fits": self.fits, "status": self.status,
                           "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
                           "mfu": self.mfu, "mem_gib": self.mem_gib, "hbm_gib": self.hbm_gib,
+                          **self.memory, "step_time_lo_s": self.step_time_lo_s,
+                          "step_time_hi_s": self.step_time_hi_s, "within_margin": self.within_margin,
                           **self.breakdown, **self.energy})
 
     def __str__(self) -> str:
@@ -199,7 +211,9 @@ class Estimate:
         if not self.fits:
             return f"{head}\n  {mem}: DOES NOT FIT ({self.status})"
         terms = ", ".join(f"{k[:-2]} {v:.3f}" for k, v in self.breakdown.items())
-        return (f"{head}\n  {mem} (fits)\n  step {self.step_time_s:.3f} s, "
+        warn = " -- inside the memory safety margin" if self.within_margin else ""
+        return (f"{head}\n  {mem} (fits{warn})\n  step {self.step_time_s:.3f} s "
+                f"(80 % band {self.step_time_lo_s:.3f}-{self.step_time_hi_s:.3f} s), "
                 f"{self.tokens_per_s:,.0f} tokens/s, MFU {self.mfu:.1%}\n  exposed s: {terms}")
 
     __repr__ = __str__
@@ -210,9 +224,11 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
              zero: int = 1, sp: bool = False, global_batch: int = 1024,
              seq_len: int | None = None, precision: str = "bf16", attention: str = "flash",
              framework: str = "megatron", tp_overlap: bool = False, gpu_hour_usd=None,
-             train_tokens=None, pue: float = 1.0) -> Estimate:
+             train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03) -> Estimate:
     """Step time, breakdown, memory and energy of one explicit layout — ``dse estimate``
-    (same defaults: global batch 1024, ZeRO-1, dp = gpus / (tp pp cp)).
+    (same defaults: global batch 1024, ZeRO-1, dp = gpus / (tp pp cp)).  The layout is
+    judged against the full HBM (it is the user's); ``within_margin`` is True when it fits
+    but not in ``(1 - mem_margin) x HBM``.  ``memory``: the per-GPU breakdown in GiB.
 
     Example::
 
@@ -250,7 +266,11 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     _check_precision([hw], prec, where)
     wl = Workload(global_batch=global_batch, seq_len=seq, precision=prec, attention=att,
                   framework=fw, tp_overlap=int(bool(tp_overlap)))
+    from dse.intervals import apply_band, band_for
+    from dse.train.memory_parts import check_margin, gib_columns, memory_parts
+    margin = check_margin(mem_margin, where)
     r = jax.jit(train_step)(m, wl, lay, hw)
+    memory = {k: float(v) for k, v in gib_columns(jax.jit(memory_parts)(m, wl, lay, hw)).items()}
     mem, cap = float(r.mem_bytes), float(hw.hbm_bytes)
     fits = mem <= cap
     t = (lambda x: float(x)) if fits else (lambda x: math.nan)
@@ -261,17 +281,20 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     energy = add_energy_columns(row, {hw.name: float(hw.tdp_w)}, gpu_hour_usd,
                                 _train_tokens(train_tokens, where), pue, where)
     energy = {c: float(energy[c][0]) for c in energy.columns if c not in row.columns}
+    q10, q90, _ = band_for("training", f"{framework}/{hw.generation}")
+    lo, hi = apply_band(t(r.step_time_s), q10, q90)
     return Estimate(model=m, hardware=hw, workload=wl, layout=lay, gpus=gpus, fits=fits,
                     status="ok" if fits else oom_status(mem, cap), step_time_s=t(r.step_time_s),
                     tokens_per_s=t(r.tokens_per_s), mfu=t(r.mfu), mem_gib=mem / GIB,
                     hbm_gib=cap / GIB, recompute_layers=float(r.recompute_layers),
-                    breakdown=breakdown, energy=energy, raw=r)
+                    breakdown=breakdown, energy=energy, raw=r, memory=memory,
+                    step_time_lo_s=lo, step_time_hi_s=hi, within_margin=fits and mem > cap * (1 - margin))
 
 
 def compare(model, hardware, gpus, global_batch: int, seq_len: int | None = None,
             precision: str = "bf16", *, attention: str = "flash", framework: str = "megatron",
             tp_overlap: bool = False, objective: str = "step_time_s", gpu_hour_usd=None,
-            train_tokens=None, pue: float = 1.0) -> pd.DataFrame:
+            train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03) -> pd.DataFrame:
     """The best feasible layout per (hardware, GPU count) — ``dse compare``: one row per
     cell with the layout, ``step_time_s``, ``tokens_per_s``, ``mfu``, ``mem_gib``, energy
     and cost per million tokens, and ``status`` (``ok``, or the smallest memory need and
@@ -284,6 +307,7 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int | None = None
         ...             gpus=[64, 256], global_batch=1024, seq_len=4096, gpu_hour_usd=[1.8, 3.5])
     """
     from dse.comparison import compare_frame
+    from dse.train.memory_parts import check_margin
     where = "dse.compare"
     m = _model(model, where)
     _, hws = _hardware_list(hardware, where)
@@ -293,7 +317,8 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int | None = None
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     _check_precision(hws, prec, where)
     return compare_frame(m, hws, counts, global_batch, seq, prec, att, fw, int(bool(tp_overlap)),
-                         gpu_hour_usd, _train_tokens(train_tokens, where), pue, objective, where)
+                         gpu_hour_usd, _train_tokens(train_tokens, where), pue, objective, where,
+                         check_margin(mem_margin, where), framework)
 
 
 # --- inference --------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
 SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
-        "step_time_s", "tokens_per_s", "mfu", "mem_gib", "compute_s", "recompute_s",
+        "step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
+        "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
+        "mem_reserve_gib", "compute_s", "recompute_s",
         "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s"]
 ENERGY_SHOW = ["energy_kwh_per_mtok", "usd_per_mtok", "train_days"]
 
@@ -33,7 +35,10 @@ def cmd_sweep(a) -> int:
         check_precision(hw, precision_code(a.precision), "--precision")
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
-               framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap))
+               framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap),
+               mem_margin=a.mem_margin)
+    from dse.intervals import sweep_band
+    df = sweep_band(df, a.framework)
     from dse.cost.energy import add_energy_columns, parse_tokens
     df = add_energy_columns(df, {h.name: float(h.tdp_w) for h in hws}, per_variant(a.gpu_hour_usd, a.hardware, hws),
                             parse_tokens(a.train_tokens) if a.train_tokens else None, a.pue, "command line")
@@ -51,6 +56,42 @@ def cmd_sweep(a) -> int:
                a.columns))
     print(format_top(top, SHOW + ENERGY_SHOW, a.columns))
     return 0
+
+
+def _margin(s: str) -> float:
+    from dse.train.memory_parts import check_margin
+    try:
+        return check_margin(s)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(e.rule) from None
+
+
+def margin_arg(s: argparse.ArgumentParser, what: str = "chosen layouts must fit in") -> None:
+    """``--mem-margin`` (dse.train.memory_parts: why the default is 3 %)."""
+    from dse.train.memory_parts import MEM_MARGIN
+    s.add_argument("--mem-margin", type=_margin, default=MEM_MARGIN, metavar="FRAC",
+                   help=f"memory safety margin: {what} (1 - FRAC) x HBM "
+                        "(allocator fragmentation varies run to run)")
+
+
+def print_memory_table(parts, hbm_bytes: float, margin: float) -> str:
+    """The per-GPU memory breakdown of one layout; returns the fit verdict."""
+    from dse.train.memory_parts import MEM_COLUMNS, PARTS, gib_columns
+    g = gib_columns(parts)
+    total = float(parts.total_bytes) / 2**30
+    cap = float(hbm_bytes) / 2**30
+    print("  memory per GPU (GiB):")
+    for p, c in zip(PARTS, MEM_COLUMNS):
+        label = "reserve" if p == "reserve" else p
+        print(f"    {label:<12} {float(g[c]):8.2f}"
+              + ("   (allocator: fixed workspace + fragmentation)" if p == "reserve" else ""))
+    print(f"    {'total':<12} {total:8.2f}   of {cap:.1f} GiB HBM, headroom {cap - total:.2f} GiB")
+    if total > cap:
+        return "DOES NOT FIT"
+    if total > cap * (1.0 - margin):
+        return (f"fits, but WITHIN THE {margin:.0%} SAFETY MARGIN ({cap * margin:.1f} GiB): "
+                "expect allocator fragmentation to make it fail in some runs")
+    return "fits"
 
 
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
@@ -75,16 +116,25 @@ def cmd_estimate(a) -> int:
     import jax
     from dse.train.step import train_step
     model, hw, wl, lay = resolve_layout(a)
+    from dse.train.memory_parts import memory_parts
     r = jax.jit(train_step)(model, wl, lay, hw)
+    parts = jax.jit(memory_parts)(model, wl, lay, hw)
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
           f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
     if lay.recompute >= 2:
         print(f"  full recompute of {float(r.recompute_layers):.0f} layer(s) per rank")
+    verdict = print_memory_table(parts, float(hw.hbm_bytes), a.mem_margin)
     print(f"  memory per GPU {float(r.mem_bytes) / 2**30:.1f} GiB of {float(hw.hbm_bytes) / 2**30:.1f} GiB"
-          f" ({'fits' if fits else 'DOES NOT FIT'})")
+          f" ({verdict})")
+    from dse.intervals import band_for, apply_band
+    q10, q90, basis = band_for("training", f"{a.framework}/{hw.generation}")
+    lo, hi = apply_band(float(r.step_time_s), q10, q90)
     print(f"  step time {float(r.step_time_s):.3f} s, {float(r.tokens_per_s):,.0f} tokens/s, "
           f"MFU {float(r.mfu):.1%}")
+    if lo == lo:
+        print(f"  80 % band of the calibration residuals: {lo:.3f} - {hi:.3f} s ({basis}; "
+              "docs/accuracy.md: not a guarantee out of sample)")
     from dse.train.step import BREAKDOWN
     for f in BREAKDOWN:
         print(f"    {f[:-2]:<12} {float(getattr(r, f)):10.3f} s")
@@ -105,7 +155,7 @@ def cmd_infer(a) -> int:
     prec = precision_code(a.precision)
     for hw in hws:
         check_precision(hw, prec, "--precision")
-    df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec)
+    df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec, mem_margin=a.mem_margin)
     if a.output is not None:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
@@ -113,7 +163,7 @@ def cmd_infer(a) -> int:
         print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
         return 1
     cols = ["hardware", "tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
-            "mem_gib", "kv_gib"]
+            "mem_gib", "kv_gib", "mem_weights_gib", "mem_activations_gib", "mem_reserve_gib"]
     print(f"{model.name} serving on {a.gpus} GPUs per replica, prompt {a.prompt}, {a.gen} generated "
           f"tokens: {len(df)} points, {len(ok)} fit; highest decode throughput first:")
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
@@ -124,7 +174,7 @@ def cmd_infer(a) -> int:
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
     check_output_file(a.output, "-o")
-    df = predict_frame(read_csv(a.input), a.input)
+    df = predict_frame(read_csv(a.input), a.input, mem_margin=a.mem_margin)
     write_csv(df, a.output, index=False)
     invalid = int(df["status"].str.startswith("invalid:").sum())
     print(f"wrote {len(df)} rows to {a.output} ({df['status'].str.startswith('ok').sum()} ok, "
@@ -134,7 +184,7 @@ def cmd_predict(a) -> int:
 
 def cmd_validate(a) -> int:
     from dse.validate import run_validation
-    run_validation(a.input, a.out)
+    run_validation(a.input, a.out, mem_margin=a.mem_margin)
     return 0
 
 
@@ -290,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable; "
                         "`dse list knobs`)")
     s.add_argument("--top", type=_positive_int, default=10, help="layouts to print")
+    margin_arg(s)
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
@@ -300,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ops", action="store_true",
                    help="also print the per-operator table (op, phase, count, FLOPs, bytes, time, bound)")
     s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV")
+    margin_arg(s, "warn when the layout does not fit in")
     s.set_defaults(fn=cmd_estimate)
 
     s = add("infer", help="inference: prefill, decode and KV cache per (tp, pp, batch)")
@@ -313,17 +365,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob (repeatable; `dse list knobs`)")
     s.add_argument("--top", type=_positive_int, default=10, help="points to print")
+    margin_arg(s, "a point must fit in")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_infer)
 
     s = add("predict", help="predict rows of the validation schema")
     s.add_argument("input", help="CSV of runs (the validation schema)")
     s.add_argument("-o", "--output", required=True, help="CSV to write the predictions to")
+    margin_arg(s, "blank settings are chosen to fit in")
     s.set_defaults(fn=cmd_predict)
 
     s = add("validate", help="MAPE against measured runs; plots in --out")
     s.add_argument("input", help="CSV of measured runs")
     s.add_argument("--out", default="results/validation", help="directory for the report and plots")
+    margin_arg(s, "blank settings are chosen to fit in")
     s.set_defaults(fn=cmd_validate)
 
     s = add("bench", help="sweep throughput (configs/s) vs a Python loop")

@@ -17,7 +17,9 @@ from dse.errors import require
 OBJECTIVES = {"step_time_s": "fastest step", "energy_kwh_per_mtok": "least energy per token",
               "usd_per_mtok": "cheapest per token", "gpu_hours_per_mtok": "fewest GPU-hours per token"}
 LAYOUT = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp")
-METRICS = ("step_time_s", "tokens_per_s", "mfu", "mem_gib", "hbm_gib", "gpu_power_w",
+METRICS = ("step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
+           "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
+           "mem_reserve_gib", "hbm_gib", "gpu_power_w",
            "energy_kwh_per_mtok", "gpu_hours_per_mtok", "usd_per_mtok", "train_days",
            "train_mwh", "train_usd")
 
@@ -47,6 +49,8 @@ def best_per_cell(df: pd.DataFrame, hw_names: list[str], gpus: int, objective: s
             row.update({k: b[k] for k in LAYOUT})
             row.update({k: float(b[k]) for k in METRICS if k in b})
             row["layout"] = layout_label(b)
+            if "interval_basis" in b:
+                row["interval_basis"] = b["interval_basis"]
             row["status"] = "ok"
         rows.append(row)
     return rows
@@ -55,12 +59,17 @@ def best_per_cell(df: pd.DataFrame, hw_names: list[str], gpus: int, objective: s
 def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len: int,
                   precision: int = 1, attention: int = 1, framework: int = 0, tp_overlap: int = 0,
                   gpu_hour_usd=None, train_tokens: float | None = None, pue: float = 1.0,
-                  objective: str = "step_time_s", where: str = "compare") -> pd.DataFrame:
+                  objective: str = "step_time_s", where: str = "compare",
+                  mem_margin: float | None = None, framework_name: str | None = None) -> pd.DataFrame:
     """The best feasible layout per (hardware, GPU count), one row each (hardware in the
     order given, then GPU count): layout columns, ``layout`` (one string), the metrics of
     :data:`METRICS` (``usd_per_mtok``/``train_*`` only with a price/budget) and ``status``."""
     from dse.cost.energy import add_energy_columns
-    from dse.sweep.run import sweep
+    from dse.intervals import sweep_band
+    from dse.spec.layout import FRAMEWORK
+    from dse.sweep.run import MEM_MARGIN, sweep
+    mem_margin = MEM_MARGIN if mem_margin is None else mem_margin
+    fw_name = framework_name or {v: k for k, v in FRAMEWORK.items()}.get(framework, "megatron")
     require(objective in OBJECTIVES, where, "objective",
             f"must be one of {sorted(OBJECTIVES)}, but got {objective!r}")
     require(objective != "usd_per_mtok" or gpu_hour_usd is not None, where, "objective",
@@ -72,7 +81,8 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
     rows = []
     for g in sorted(set(gpus)):
         df = sweep(model, hws, g, global_batch, seq_len, precision, attention=attention,
-                   framework=framework, tp_overlap=tp_overlap)
+                   framework=framework, tp_overlap=tp_overlap, mem_margin=mem_margin)
+        df = sweep_band(df, fw_name)
         df = add_energy_columns(df, tdp, gpu_hour_usd, train_tokens, pue, where)
         rows += best_per_cell(df, names, g, objective)
     out = pd.DataFrame(rows)
@@ -90,12 +100,14 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
 def format_compare(df: pd.DataFrame, width: int = 120) -> str:
     """The comparison as text: one line per cell, infeasible cells with their reason."""
     from dse.report.top_table import HEADERS, wrap
-    cols = ["hardware", "gpus", "layout", "step_time_s", "tokens_per_s", "mfu", "mem_gib",
+    cols = ["hardware", "gpus", "layout", "step_time_s"]
+    cols += [c for c in ("step_time_lo_s", "step_time_hi_s") if c in df]
+    cols += ["tokens_per_s", "mfu", "mem_gib",
             "energy_kwh_per_mtok", "usd_per_mtok" if "usd_per_mtok" in df else "gpu_hours_per_mtok"]
     cols += [c for c in ("train_days",) if c in df]
     ok = df[df["status"] == "ok"]
     view = ok[cols].rename(columns=HEADERS)
-    fmt = {"step_s": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
+    fmt = {"step_s": "{:.3f}".format, "step_lo": "{:.3f}".format, "step_hi": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
            "mem_GiB": "{:.1f}".format, "kWh/Mtok": "{:.4f}".format, "$/Mtok": "{:.3f}".format,
            "GPUh/Mtok": "{:.4f}".format, "train_d": "{:,.1f}".format}
     lines = [view.to_string(index=False, formatters={k: v for k, v in fmt.items() if k in view},
@@ -122,6 +134,8 @@ def register(sub) -> None:
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
                    help="what 'best' means in each cell")
+    from dse.cli import margin_arg
+    margin_arg(s)
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
     s.add_argument("-o", "--output", default=None, metavar="DIR",
@@ -149,7 +163,7 @@ def cmd_compare(a) -> int:
     df = compare_frame(model, hws, a.gpus, a.global_batch, seq, prec, attention_code(a.attention),
                        framework_code(a.framework), int(a.tp_overlap),
                        per_variant(a.gpu_hour_usd, a.hardware, hws), tokens, a.pue, a.objective,
-                       "command line")
+                       "command line", a.mem_margin, a.framework)
     price = ("" if a.gpu_hour_usd is None else
              f", ${'/'.join(f'{p:g}' for p in a.gpu_hour_usd)} per GPU-hour")
     held = (f"{model.name}, global batch {a.global_batch} x {seq} tokens, {a.precision}, "

@@ -20,6 +20,13 @@ megatron) says which framework profile (:mod:`dse.spec.frameworks`: memory accou
 pipeline transfers, ZeRO-3 gathers) applies; an optional
 ``tp_comm_overlap`` column (true | false; blank = false, Megatron's default) whether TP
 collectives were overlapped with GEMMs (``--tp-comm-overlap``).
+
+Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
+(weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
+80 % band ``predicted_iter_time_lo_s`` / ``_hi_s`` with its ``interval_basis``
+(:mod:`dse.intervals`) and ``mem_within_margin``: blank settings are chosen within the
+memory safety margin; a row whose given fields leave nothing within it is judged against
+the full HBM (the published run ran) and gets False.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION, RECOMPUTE, Workload
 from dse.spec.model import Model, validate_model
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import sweep_points, to_dataframe
+from dse.train.memory_parts import MEM_COLUMNS, MEM_MARGIN
 
 REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
             "vocab_size", "seq_length", "global_batch_size", "gpu", "num_gpus", "precision")
@@ -162,8 +170,11 @@ def _layout_conflict(model: Model, gpus: int, fixed: dict) -> str:
     return ""
 
 
-def predict_row(row: dict, where: str) -> dict:
-    """Prediction for one row: the fastest feasible layout consistent with its fields."""
+def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
+    """Prediction for one row: the fastest feasible layout consistent with its fields.
+    Blank settings are chosen within ``(1 - mem_margin) x HBM``; when nothing fits the
+    margin, the row's layout is judged against the full HBM (the published run ran:
+    ``mem_within_margin`` is then False)."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
     for c in REQUIRED:
         require(c in row, where, c, "column is required")
@@ -201,35 +212,46 @@ def predict_row(row: dict, where: str) -> dict:
                                  "kv heads; global batch must split into micro-batches)"}
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"))
-    df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
+    df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
+    within = True
+    if not df["feasible"].any() and mem_margin > 0:
+        df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK))
+        within = False
     ok = df[df["feasible"]]
+    mem_cols = lambda b: {f"predicted_{c}": b[c] for c in MEM_COLUMNS}
     if ok.empty:
         best = df.nsmallest(1, "mem_gib").iloc[0]
-        return {**out, "predicted_mem_gib": best["mem_gib"], "status": best["status"]}
+        return {**out, "predicted_mem_gib": best["mem_gib"], **mem_cols(best), "status": best["status"]}
     best = ok.nsmallest(1, "step_time_s").iloc[0]
     res = {"predicted_iter_time_s": best["step_time_s"], "predicted_mem_gib": best["mem_gib"],
-           "predicted_mfu": best["mfu"], "status": "ok"}
+           "predicted_mfu": best["mfu"], **mem_cols(best), "mem_within_margin": within,
+           "status": "ok"}
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"):
         res[f"chosen_{f}"] = best[f]
     return res
 
 
-def predict_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
+def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = MEM_MARGIN,
+                  intervals: bool = True) -> pd.DataFrame:
     """Every row predicted; a row that breaks a rule of the schema gets the status
     ``invalid: <column>: <rule>`` (and no prediction), the other rows are unaffected.
     A frame with a ``scenario`` column is in the inference schema
     (:mod:`dse.infer.predict_rows`)."""
     if "scenario" in df.columns:
         from dse.infer.predict_rows import predict_inference_frame
-        return predict_inference_frame(df, where)
+        return predict_inference_frame(df, where, mem_margin, intervals)
     rows = []
     for i, row in enumerate(df.to_dict("records")):
         try:
-            rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})"))
+            rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})", mem_margin))
         except InputError as e:
             rows.append({"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan,
                          "predicted_mfu": np.nan, "status": f"invalid: {e.field}: {e.rule}"})
-    return pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+    out = pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+    if intervals:
+        from dse.intervals import add_training_band
+        out = add_training_band(out)
+    return out
 
 
 def read_csv(path: str) -> pd.DataFrame:
@@ -262,12 +284,15 @@ def positive_measure(col: pd.Series) -> pd.Series:
 
 
 def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
-    """Per-source and overall MAPE of iteration time: rows with a prediction (status ok)
+    """Per-source and overall MAPE, signed bias (mean of (predicted - measured) /
+    measured: > 0 predicts slow) and max error of iteration time: rows with a prediction (status ok)
     and a measured time that is a finite number > 0 (others are excluded, never inf%)."""
     d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
     m = d["measured_iter_time_s"].astype(float)
-    d["ape"] = (d["predicted_iter_time_s"].astype(float) - m).abs() / m
-    g = d.groupby("source")["ape"].agg(rows="count", mape="mean", max_err="max")
-    g.loc["overall"] = [len(d), d["ape"].mean(), d["ape"].max()]
+    d["err"] = (d["predicted_iter_time_s"].astype(float) - m) / m
+    d["ape"] = d["err"].abs()
+    g = d.groupby("source").agg(rows=("ape", "count"), mape=("ape", "mean"), bias=("err", "mean"),
+                                max_err=("ape", "max"))
+    g.loc["overall"] = [len(d), d["ape"].mean(), d["err"].mean(), d["ape"].max()]
     g["rows"] = g["rows"].astype(int)
     return g

@@ -1,9 +1,12 @@
 """`dse validate`: predicted vs measured iteration time (and memory) per source.
 
-Prints a table per source (rows, MAPE, max error) and overall, and writes to ``out``:
-``predictions.csv`` (every row, prediction, error, chosen settings), ``scatter.png``
-(log-log predicted vs measured with the identity and a +-10 % band, coloured by source)
-and ``error_breakdown.png`` (error by GPU generation and by model size).
+Prints a table per source (rows, MAPE, signed bias, max error, and the coverage of the
+80 % prediction interval: the share of measurements inside ``[lo, hi]``,
+:mod:`dse.intervals`) and overall, and writes to ``out``: ``predictions.csv`` (every
+row, prediction, band, memory breakdown, error, chosen settings), ``scatter.png``
+(predicted vs measured with the identity, a +-10 % band and each row's interval),
+``error_breakdown.png`` (signed error by GPU generation and model size) and
+``bias_by_source.png`` (signed error per source with the interval band).
 """
 
 from __future__ import annotations
@@ -56,7 +59,28 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
     return pred
 
 
-def run_validation(path: str, out: str | None) -> pd.DataFrame:
+def coverage_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per source and overall: rows with a band and a measurement, the share inside it,
+    and the shares below / above it."""
+    from dse.intervals import coverage
+    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
+    if "predicted_iter_time_lo_s" not in d or d.empty:
+        return pd.DataFrame(columns=["rows", "inside", "below", "above"])
+    m = d["measured_iter_time_s"].astype(float)
+    d["inside"] = coverage(m, d["predicted_iter_time_lo_s"], d["predicted_iter_time_hi_s"])
+    d = d[d["inside"].notna()]
+    d["below"] = (m < d["predicted_iter_time_lo_s"]).astype(float)
+    d["above"] = (m > d["predicted_iter_time_hi_s"]).astype(float)
+    g = d.groupby("source")[["inside", "below", "above"]].mean()
+    g.insert(0, "rows", d.groupby("source").size())
+    g.loc["overall"] = [len(d), d["inside"].mean(), d["below"].mean(), d["above"].mean()]
+    g["rows"] = g["rows"].astype(int)
+    return g
+
+
+def run_validation(path: str, out: str | None, mem_margin: float | None = None) -> pd.DataFrame:
+    from dse.train.memory_parts import MEM_MARGIN
+    mem_margin = MEM_MARGIN if mem_margin is None else mem_margin
     df = read_csv(path)
     if "scenario" in df.columns:
         from dse.validate_inference import run_inference_validation
@@ -65,15 +89,26 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
         require(c in df.columns, path, c, "column is required by `dse validate`")
     if out is not None:
         o = check_output_dir(out, "--out")
-    pred = check_measurements(predict_frame(df, path))
+    pred = check_measurements(predict_frame(df, path, mem_margin=mem_margin))
     valid = pred["status"] == "ok"
     m = pred["measured_iter_time_s"]
     pred["error"] = (pred["predicted_iter_time_s"].astype(float) - m) / m
     pred.loc[~valid, "error"] = float("nan")
     table = mape_table(pred)
+    cov = coverage_table(pred)
+    if len(cov):
+        table = table.join(cov["inside"].rename("in_band"))
     if valid.any():
-        print("iteration time: mean absolute percentage error per source")
-        print(table.to_string(formatters={"mape": "{:.1%}".format, "max_err": "{:.1%}".format}))
+        print("iteration time: mean absolute percentage error, signed bias (> 0 predicts slow) "
+              "and the share of measurements inside the 80 % interval, per source")
+        pct = "{:.1%}".format
+        print(table.to_string(formatters={"mape": pct, "bias": "{:+.1%}".format, "max_err": pct,
+                                          "in_band": pct}))
+        if len(cov):
+            o_ = cov.loc["overall"]
+            print(f"interval coverage: {o_['inside']:.1%} of {int(o_['rows'])} measurements inside "
+                  f"[lo, hi] (nominal 80 % in sample), {o_['below']:.1%} below (faster than lo), "
+                  f"{o_['above']:.1%} above (slower than hi)")
     else:
         print("iteration time: no row has both a prediction and a valid measured time: no MAPE")
     bad = pred[~valid]
@@ -100,10 +135,11 @@ def run_validation(path: str, out: str | None) -> pd.DataFrame:
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(table, o / "mape_by_source.csv")
         if valid.any():
-            from dse.report.validation_plots import error_breakdown, scatter
+            from dse.report.validation_plots import bias_by_source, error_breakdown, scatter
             scatter(pred, o / "scatter.png")
             error_breakdown(pred, o / "error_breakdown.png")
-            plots = "scatter.png, error_breakdown.png, "
+            bias_by_source(pred, o / "bias_by_source.png")
+            plots = "scatter.png, error_breakdown.png, bias_by_source.png, "
         else:
             plots = ""
         from dse.report.manifest import file_sha256, write_manifest

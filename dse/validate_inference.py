@@ -22,6 +22,23 @@ def _pct(x):
     return f"{x:+.1%}" if x == x else "-"
 
 
+def serving_coverage(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per source and overall: measured system output tokens/s inside ``[lo, hi]``."""
+    from dse.infer.predict_rows import measured_system_tok_s
+    from dse.intervals import coverage
+    if "predicted_output_tok_s_lo" not in pred:
+        return pd.DataFrame()
+    inside = coverage(measured_system_tok_s(pred), pred["predicted_output_tok_s_lo"],
+                      pred["predicted_output_tok_s_hi"])
+    d = pd.DataFrame({"source": pred["source_id"], "inside": inside}).dropna()
+    if d.empty:
+        return d
+    g = d.groupby("source")["inside"].agg(rows="count", inside="mean")
+    g.loc["overall"] = [len(d), d["inside"].mean()]
+    g["rows"] = g["rows"].astype(int)
+    return g
+
+
 def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd.DataFrame:
     if out is not None:
         o = check_output_dir(out, "--out")
@@ -39,6 +56,10 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     print(f"\noverall: {overall['rows']} rows, row-mean error {overall['row_mape']:.1%}; "
           f"{overall['figures']} figures, figure-mean error {overall['figure_mape']:.1%}, "
           f"bias {_pct(overall['bias'])}")
+    cov = serving_coverage(pred)
+    if len(cov):
+        print("\noutput tokens/s inside the 80 % interval (dse.intervals), per source")
+        print(cov.to_string(formatters={"inside": "{:.1%}".format}))
     bad = pred[~pred["status"].astype(str).str.startswith("ok")]
     if len(bad):
         print(f"not predicted: {len(bad)} of {len(pred)} rows")

@@ -192,23 +192,59 @@ def predict_inference_row(row: dict) -> dict:
     stat = str(row.get("latency_stat", "")).lower()
     if "median" in stat and med_O != O:
         e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
-    return {"predicted_output_tok_s": res.tokens_per_s,
+    return {**serving_memory_columns(dep, res.batch, S, O),
+            "predicted_output_tok_s": res.tokens_per_s,
             "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
             "status": "ok" if not res.note else f"ok ({res.note})"}
 
 
-def predict_inference_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
+SERVING_MEM = ("predicted_mem_weights_gib", "predicted_mem_kv_gib",
+               "predicted_mem_activations_gib", "predicted_mem_reserve_gib")
+
+
+def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) -> dict:
+    """Per-GPU memory of the row's replica, GiB: weights, the KV cache its running batch
+    holds (``batch`` sequences of the engine's held tokens, :func:`kv_slots`' rule), the
+    prefill workspace and the allocator reserve (fixed + fragmentation of the weights).
+    The engine pre-allocates its whole KV pool; this is what the batch uses of it."""
+    from dse.infer.memory import activation_workspace_bytes
+    from dse.infer.serving import kv_bytes_per_token
+    from dse.infer.workload import InferenceWorkload
+    from dse.spec.hardware import GIB
+    from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
+    from dse.train.rates import rates
+    w = weights_bytes(dep)
+    held = S + (O if dep.engine.reserve_final_kv else O / 2.0)
+    held = math.ceil(held / dep.engine.block_tokens) * dep.engine.block_tokens
+    kv = float(batch) * held * kv_bytes_per_token(dep)
+    chunk = min(dep.engine.max_num_tokens, max(S, 1.0))
+    wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
+    acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp,
+                                            rates(dep.hw, dep.precision).act_bytes))
+    reserve = (w + kv + acts) * FRAGMENTATION + RESERVE_BYTES
+    return dict(zip(SERVING_MEM, (w / GIB, kv / GIB, acts / GIB, reserve / GIB)))
+
+
+def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.0,
+                            intervals: bool = True) -> pd.DataFrame:
     """Every row predicted; a row that breaks a rule gets ``invalid: <column>: <rule>``
-    (or ``infeasible: ...``), the other rows are unaffected."""
+    (or ``infeasible: ...``), the other rows are unaffected.  ``mem_margin`` is accepted
+    for symmetry with training and not used: serving engines size their KV pool from
+    their own memory fraction (:mod:`dse.infer.engines`), which is the margin they run
+    with.  ``intervals``: add the throughput band (:mod:`dse.intervals`)."""
     rows = []
     for i, row in enumerate(df.to_dict("records")):
         try:
             rows.append(predict_inference_row(row))
         except InputError as e:
             rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {e.field}: {e.rule}"})
-    return pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+    out = pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+    if intervals:
+        from dse.intervals import add_serving_band
+        out = add_serving_band(out)
+    return out
 
 
 def measured_system_tok_s(df: pd.DataFrame) -> pd.Series:

@@ -19,20 +19,30 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_memory_bytes, inference_step
+from dse.infer.memory import serving_memory
+from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import hardware_columns, oom_status
 from dse.sweep.runner import run_chunked
 from dse.spec.layout import PRECISION_NAMES
 from dse.spec.model import Model
+from dse.spec.numerics import as_float
+from dse.train.memory_parts import MEM_MARGIN, usable_bytes
+from dse.train.rates import rates
+
+
+def _memory_parts(model, wl, hw, tp, pp):
+    """The serving memory breakdown of one point (:func:`dse.infer.memory.serving_memory`)."""
+    model, wl, tp, pp = as_float(model, wl, tp, pp)
+    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision))
 
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True}  # ascending?
 
 
 @jax.jit
 def _memory(model, wl, hw, tp, pp):
-    return jax.vmap(inference_memory_bytes, in_axes=(None, 0, 0, 0, 0))(model, wl, hw, tp, pp)
+    return jax.vmap(_memory_parts, in_axes=(None, 0, 0, 0, 0))(model, wl, hw, tp, pp)
 
 
 @jax.jit
@@ -84,13 +94,16 @@ def _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision):
 
 
 def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, batch: int,
-                    prompt_len: int, gen_len: int, precision: int = 1) -> pd.DataFrame:
+                    prompt_len: int, gen_len: int, precision: int = 1,
+                    mem_margin: float = MEM_MARGIN) -> pd.DataFrame:
     """Every (hardware, tp, pp, batch) point as a DataFrame, feasible rows first, each
     group by decreasing ``tokens_per_s``.  Columns: hardware, tp, pp, batch, prefill_s,
     decode_s_per_token, tokens_per_s, mem_gib, feasible, status, plus model,
-    prompt_len, gen_len, precision, hbm_gib, kv_gib, weights_gib and the decode
-    breakdown (decode_gemm_s, decode_attention_s, decode_comm_s,
-    decode_elementwise_s)."""
+    prompt_len, gen_len, precision, hbm_gib, kv_gib, weights_gib, the memory breakdown
+    (mem_weights_gib, mem_kv_gib, mem_activations_gib, mem_reserve_gib: allocator
+    workspace + fragmentation) and the decode breakdown (decode_gemm_s,
+    decode_attention_s, decode_comm_s, decode_elementwise_s).  A point is feasible when it
+    fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`)."""
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
     hw_cols = hardware_columns(hws)
     lays = replica_layouts(model, gpus_per_replica)
@@ -101,13 +114,14 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     n = len(grid)
     args_for = _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision)
 
-    mem = run_chunked(lambda *a: _memory(model, *a), args_for, n)
+    parts = run_chunked(lambda *a: _memory(model, *a), args_for, n)
+    mem = parts.total_bytes
     cap = hw_cols["hbm_bytes"][h_idx]
     status = np.full(n, "ok", dtype=object)
     no_fp8 = (precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0)
-    oom = mem > cap
+    oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
-        status[i] = oom_status(mem[i], cap[i])
+        status[i] = oom_status(mem[i], cap[i], mem_margin)
     for i in np.nonzero(no_fp8)[0]:
         status[i] = f"infeasible: {hws[h_idx[i]].name} has no fp8 tensor cores"
     feasible = ~oom & ~no_fp8
@@ -132,6 +146,10 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
         "hbm_gib": cap / GIB,
         "kv_gib": res["kv_bytes"] / GIB,
         "weights_gib": res["weights_bytes"] / GIB,
+        "mem_weights_gib": parts.weights_bytes / GIB,
+        "mem_kv_gib": parts.kv_bytes / GIB,
+        "mem_activations_gib": parts.activations_bytes / GIB,
+        "mem_reserve_gib": (mem - parts.weights_bytes - parts.kv_bytes - parts.activations_bytes) / GIB,
         "feasible": feasible,
         "status": status,
     })

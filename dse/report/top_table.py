@@ -13,13 +13,16 @@ breakdown term shown, the width held to ``width`` characters.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from dse.train.step import BREAKDOWN
 
 KNOBS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp")
 HEADERS = {
-    "step_time_s": "step_s", "tokens_per_s": "tok/s", "mfu": "mfu", "mem_gib": "mem_GiB",
+    "step_time_s": "step_s", "step_time_lo_s": "step_lo", "step_time_hi_s": "step_hi",
+    "mem_weights_gib": "m_wts", "mem_grads_gib": "m_grad", "mem_optimizer_gib": "m_opt",
+    "mem_activations_gib": "m_act", "mem_reserve_gib": "m_rsv", "tokens_per_s": "tok/s", "mfu": "mfu", "mem_gib": "mem_GiB",
     "compute_s": "compute", "recompute_s": "recomp", "tp_comm_s": "tp_comm",
     "cp_comm_s": "cp_comm", "ep_comm_s": "ep_comm", "pp_comm_s": "pp_comm",
     "bubble_s": "bubble", "dp_comm_s": "dp_comm", "optimizer_s": "optim",
@@ -27,7 +30,9 @@ HEADERS = {
     "usd_per_mtok": "$/Mtok", "train_days": "train_d", "train_mwh": "train_MWh",
     "train_usd": "train_$",
 }
-LEGEND = ("step_s: seconds per step; tok/s: tokens per second (whole job); mem_GiB: peak "
+LEGEND = ("step_s: seconds per step (step_lo-step_hi: the 80 % band of the calibration "
+          "residuals, docs/accuracy.md); m_wts/m_grad/m_opt/m_act/m_rsv: GiB per GPU of weights, "
+          "gradients, optimizer, activations, allocator reserve; tok/s: tokens per second (whole job); mem_GiB: peak "
           "per GPU; exposed seconds per step: compute, recomp(ute), tp/cp/ep/pp/dp_comm, "
           "bubble, optim(izer)")
 ENERGY_LEGEND = {"gpu_power_w": "W/GPU: mean power per GPU", "energy_kwh_per_mtok": "kWh/Mtok: energy",
@@ -69,7 +74,9 @@ def _fmt(col: str):
         return lambda x: f"{x:,.1f}"
     if col == "mfu":
         return lambda x: f"{x:.3f}"
-    if col in ("energy_kwh_per_mtok", "gpu_hours_per_mtok", "usd_per_mtok", "mem_gib"):
+    if col.startswith("mem_"):
+        return lambda x: f"{x:.2f}"
+    if col in ("energy_kwh_per_mtok", "gpu_hours_per_mtok", "usd_per_mtok"):
         return lambda x: f"{x:.3g}" if abs(x) < 1 else f"{x:.2f}"
     return lambda x: f"{x:.3f}"
 
@@ -82,7 +89,7 @@ def format_top(rows: pd.DataFrame, columns: list[str], width: int = 120) -> str:
         for c in list(view.columns):
             if view[c].nunique(dropna=False) == 1:
                 v = view[c].iloc[0]
-                same.append(f"{HEADERS.get(c, c)} {_fmt(c)(v) if isinstance(v, float) else v}")
+                same.append(f"{HEADERS.get(c, c)} {_fmt(c)(v) if isinstance(v, (float, np.floating)) else v}")
                 view = view.drop(columns=c)
     fmts = {c: _fmt(c) for c in view.columns if pd.api.types.is_float_dtype(view[c])}
     view = view.rename(columns=HEADERS)

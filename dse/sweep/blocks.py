@@ -30,6 +30,7 @@ import numpy as np
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout
 from dse.sweep.runner import chunk_size
+from dse.train.memory_parts import MemoryParts, memory_parts
 from dse.train.step import train_step
 
 MAX_POINTS = 1 << 18           # points per block (LB x HB)
@@ -45,14 +46,22 @@ def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
     return lb, hb
 
 
+def nested(fn):
+    """``fn(model, wl, lay, hw)`` over every (layout, hardware) pair of a block: leaves of
+    shape (LB, HB)."""
+    inner = jax.vmap(fn, in_axes=(None, None, None, 0))
+    return jax.vmap(inner, in_axes=(None, None, 0, None))
+
+
 def nested_step(model, wl, lay: Layout, hw: Hardware):
-    """:class:`~dse.train.step.StepResult` of every (layout, hardware) pair of a block,
-    leaves of shape (LB, HB)."""
-    inner = jax.vmap(train_step, in_axes=(None, None, None, 0))
-    return jax.vmap(inner, in_axes=(None, None, 0, None))(model, wl, lay, hw)
+    """:class:`~dse.train.step.StepResult` of every (layout, hardware) pair of a block."""
+    return nested(train_step)(model, wl, lay, hw)
 
 
-_nested_step = jax.jit(nested_step)
+@jax.jit
+def _nested_step_parts(model, wl, lay, hw):
+    # one jit: XLA shares the memory model between the step and the breakdown
+    return nested(train_step)(model, wl, lay, hw), nested(memory_parts)(model, wl, lay, hw)
 
 
 def _pad(idx: np.ndarray, n: int) -> np.ndarray:
@@ -96,14 +105,19 @@ def _collect(pending, progress):
 
 
 def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progress=None):
-    """Every point's StepResult as flat arrays in point order ``h * n_l + l``."""
+    """Every point's StepResult fields and memory breakdown
+    (:class:`dse.train.memory_parts.MemoryParts`) as flat arrays in point order
+    ``h * n_l + l``."""
     from dse.train.step import StepResult
     n = n_l * n_h
     res = {f: np.empty(n, dtype=np.float64) for f in StepResult._fields}
-    fn = lambda lay, hw, li, hi, valid: _nested_step(model, wl, lay, hw)
-    for l_idx, h_idx, _, out in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, progress):
+    parts = {f: np.empty(n, dtype=np.float64) for f in MemoryParts._fields}
+    fn = lambda lay, hw, li, hi, valid: _nested_step_parts(model, wl, lay, hw)
+    for l_idx, h_idx, _, (out, mp) in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, progress):
         p = (h_idx[None, :] * n_l + l_idx[:, None]).ravel()
         k_l, k_h = len(l_idx), len(h_idx)
         for f in StepResult._fields:
             res[f][p] = np.asarray(getattr(out, f))[:k_l, :k_h].ravel()
-    return res
+        for f in MemoryParts._fields:
+            parts[f][p] = np.asarray(getattr(mp, f))[:k_l, :k_h].ravel()
+    return res, MemoryParts(**parts)

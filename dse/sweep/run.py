@@ -22,6 +22,7 @@ from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
 from dse.sweep.blocks import evaluate_all
 from dse.sweep.runner import MAX_CHUNK
+from dse.train.memory_parts import MEM_MARGIN, MemoryParts, gib_columns, usable_bytes
 from dse.train.step import BREAKDOWN, StepResult
 
 CHUNK = MAX_CHUNK
@@ -35,8 +36,9 @@ def hardware_columns(hws: list[Hardware]) -> dict[str, np.ndarray]:
 
 @dataclass
 class SweepResult:
-    """Arrays over all (hardware x layout) points; ``feasible`` is the memory mask and
-    time fields are NaN where infeasible."""
+    """Arrays over all (hardware x layout) points; ``feasible`` is the memory mask (total
+    <= ``(1 - mem_margin) x HBM``) and time fields are NaN where infeasible; ``mem_parts``
+    the per-GPU breakdown (:class:`dse.train.memory_parts.MemoryParts`) of every point."""
 
     hw_index: np.ndarray
     layouts: dict[str, np.ndarray]       # per point
@@ -46,6 +48,8 @@ class SweepResult:
     result: dict[str, np.ndarray]        # StepResult fields, NaN where infeasible
     hw_names: list[str]
     timings_s: dict[str, float] = field(default_factory=dict)
+    mem_parts: MemoryParts | None = None
+    mem_margin: float = 0.0
 
     @property
     def n_points(self) -> int:
@@ -53,12 +57,17 @@ class SweepResult:
 
 
 def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict[str, np.ndarray],
-                 chunk: int = CHUNK, progress: bool = False) -> SweepResult:
+                 chunk: int = CHUNK, progress: bool = False, mem_margin: float = 0.0) -> SweepResult:
     """Evaluate every (hardware, layout) pair in (layout x hardware) blocks
     (:mod:`dse.sweep.blocks`: layout-only work shared across the hardware of a block);
-    ``feasible`` is the memory mask, and time fields are NaN where a point does not fit.
+    ``feasible`` is the memory mask (total within ``(1 - mem_margin) x HBM``,
+    :mod:`dse.train.memory_parts`), and time fields are NaN where a point does not fit.
     ``chunk`` is accepted for compatibility; the block shape is the sweep's own."""
     hw_cols = hardware_columns(hws)
+    cap_all = hw_cols["hbm_bytes"]
+    # both passes see the usable capacity: block recompute then picks the fewest layers
+    # that fit *within the margin* (HBM capacity moves nothing else in the cost model)
+    hw_cols = {**hw_cols, "hbm_bytes": usable_bytes(cap_all, mem_margin).astype(cap_all.dtype)}
     n_l = len(next(iter(lay_cols.values())))
     n_h = len(hws)
     h_idx = np.repeat(np.arange(n_h, dtype=np.int64), n_l)
@@ -68,31 +77,33 @@ def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         from tqdm import tqdm
         bar = tqdm(total=len(h_idx), desc="sweep", unit="pt", leave=False)
     t0 = time.perf_counter()
-    res = evaluate_all(model, wl, lay_cols, hw_cols, n_l, n_h, bar)
+    res, parts = evaluate_all(model, wl, lay_cols, hw_cols, n_l, n_h, bar)
     if bar is not None:
         bar.close()
     t1 = time.perf_counter()
     mem = res["mem_bytes"]
-    cap = hw_cols["hbm_bytes"][h_idx]
-    feasible = mem <= cap
+    cap = cap_all[h_idx]
+    feasible = mem <= hw_cols["hbm_bytes"][h_idx]
     for f in StepResult._fields:
         if f != "mem_bytes":
             res[f][~feasible] = np.nan
     return SweepResult(h_idx, {f: v[l_idx] for f, v in lay_cols.items()}, mem, cap, feasible,
-                       res, [h.name for h in hws], {"sweep_s": t1 - t0})
+                       res, [h.name for h in hws], {"sweep_s": t1 - t0}, parts, mem_margin)
 
 
 def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_len: int,
           precision: int = 1, opt: GridOptions = GridOptions(), progress: bool = False,
-          attention: int = 1, framework: int = 0, tp_overlap: int = 0) -> pd.DataFrame:
+          attention: int = 1, framework: int = 0, tp_overlap: int = 0,
+          mem_margin: float = MEM_MARGIN) -> pd.DataFrame:
     """Every valid layout x hardware for one workload, as a DataFrame sorted fastest
-    first (infeasible rows last, with their reason in ``status``)."""
+    first (infeasible rows last, with their reason in ``status``); a layout is feasible
+    when it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`)."""
     cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt)
     wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision, attention=attention,
                   framework=framework, tp_overlap=tp_overlap)
     if len(cols["tp"]) == 0:
         return pd.DataFrame()
-    sr = sweep_points(model, wl, hws, cols, progress=progress)
+    sr = sweep_points(model, wl, hws, cols, progress=progress, mem_margin=mem_margin)
     df = to_dataframe(sr)
     df.insert(0, "model", model.name)
     df.insert(2, "gpus", gpus)
@@ -103,13 +114,19 @@ def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_l
                           kind="stable").reset_index(drop=True)
 
 
-def oom_status(mem_bytes: float, hbm_bytes: float) -> str:
-    """The status of a point that does not fit (training and inference sweeps)."""
+def oom_status(mem_bytes: float, hbm_bytes: float, mem_margin: float = 0.0) -> str:
+    """The status of a point that does not fit (training and inference sweeps); with a
+    margin, a point that fits the HBM but not the margin says so."""
+    if mem_margin > 0 and mem_bytes <= hbm_bytes:
+        return (f"out of memory: needs {mem_bytes / GIB:.1f} GiB > "
+                f"{usable_bytes(hbm_bytes, mem_margin) / GIB:.1f} GiB usable "
+                f"({hbm_bytes / GIB:.1f} GiB HBM less the {mem_margin:.0%} safety margin)")
     return f"out of memory: needs {mem_bytes / GIB:.1f} GiB > {hbm_bytes / GIB:.1f} GiB HBM"
 
 
 def rows_frame(result: dict, feasible: np.ndarray, layouts: dict, hw_index: np.ndarray,
-               hbm_bytes: np.ndarray, hw_names: list[str]) -> pd.DataFrame:
+               hbm_bytes: np.ndarray, hw_names: list[str], parts=None,
+               mem_margin: float = 0.0) -> pd.DataFrame:
     """One row per point: hardware, layout, feasibility and status, memory, step time and
     its breakdown (the sweep's columns); time fields NaN where a point does not fit."""
     n = len(hw_index)
@@ -122,13 +139,25 @@ def rows_frame(result: dict, feasible: np.ndarray, layouts: dict, hw_index: np.n
     mem = result["mem_bytes"]
     df["mem_gib"] = mem / GIB
     df["hbm_gib"] = hbm_bytes / GIB
+    if parts is not None:
+        for c, v in gib_columns(parts).items():
+            df[c] = v
     status = np.full(n, "ok", dtype=object)
     bad = ~feasible
-    if bad.any():     # vectorized: the same text as oom_status
-        need = np.char.mod("%.1f", mem[bad] / GIB)
-        have = np.char.mod("%.1f", hbm_bytes[bad] / GIB)
-        status[bad] = np.char.add(np.char.add(np.char.add("out of memory: needs ", need), " GiB > "),
-                                  np.char.add(have, " GiB HBM")).astype(object)
+    if bad.any():     # vectorized: the same texts as oom_status
+        m, c = mem[bad], hbm_bytes[bad]
+        need = np.char.mod("%.1f", m / GIB)
+        have = np.char.mod("%.1f", c / GIB)
+        plain = np.char.add(np.char.add(np.char.add("out of memory: needs ", need), " GiB > "),
+                            np.char.add(have, " GiB HBM"))
+        if mem_margin > 0:
+            usable = np.char.mod("%.1f", usable_bytes(c, mem_margin) / GIB)
+            tail = f" GiB HBM less the {mem_margin:.0%} safety margin)"
+            marg = np.char.add(np.char.add(np.char.add(np.char.add(
+                "out of memory: needs ", need), " GiB > "), np.char.add(usable, " GiB usable (")),
+                np.char.add(have, tail))
+            plain = np.where(m <= c, marg, plain)
+        status[bad] = plain.astype(object)
     df["status"] = status
     for f in ("step_time_s", "tokens_per_s", "mfu") + BREAKDOWN + ("recompute_layers",):
         df[f] = np.where(feasible, result[f], np.nan)
@@ -136,7 +165,8 @@ def rows_frame(result: dict, feasible: np.ndarray, layouts: dict, hw_index: np.n
 
 
 def to_dataframe(sr: SweepResult) -> pd.DataFrame:
-    return rows_frame(sr.result, sr.feasible, sr.layouts, sr.hw_index, sr.hbm_bytes, sr.hw_names)
+    return rows_frame(sr.result, sr.feasible, sr.layouts, sr.hw_index, sr.hbm_bytes, sr.hw_names,
+                      sr.mem_parts, sr.mem_margin)
 
 
 def top_k(df: pd.DataFrame, k: int = 10) -> pd.DataFrame:

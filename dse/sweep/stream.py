@@ -42,6 +42,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Workload
 from dse.spec.model import Model
 from dse.sweep.blocks import iterate_blocks, nested_step
 from dse.sweep.grid import FIELDS
+from dse.train.memory_parts import usable_bytes
 
 FRONT_CAP = 2048
 HIST_EDGES_S = np.logspace(-3, 6, 91)          # 1 ms .. 11.6 days, 10 bins per decade
@@ -125,8 +126,10 @@ def _front(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict,
-                 k: int = 10, parquet: str | None = None, progress: bool = False) -> StreamResult:
-    """Every (hardware x layout) point, reduced on the device (module docstring)."""
+                 k: int = 10, parquet: str | None = None, progress: bool = False,
+                 mem_margin: float = 0.0) -> StreamResult:
+    """Every (hardware x layout) point, reduced on the device (module docstring); a
+    point is feasible when it fits in ``(1 - mem_margin) x HBM``."""
     from dse.sweep.run import hardware_columns, rows_frame
     n_l, n_h = len(lay_cols["tp"]), len(hws)
     n = n_l * n_h
@@ -134,6 +137,8 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         from dse.errors import InputError
         raise InputError("sweep", "points", f"`layouts x hardware <= {MAX_POINTS}` must hold, but got {n}")
     hw_cols = hardware_columns(hws)
+    cap_all = hw_cols["hbm_bytes"]
+    hw_cols = {**hw_cols, "hbm_bytes": usable_bytes(cap_all, mem_margin).astype(cap_all.dtype)}
     lay_cols = {f: np.asarray(lay_cols[f]) for f in FIELDS}
     n_h_seg = 1
     while n_h_seg < n_h:
@@ -178,7 +183,7 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
                 li = np.tile(l_idx, kh)
                 hi = np.repeat(h_idx, kl)
                 df = rows_frame(res, f_ok, {f: v[li] for f, v in lay_cols.items()}, hi,
-                                hw_cols["hbm_bytes"][hi], [h.name for h in hws])
+                                cap_all[hi], [h.name for h in hws], mem_margin=mem_margin)
                 table = pa.Table.from_pandas(df, preserve_index=False)
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema)
@@ -203,7 +208,8 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         parts = []
         for h in np.unique(hi):
             sel = li[hi == h]
-            sr = sweep_points(model, wl, [hws[h]], {f: v[sel] for f, v in lay_cols.items()})
+            sr = sweep_points(model, wl, [hws[h]], {f: v[sel] for f, v in lay_cols.items()},
+                              mem_margin=mem_margin)
             d = to_dataframe(sr)
             d.insert(0, "point", h * n_l + sel)
             parts.append(d)

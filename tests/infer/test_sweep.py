@@ -39,13 +39,31 @@ def test_vmapped_equals_scalar(df):
         assert row.mem_gib == pytest.approx(float(r.mem_bytes) / 2**30, rel=1e-5)
 
 
+def test_memory_breakdown_columns_sum_to_total(df):
+    parts = df[["mem_weights_gib", "mem_kv_gib", "mem_activations_gib", "mem_reserve_gib"]].sum(axis=1)
+    assert parts.to_numpy() == pytest.approx(df.mem_gib.to_numpy(), rel=1e-5)
+    ok = df[df.feasible]
+    assert ok.mem_kv_gib.to_numpy() == pytest.approx(ok.kv_gib.to_numpy(), rel=1e-5)
+    assert (df.mem_reserve_gib >= 1.0).all()      # the fixed 1 GiB workspace at least
+
+
+def test_margin_zero_is_the_full_hbm():
+    d0 = sweep_inference(MODEL, [a100()], 2, 64, 2048, 256, mem_margin=0.0)
+    assert (d0[~d0.feasible].mem_gib > d0[~d0.feasible].hbm_gib).all()
+    assert d0.feasible.sum() >= sweep_inference(MODEL, [a100()], 2, 64, 2048, 256).feasible.sum()
+
+
 def test_status_and_nan_for_infeasible(df):
     bad = df[~df.feasible]
     assert len(bad) > 0            # 70B on 2 GPUs: 66 GiB of weights each, big batches OOM
     assert bad.status.str.startswith("out of memory: needs").all()
     assert bad.prefill_s.isna().all() and bad.tokens_per_s.isna().all()
     assert (df[df.feasible].status == "ok").all()
-    assert (bad.mem_gib > bad.hbm_gib).all()
+    # feasible = fits in (1 - margin) x HBM (dse.train.memory_parts)
+    assert (bad.mem_gib > 0.97 * bad.hbm_gib).all()
+    assert (df[df.feasible].mem_gib <= 0.97 * df[df.feasible].hbm_gib + 1e-4).all()
+    inside = bad[bad.mem_gib <= bad.hbm_gib]
+    assert inside.status.str.contains("safety margin").all()
     assert list(df.columns[:4]) == ["model", "hardware", "tp", "pp"]
     for c in ("batch", "prefill_s", "decode_s_per_token", "tokens_per_s", "mem_gib",
               "feasible", "status"):
