@@ -3,10 +3,13 @@
 Sweeps Llama3-70B training (seq 4096, global batch 1024, 1024 GPUs) over every valid
 layout x a grid of A100-80GB hardware variants (HBM bandwidth x L2 size x NVLink
 bandwidth x throttle) until at least ``points`` (layout x hardware) points exist, then
-reports: the JIT compile time (first call, separately), the warm throughput of the full
-screen (memory pass on every point + time model on the feasible ones), and a plain
-Python loop calling the same scalar cost function (``jax.jit(train_step)`` per point) on
-a sample, with the ratio; then the event simulator's speed on one 1024-GPU step
+reports, one figure a line with its same-run baseline: the JIT compile time (first
+calls, separately); the warm throughput of the blocked sweep (:mod:`dse.sweep.blocks`)
+against the flat ``jit(vmap(train_step))`` of host-gathered points it replaced and a
+plain Python loop over ``jax.jit(train_step)``; XLA's FLOPs per point (blocked and
+flat) and the GFLOP/s sustained; the inference sweep's points/s; a 10^8-point streaming
+sweep's peak resident memory (``stream_1e8_peak_rss_gib=``, :mod:`dse.sweep.stream`)
+against the in-memory sweep's; then the event simulator's speed on one 1024-GPU step
 (:mod:`dse.bench_sim`: simulated step, wall time, events/s) and the 16k-GPU
 Llama-3.1-405B replay with its 1024-GPU baseline (``sim_16k_step_s=``).  The last line is
 ``sweep_configs_per_s=<number>``.
@@ -45,29 +48,188 @@ def hardware_grid(n: int):
     return out
 
 
-def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = True) -> float:
+def _flat_rate(model, wl, hws, cols, max_points: int = 1 << 18) -> float:
+    """Same-run baseline: the flat ``jit(vmap(train_step))`` over (hardware, layout)
+    points gathered on the host in chunks of 32768 (the sweep before blocks), on up to
+    ``max_points`` points."""
+    from dse.sweep.run import hardware_columns
+    from dse.spec.hardware import Hardware
+    hw_cols = hardware_columns(hws)
+    n_l = len(cols["tp"])
+    n = min(n_l * len(hws), max_points)
+    p = np.arange(n)
+    h, l = p // n_l, p % n_l
+    ch = 1 << 15
+    fn = jax.jit(jax.vmap(train_step, in_axes=(None, None, 0, 0)))
+
+    def args(s):
+        i = np.arange(s, s + ch) % n
+        return (model, wl, Layout(**{f: v[l[i]] for f, v in cols.items()}),
+                Hardware(**{f: v[h[i]] for f, v in hw_cols.items()}))
+    jax.block_until_ready(fn(*args(0)).step_time_s)
+    t0 = time.perf_counter()
+    outs = [fn(*args(s)).step_time_s for s in range(0, n, ch)]
+    jax.block_until_ready(outs)
+    return n / (time.perf_counter() - t0)
+
+
+def flops_per_point(model, wl, hws, cols) -> tuple[float, float]:
+    """XLA's cost analysis of one block and of the flat per-point function: FLOPs per
+    point (blocked, flat)."""
+    from dse.sweep.blocks import block_inputs, block_shape, nested_step
+    from dse.sweep.run import hardware_columns
+    hw_cols = hardware_columns(hws)
+    n_l = len(cols["tp"])
+    lb, hb = block_shape(n_l, len(hws))
+    lay, hw, _, _, _ = block_inputs(cols, hw_cols, np.arange(min(lb, n_l)), np.arange(min(hb, len(hws))), lb, hb)
+
+    def cost(f, *a):
+        c = jax.jit(f).lower(*a).compile().cost_analysis()
+        c = c[0] if isinstance(c, list) else c
+        return float(c.get("flops", float("nan")))
+    blocked = cost(nested_step, model, wl, lay, hw) / (lb * hb)
+    flat_lay = Layout(**{f: v[:lb] for f, v in cols.items()})
+    from dse.spec.hardware import Hardware
+    flat_hw = Hardware(**{f: np.repeat(v[:1], lb) for f, v in hw_cols.items()})
+    flat = cost(jax.vmap(train_step, in_axes=(None, None, 0, 0)), model, wl, flat_lay, flat_hw) / lb
+    return blocked, flat
+
+
+def _peak_rss_gib() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def run_stream_bench(points: int = 100_000_000) -> float:
+    """A ``points``-point streaming sweep (top-k, best per hardware, Pareto fronts,
+    histograms on the device) in a fresh process; prints its wall time and the process's
+    peak resident memory (``stream_1e8_peak_rss_gib=``), with the in-memory sweep of
+    1/100 of the points as the same-run baseline (its peak RSS scaled to the full size)."""
+    import json
+    import subprocess
+    import sys
+    code = """
+import json, time, resource
+from dse.jaxconfig import configure; configure()
+from dse.bench import hardware_grid
+from dse.spec.layout import Workload
+from dse.spec.model import get_model
+from dse.sweep.grid import enumerate_layouts
+from dse.sweep.stream import stream_sweep
+from dse.sweep.run import sweep_points
+import sys
+model = get_model("llama3-70b"); wl = Workload(global_batch=1024, seq_len=4096)
+cols = enumerate_layouts(model, 1024, 1024, 4096)
+n_l = len(cols["tp"]); mode = sys.argv[1]; pts = int(sys.argv[2])
+n_h = -(-pts // n_l)
+from dse.bench import wide_hardware_grid
+hws = wide_hardware_grid(n_h)
+t = time.perf_counter()
+if mode == "stream":
+    r = stream_sweep(model, wl, hws, cols, k=10)
+    extra = dict(front=len(r.pareto), best=len(r.best), feasible=r.n_feasible)
+else:
+    r = sweep_points(model, wl, hws, cols)
+    extra = {}
+print(json.dumps(dict(points=n_l * len(hws), s=time.perf_counter() - t,
+                      rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, **extra)))
+"""
+    def run(mode, pts):
+        out = subprocess.run([sys.executable, "-c", code, mode, str(pts)], capture_output=True, text=True)
+        if out.returncode:
+            raise RuntimeError(out.stderr[-2000:])
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    base = run("memory", points // 100)
+    st = run("stream", points)
+    print(f"streaming sweep: {st['points']:,} points in {st['s']:.1f} s ({st['points'] / st['s']:,.0f} points/s), "
+          f"{st['feasible']:,} feasible, Pareto {st['front']} points over {st['best']} hardware; "
+          f"peak RSS {st['rss']:.2f} GiB")
+    print(f"baseline: in-memory sweep of {base['points']:,} points: peak RSS {base['rss']:.2f} GiB "
+          f"(x{st['points'] / base['points']:.0f} points would need ~{base['rss'] * st['points'] / base['points']:.0f} GiB)")
+    print(f"stream_1e8_peak_rss_gib={st['rss']:.2f}")
+    return st["rss"]
+
+
+def wide_hardware_grid(n: int):
+    """``n`` A100 variants over HBM bandwidth x L2 x NVLink x throttle x NIC (for sweeps
+    beyond :func:`hardware_grid`'s 576 variants)."""
+    base = get_hardware("a100-sxm-80gb")
+    out = []
+    for i, (h, l, v, t, c) in enumerate(itertools.product(np.geomspace(1.0, 4.0, 20), np.geomspace(1.0, 4.0, 10),
+                                                          (1.0, 1.5, 2.0, 3.0), (0.0, 0.1, 0.2, 0.3),
+                                                          (1.0, 2.0, 4.0, 8.0))):
+        if i >= n:
+            break
+        out.append(base.replace(hbm_bw_bytes_per_s=base.hbm_bw_bytes_per_s * h, l2_bytes=base.l2_bytes * l,
+                                nvlink_bw_bytes_per_s=base.nvlink_bw_bytes_per_s * v, throttle=t,
+                                nic_bw_bytes_per_s=base.nic_bw_bytes_per_s * c, name=f"a100-w{i}"))
+    return out
+
+
+def run_infer_bench() -> float:
+    """Inference sweep throughput: ``dse.infer.sweep.sweep_inference`` points/s over the
+    catalog's Hopper and Blackwell GPUs (warm), vs the first (compiling) call."""
+    from dse.infer.sweep import sweep_inference
+    model = get_model("llama3-70b")
+    hws = [get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb", "b200", "gb200")]
+    t0 = time.perf_counter()
+    df = sweep_inference(model, hws, 8, 1024, 2048, 512)
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reps = 5
+    for _ in range(reps):
+        df = sweep_inference(model, hws, 8, 1024, 2048, 512)
+    warm = (time.perf_counter() - t0) / reps
+    rate = len(df) / warm
+    print(f"inference sweep: {len(df)} points (4 GPUs x (tp, pp) x batch), warm {warm * 1e3:.1f} ms "
+          f"(first call {cold:.2f} s incl. compile)")
+    print(f"infer_configs_per_s={rate:.0f} (baseline: first call {len(df) / cold:.0f}/s)")
+    return rate
+
+
+def run_bench(points: int = 16_777_216, loop_sample: int = 200, simulate: bool = True,
+              stream: bool = True) -> float:
+    """The whole benchmark (module docstring); returns the sweep's points/s."""
     model = get_model("llama3-70b")
     wl = Workload(global_batch=1024, seq_len=4096, precision=1)
     cols = enumerate_layouts(model, 1024, 1024, 4096)
     n_l = len(cols["tp"])
     n_h = -(-points // n_l)
-    hws = hardware_grid(n_h)
+    hws = hardware_grid(n_h) if n_h <= 576 else wide_hardware_grid(n_h)
     n = n_l * len(hws)
     print(f"bench: llama3-70b, 1024 GPUs, seq 4096, gbs 1024: {n_l} layouts x "
-          f"{len(hws)} hardware variants = {n} points; backend {jax.default_backend()}")
+          f"{len(hws)} hardware variants = {n} points; backend {jax.default_backend()}, "
+          f"{jax.device_count()} device(s)")
 
+    from dse.sweep.stream import stream_sweep
+    mem_hws = hws[:max(1, (1 << 20) // n_l)]              # in-memory sweep: ~10^6 points
     t0 = time.perf_counter()
-    warm = sweep_points(model, wl, hws[:1], cols)          # compiles both passes
-    compile_s = time.perf_counter() - t0 - 0.0
+    warm = sweep_points(model, wl, hws[:1], cols)          # compiles the 1-hardware block
+    sweep_points(model, wl, mem_hws, cols)                 # and the wide one
+    stream_sweep(model, wl, hws[:len(mem_hws)], cols)      # and the streamed reductions
+    compile_s = time.perf_counter() - t0
+    cache = jax.config.jax_compilation_cache_dir
+    print(f"jit compile (first calls): {compile_s:.2f} s"
+          + (f" (read from the on-disk cache {cache}; DSE_JAX_CACHE= for a cold compile)" if cache else ""))
     t0 = time.perf_counter()
-    sr = sweep_points(model, wl, hws, cols)
+    sr = sweep_points(model, wl, mem_hws, cols)
+    mem_s = time.perf_counter() - t0
+    n_mem = n_l * len(mem_hws)
+    mem_rate = n_mem / mem_s
+    print(f"in-memory sweep (every point copied back): {n_mem:,} points in {mem_s:.2f} s "
+          f"({mem_rate:,.0f} points/s; {sr.feasible.mean():.1%} fit in memory)")
+    t0 = time.perf_counter()
+    st = stream_sweep(model, wl, hws, cols, k=10)
     sweep_s = time.perf_counter() - t0
     rate = n / sweep_s
-    cache = jax.config.jax_compilation_cache_dir
-    print(f"jit compile (first call, {n_l} points): {compile_s:.2f} s"
-          + (f" (read from the on-disk cache {cache}; DSE_JAX_CACHE= for a cold compile)" if cache else ""))
-    print(f"warm sweep: {n} points in {sweep_s:.2f} s ({sr.feasible.mean():.1%} fit in memory; "
-          f"memory pass {sr.timings_s['memory_s']:.2f} s, time pass {sr.timings_s['time_s']:.2f} s)")
+    print(f"streamed sweep (top-k, best per hardware, Pareto, histograms on the device): {n:,} points in "
+          f"{sweep_s:.2f} s ({rate:,.0f} points/s; {st.n_feasible:,} feasible)")
+    flat = _flat_rate(model, wl, hws, cols)
+    blocked_f, flat_f = flops_per_point(model, wl, hws, cols)
+    print(f"flat jit(vmap(train_step)) over host-gathered points (the sweep before blocks): {flat:,.0f} points/s "
+          f"-> streamed blocks {rate / flat:.1f}x, in-memory blocks {mem_rate / flat:.1f}x")
+    print(f"flops_per_point={blocked_f:.0f} (baseline: flat {flat_f:.0f}; XLA cost analysis)")
+    print(f"  = {rate * blocked_f / 1e9:.1f} GFLOP/s sustained on {jax.default_backend()} by the streamed sweep")
 
     scalar = jax.jit(train_step)
     rng = np.random.default_rng(0)
@@ -88,6 +250,9 @@ def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = 
     print(f"python loop over jit(train_step): {loop_rate:,.0f} configs/s on {len(idx)} points "
           f"(max rel. diff vs vectorized {np.max(np.abs(vec / ref - 1)):.1e})")
     print(f"speedup of the vectorized sweep over the loop: {rate / loop_rate:,.0f}x")
+    run_infer_bench()
+    if stream:
+        run_stream_bench()
     if simulate:
         # the detailed tier: one simulated step at 1024 GPUs, for the sweep's pick and for
         # a pipelined layout with many more events (TP8 PP8 DP16, 16 micro-batches)
@@ -95,5 +260,6 @@ def run_bench(points: int = 1_048_576, loop_sample: int = 200, simulate: bool = 
         run_sim_bench()
         run_sim_bench(Layout(tp=8, pp=8, dp=16, mbs=4, zero=1, sp=1))
         run_sim_16k_bench()
-    print(f"sweep_configs_per_s={rate:.0f}")
+    print(f"sweep_configs_per_s={rate:.0f} (streamed; baseline: flat vmap {flat:.0f}, in-memory {mem_rate:.0f}, "
+          f"python loop {loop_rate:.0f})")
     return rate

@@ -33,6 +33,8 @@ def cmd_sweep(a) -> int:
     from dse.spec.hardware import check_precision
     for hw in hws:
         check_precision(hw, precision_code(a.precision), "--precision")
+    if a.stream or (a.output or "").endswith(".parquet"):
+        return cmd_sweep_stream(a, model, hws)
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
                framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap),
@@ -55,6 +57,52 @@ def cmd_sweep(a) -> int:
     print(wrap(f"{len(df)} layouts x hardware evaluated, {len(ok)} fit in memory; top {len(top)}{ties}:",
                a.columns))
     print(format_top(top, SHOW + ENERGY_SHOW, a.columns))
+    return 0
+
+
+def cmd_sweep_stream(a, model, hws) -> int:
+    """`dse sweep --stream`: every (hardware x layout) point reduced on the device
+    (dse.sweep.stream): top-k, best per hardware, Pareto fronts of (step time, memory),
+    step-time quantiles; `-o FILE.parquet` writes every point as it streams."""
+    from dse.spec.layout import Workload, attention_code, framework_code, precision_code
+    from dse.sweep.grid import enumerate_layouts
+    from dse.sweep.stream import stream_sweep
+    from dse.report.top_table import format_top, top_rows, wrap
+    if a.output is not None and not a.output.endswith(".parquet"):
+        raise InputError("-o", "output", f"a streamed sweep writes Parquet: must end in .parquet, but got {a.output!r}")
+    seq = a.seq or model.seq_length
+    cols = enumerate_layouts(model, a.gpus, a.global_batch, seq)
+    if len(cols["tp"]) == 0:
+        print(f"no valid layout for {a.model} on {a.gpus} GPUs")
+        return 1
+    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
+                  attention=attention_code(a.attention), framework=framework_code(a.framework),
+                  tp_overlap=int(a.tp_overlap))
+    import time
+    t0 = time.perf_counter()
+    r = stream_sweep(model, wl, hws, cols, k=a.top * 4, parquet=a.output, progress=True,
+                     mem_margin=a.mem_margin)
+    dt = time.perf_counter() - t0
+    print(wrap(f"{r.n_points:,} points ({len(cols['tp']):,} layouts x {len(hws):,} hardware) streamed in "
+               f"{dt:.1f} s ({r.n_points / dt:,.0f} points/s); {r.n_feasible:,} fit in memory", a.columns))
+    if r.top.empty:
+        print("no feasible point")
+        return 1
+    top, tied, knobs = top_rows(r.top, a.top)
+    ties = f" ({tied} exact ties dropped, differing only in {', '.join(knobs)})" if tied else ""
+    print(f"top {len(top)}{ties}:")
+    print(format_top(top, SHOW, a.columns))
+    best = r.best[r.best["feasible"]].sort_values("step_time_s")
+    print(f"\nfastest layout per hardware ({len(best)} of {len(hws)} with a feasible layout; best 5, worst 5):")
+    show = pd.concat([best.head(5), best.tail(5)]).drop_duplicates(subset=["hardware"])
+    print(format_top(show, SHOW, a.columns))
+    q = r.quantiles()
+    front = r.pareto
+    print(f"\nPareto fronts of (step time, memory per GPU): {len(front)} points over "
+          f"{front['hardware'].nunique() if len(front) else 0} hardware; step-time median over all feasible points "
+          f"{q['q50_step_time_s'].median():.3g} s (per-hardware 5th-95th percentile spans in the histograms)")
+    if a.output:
+        print(f"wrote every point to {a.output}")
     return 0
 
 
@@ -190,7 +238,7 @@ def cmd_validate(a) -> int:
 
 def cmd_bench(a) -> int:
     from dse.bench import run_bench
-    run_bench(points=a.points)
+    run_bench(points=a.points, stream=not a.no_stream, simulate=not a.no_simulate)
     return 0
 
 
@@ -343,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     margin_arg(s)
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")
-    s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
+    s.add_argument("--stream", action="store_true",
+                   help="reduce on the device (top-k, best per hardware, Pareto, histograms) without "
+                        "holding every point: for 10^8+ points; -o must then be .parquet")
+    s.add_argument("-o", "--output", help="write every point (with status) to this CSV (.parquet: streamed)")
     s.set_defaults(fn=cmd_sweep)
 
     s = add("estimate", help="step time, memory and breakdown of one explicit layout")
@@ -382,7 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_validate)
 
     s = add("bench", help="sweep throughput (configs/s) vs a Python loop")
-    s.add_argument("--points", type=_positive_int, default=1_048_576, help="configurations to evaluate")
+    s.add_argument("--points", type=_positive_int, default=16_777_216, help="configurations to evaluate")
+    s.add_argument("--no-stream", action="store_true", help="skip the 10^8-point streaming sweep")
+    s.add_argument("--no-simulate", action="store_true", help="skip the event-simulator figures")
     s.set_defaults(fn=cmd_bench)
 
     s = add("study", help="run a study file (studies/<name>.toml)")

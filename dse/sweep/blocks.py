@@ -109,15 +109,16 @@ def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, p
     (:class:`dse.train.memory_parts.MemoryParts`) as flat arrays in point order
     ``h * n_l + l``."""
     from dse.train.step import StepResult
-    n = n_l * n_h
-    res = {f: np.empty(n, dtype=np.float64) for f in StepResult._fields}
-    parts = {f: np.empty(n, dtype=np.float64) for f in MemoryParts._fields}
+    # (hardware, layout) arrays filled block by block with slice copies; raveled in
+    # point order h * n_l + l at the end (a view, no copy)
+    res = {f: np.empty((n_h, n_l), dtype=np.float64) for f in StepResult._fields}
+    parts = {f: np.empty((n_h, n_l), dtype=np.float64) for f in MemoryParts._fields}
     fn = lambda lay, hw, li, hi, valid: _nested_step_parts(model, wl, lay, hw)
     for l_idx, h_idx, _, (out, mp) in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, progress):
-        p = (h_idx[None, :] * n_l + l_idx[:, None]).ravel()
-        k_l, k_h = len(l_idx), len(h_idx)
-        for f in StepResult._fields:
-            res[f][p] = np.asarray(getattr(out, f))[:k_l, :k_h].ravel()
-        for f in MemoryParts._fields:
-            parts[f][p] = np.asarray(getattr(mp, f))[:k_l, :k_h].ravel()
+        l0, h0, k_l, k_h = l_idx[0], h_idx[0], len(l_idx), len(h_idx)
+        for dst, src in ((res, out), (parts, mp)):
+            for f, arr in dst.items():
+                arr[h0:h0 + k_h, l0:l0 + k_l] = np.asarray(getattr(src, f))[:k_l, :k_h].T
+    res = {f: v.ravel() for f, v in res.items()}
+    parts = {f: v.ravel() for f, v in parts.items()}
     return res, MemoryParts(**parts)
