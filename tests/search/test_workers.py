@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dse.search.pareto import ABANDONED, trials_dataframe
+from dse.search.pareto import trials_dataframe
 from dse.search.storage import open_storage
 
 from . import toy_objective as toy
