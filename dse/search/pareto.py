@@ -16,8 +16,9 @@ from optuna.trial import TrialState
 
 from dse.errors import require
 
-#: ``reason`` shown for a FAIL trial that carries none: its worker died before telling.
 _BLOCK = 512
+#: ``reason`` shown for a FAIL trial that carries none (nor a ``fail_reason``): its worker
+#: died before telling, in a study run before abandoned trials were marked.
 ABANDONED = "abandoned: its worker stopped before reporting (heartbeat went stale)"
 
 
@@ -77,6 +78,9 @@ def _weakly_below(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
 def trials_dataframe(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: ``number``, ``state``, each knob, each objective, ``reason``.
 
+    ``reason`` is why a FAIL trial failed: infeasible (user attr ``reason``), or not
+    evaluated and re-run (``fail_reason``: its worker died or was stopped).
+
     Objective columns use the study's metric names when set, else ``value_<i>``;
     they are NaN for trials that did not complete.
     """
@@ -86,7 +90,7 @@ def trials_dataframe(study: optuna.Study) -> pd.DataFrame:
     rows = []
     for t in trials:
         values = t.values if t.state == TrialState.COMPLETE and t.values else [np.nan] * len(names)
-        reason = t.user_attrs.get("reason", "")
+        reason = t.user_attrs.get("reason", "") or t.user_attrs.get("fail_reason", "")
         if t.state == TrialState.FAIL and not reason:
             reason = ABANDONED
         rows.append({"number": t.number, "state": t.state.name,

@@ -7,22 +7,32 @@ string (the reason), is infeasible: its trial is told ``FAIL`` with the user att
 ``reason``, never dropped.
 
 Many workers may share one study (same ``study_name`` and storage; processes or
-machines): ``n_trials`` is the *study-wide* target.  Under :func:`~dse.search.storage.
-claim_lock` each worker counts the trials already in the study (finished, running and
-waiting: a running one will end COMPLETE or FAIL) and asks only the remainder, so the
-study ends with exactly ``n_trials`` trials and no point is evaluated twice.  Workers
-given the same ``seed`` do not share it: each one's sampler seed is derived from ``seed``
-and its order of joining the study (:func:`worker_seed`; the first keeps ``seed``).
+machines): ``n_trials`` is the *study-wide* target of **evaluated** trials: COMPLETE,
+PRUNED, and FAIL told by the objective as infeasible (user attr ``reason``).  Under
+:func:`~dse.search.storage.claim_lock` each worker counts those plus the trials running
+now and asks only the remainder, so no point is evaluated twice and the target is never
+overshot.  Workers given the same ``seed`` do not share it: each one's sampler seed is
+derived from ``seed`` and its order of joining the study (:func:`worker_seed`; the
+first keeps ``seed``).
 
-A killed run is resumed by running it again.  Every asked trial records a heartbeat
-(first one under the lock, then every ``heartbeat_interval_s`` from a thread), so the
-trials of a dead worker are failed, not re-run: those whose heartbeat went stale
-(:func:`optuna.storages.fail_stale_trials`, grace period
-:func:`~dse.search.storage.grace_period_s`) and those with none at all, which only a
-worker that died holding the lock can leave.  This happens before each batch and, for
-trials found running at start, once more at the end (waiting at most grace + one
-interval).  Such a trial has no ``reason``; :func:`dse.search.pareto.trials_dataframe`
-reports it as abandoned.  All workers of a study must use this module.
+A trial that was not evaluated is FAIL with user attr ``fail_reason`` and does **not**
+count toward the target, so it is re-run: its parameters are enqueued again (at most
+:data:`MAX_RETRY` times, then a fresh point is asked; ``system_attrs["failed_trial"]``
+names the first attempt, as :class:`optuna.storages.RetryFailedTrialCallback` does).
+Such trials are
+
+* those of a dead worker: every asked trial records a heartbeat (first one under the
+  lock, then every ``heartbeat_interval_s`` from a thread); RUNNING trials whose
+  heartbeat went stale (grace period :func:`~dse.search.storage.grace_period_s`), and
+  those with none at all (only a worker that died holding the lock leaves one), are
+  failed under the lock before each batch and while waiting at the end;
+* this worker's own, when it is stopped (KeyboardInterrupt, or SIGTERM, turned into
+  :class:`WorkerStopped`) or ``evaluate_batch`` raises (not re-enqueued then).
+
+A worker that has nothing left to ask waits until no trial is RUNNING (another
+worker's trials finish, or go stale and are re-run by it), so the last worker leaves
+the study at its target with no trial RUNNING.  A killed run is resumed by running it
+again.  All workers of a study must use this module.
 
 Module CLI (a worker process; the ``dse`` CLI calls :func:`run_search` directly)::
 
@@ -33,11 +43,13 @@ Module CLI (a worker process; the ``dse`` CLI calls :func:`run_search` directly)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import json
 import logging
 import math
+import signal
 import sys
 import threading
 import time
@@ -50,8 +62,8 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from dse.errors import InputError, require
-from dse.search.storage import (DEFAULT_HEARTBEAT_INTERVAL_S, claim_lock, grace_period_s,
-                                open_storage, quiet, running_without_heartbeat)
+from dse.search.storage import (DEFAULT_HEARTBEAT_INTERVAL_S, claim_lock, open_storage, quiet,
+                                running_without_heartbeat)
 
 Params = dict[str, float]
 #: One result of ``evaluate_batch``: the objective values, or the reason it is infeasible.
@@ -59,7 +71,17 @@ Outcome = tuple[float, ...] | str
 EvaluateBatch = Callable[[list[Params]], Sequence[Outcome]]
 SAMPLERS = ("nsga2", "tpe")
 _RUNNING = (TrialState.RUNNING,)
+#: User attribute of a trial that failed without being evaluated (it is re-run).
+FAIL_REASON = "fail_reason"
+#: How many times the parameters of an abandoned trial are enqueued again.
+MAX_RETRY = 2
+STALE_REASON = "abandoned: its worker stopped reporting (heartbeat went stale); re-run"
+NO_BEAT_REASON = "abandoned: its worker died while claiming it (no heartbeat); re-run"
 _log = logging.getLogger(__name__)
+
+
+class WorkerStopped(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM while :func:`run_search` runs."""
 
 
 @dataclass(frozen=True)
@@ -132,39 +154,132 @@ def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials
     storage = open_storage(storage_url, heartbeat_interval_s)
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    mine: list[optuna.Trial] = []  # this worker's trials of the current batch
     try:
-        with quiet():
-            study = _open_study(storage, study_name, space, directions, batch_size, sampler,
-                                seed, objective_names)
-            if seed is not None:
-                worker = _register_worker(study, storage, study_name)
-                study.sampler = _make_sampler(sampler, worker_seed(seed, worker), batch_size)
-        beat_s = storage.heartbeat_interval  # None for in-memory SQLite: one process
-        deadline = time.monotonic() + (grace_period_s(beat_s) + beat_s if beat_s else 0)
-        with quiet():
-            optuna.storages.fail_stale_trials(study)
-        orphans = {t.number for t in study.get_trials(deepcopy=False, states=_RUNNING)}
-        n_told = 0
-        with tqdm(total=n_trials, initial=min(_n_finished(study), n_trials), unit="trial",
-                  desc=study_name, disable=not progress, file=sys.stderr) as bar:
-            while True:
-                trials = _claim(study, storage, study_name, n_trials, batch_size)
-                if not trials:
-                    break
-                with _Heartbeat(storage, [t._trial_id for t in trials], beat_s):
-                    n_told += _evaluate_and_tell(study, trials, space, evaluate_batch,
-                                                 len(directions))
-                bar.n = min(_n_finished(study), n_trials)
-                bar.refresh()
-        _await_orphans(study, orphans, deadline, beat_s or 1)
+        with _stop_on_sigterm():
+            with quiet():
+                study = _open_study(storage, study_name, space, directions, batch_size,
+                                    sampler, seed, objective_names)
+                if seed is not None:
+                    worker = _register_worker(study, storage, study_name)
+                    study.sampler = _make_sampler(sampler, worker_seed(seed, worker),
+                                                  batch_size)
+            beat_s = storage.heartbeat_interval  # None for in-memory SQLite: one process
+            n_told = 0
+            with tqdm(total=n_trials, initial=min(n_evaluated(study), n_trials), unit="trial",
+                      desc=study_name, disable=not progress, file=sys.stderr) as bar:
+                try:
+                    while True:
+                        mine.clear()
+                        _claim(study, storage, study_name, n_trials, batch_size, mine)
+                        if mine:
+                            with _Heartbeat(storage, [t._trial_id for t in mine], beat_s):
+                                n_told += _evaluate_and_tell(study, mine, space,
+                                                             evaluate_batch, len(directions))
+                            bar.n = min(n_evaluated(study), n_trials)
+                            bar.refresh()
+                        elif beat_s and study.get_trials(deepcopy=False, states=_RUNNING):
+                            time.sleep(beat_s / 2)  # others' trials: finish, or go stale
+                        else:
+                            break
+                except BaseException as e:
+                    _fail_own(study, storage, study_name, mine, e)
+                    raise
     finally:
         optuna.logging.set_verbosity(verbosity)
     return study, n_told
 
 
-def _claim(study: optuna.Study, storage, study_name: str, n_trials: int, batch_size: int
-           ) -> list[optuna.Trial]:
-    """Under the claim lock: fail abandoned trials, then ask at most the remainder.
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """In the main thread, turn SIGTERM into :class:`WorkerStopped` (then restore)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise WorkerStopped(f"stopped by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _fail_own(study: optuna.Study, storage, study_name: str, trials: list[optuna.Trial],
+              error: BaseException) -> None:
+    """Fail this worker's still-RUNNING ``trials`` with a ``fail_reason``; re-enqueue
+    them when the worker was stopped (not when ``evaluate_batch`` raised)."""
+    if not trials:
+        return
+    stopped = not isinstance(error, Exception)
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    reason = (f"interrupted: its worker was stopped ({what}); re-run" if stopped
+              else f"evaluate_batch raised {what}")
+    # Under the lock, as every other abandonment; ignore a second interrupt meanwhile.
+    with _ignoring_signals(), claim_lock(storage, study_name), quiet():
+        for t in trials:
+            _abandon(study, storage, t._trial_id, reason, retry=stopped)
+
+
+@contextlib.contextmanager
+def _ignoring_signals():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _abandon(study: optuna.Study, storage, trial_id: int, reason: str, retry: bool = True
+             ) -> bool:
+    """Fail a RUNNING trial with user attr ``fail_reason`` and (``retry``) enqueue its
+    parameters again; False if it was already finished (e.g. by its own worker)."""
+    try:
+        storage.set_trial_user_attr(trial_id, FAIL_REASON, reason)
+        if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            return False
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+    if retry:
+        _retry(study, storage.get_trial(trial_id))
+    return True
+
+
+def _retry(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:
+    """Enqueue ``failed``'s parameters as a WAITING trial (as Optuna's
+    :class:`~optuna.storages.RetryFailedTrialCallback`, without its user attrs)."""
+    history = [*failed.system_attrs.get("retry_history", []), failed.number]
+    if len(history) > MAX_RETRY or not failed.params:
+        return  # a fresh point is asked instead
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.WAITING, params=failed.params, distributions=failed.distributions,
+        system_attrs={"failed_trial": failed.system_attrs.get("failed_trial", failed.number),
+                      "retry_history": history}))
+
+
+def _fail_abandoned(study: optuna.Study, storage, study_name: str) -> int:
+    """Fail (and re-enqueue) the trials of dead workers; call under the claim lock."""
+    if storage.heartbeat_interval is None:
+        return 0
+    study_id = storage.get_study_id_from_name(study_name)
+    n = 0
+    for trial_id in storage._get_stale_trial_ids(study_id):  # what fail_stale_trials uses
+        n += _abandon(study, storage, trial_id, STALE_REASON)
+    for trial_id in running_without_heartbeat(storage, study_id):
+        n += _abandon(study, storage, trial_id, NO_BEAT_REASON)
+    return n
+
+
+def _claim(study: optuna.Study, storage, study_name: str, n_trials: int, batch_size: int,
+           mine: list[optuna.Trial]) -> None:
+    """Under the claim lock: fail abandoned trials, then ask at most the remainder
+    (re-enqueued trials first) into ``mine``.
 
     Each asked trial records its first heartbeat before the lock is released, so a
     RUNNING trial without one, seen under the lock, was left by a worker that died
@@ -172,21 +287,14 @@ def _claim(study: optuna.Study, storage, study_name: str, n_trials: int, batch_s
     """
     beat = storage.heartbeat_interval is not None
     with claim_lock(storage, study_name), quiet():
-        if beat:
-            optuna.storages.fail_stale_trials(study)
-            study_id = storage.get_study_id_from_name(study_name)
-            for trial_id in running_without_heartbeat(storage, study_id):
-                try:
-                    storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
-                except optuna.exceptions.UpdateFinishedTrialError:
-                    pass
-        k = min(batch_size, n_trials - len(study.get_trials(deepcopy=False)))
-        trials = []
+        _fail_abandoned(study, storage, study_name)
+        trials = study.get_trials(deepcopy=False)
+        busy = sum(t.state == TrialState.RUNNING for t in trials)
+        k = min(batch_size, n_trials - _count_evaluated(trials) - busy)
         for _ in range(max(k, 0)):
-            trials.append(study.ask())
+            mine.append(study.ask())
             if beat:
-                storage.record_heartbeat(trials[-1]._trial_id)  # Trial has no public id
-    return trials
+                storage.record_heartbeat(mine[-1]._trial_id)  # Trial has no public id
 
 
 def _validate_args(space, directions, n_trials, batch_size, sampler, heartbeat_interval_s):
@@ -258,18 +366,13 @@ def _evaluate_and_tell(study: optuna.Study, trials: list[optuna.Trial],
                        space: dict[str, Knob], evaluate_batch: EvaluateBatch,
                        n_objectives: int) -> int:
     """Suggest every knob, evaluate the whole batch in one call, tell each; count told."""
-    try:
-        points = [{name: t.suggest_float(name, float(k.low), float(k.high), log=k.log)
-                   for name, k in space.items()} for t in trials]
-        outcomes = list(evaluate_batch(points))
-        if len(outcomes) != len(trials):
-            raise ValueError(f"evaluate_batch returned {len(outcomes)} results "
-                             f"for {len(trials)} points")
-        results = [_classify(o, n_objectives) for o in outcomes]
-    except BaseException as e:
-        for t in trials:
-            _tell(study, t, None, f"evaluate_batch raised {type(e).__name__}: {e}")
-        raise
+    points = [{name: t.suggest_float(name, float(k.low), float(k.high), log=k.log)
+               for name, k in space.items()} for t in trials]
+    outcomes = list(evaluate_batch(points))
+    if len(outcomes) != len(trials):
+        raise ValueError(f"evaluate_batch returned {len(outcomes)} results "
+                         f"for {len(trials)} points")
+    results = [_classify(o, n_objectives) for o in outcomes]
     return sum(_tell(study, t, values, reason) for t, (values, reason) in zip(trials, results))
 
 
@@ -303,28 +406,15 @@ def _tell(study: optuna.Study, trial: optuna.Trial, values: list[float] | None,
     return True
 
 
-def _n_finished(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+def _count_evaluated(trials: Sequence[optuna.trial.FrozenTrial]) -> int:
+    return sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+               or (t.state == TrialState.FAIL and "reason" in t.user_attrs
+                   and FAIL_REASON not in t.user_attrs) for t in trials)
 
 
-def _await_orphans(study: optuna.Study, numbers: set[int], deadline: float,
-                   poll_s: float) -> None:
-    """Wait until the trials running at start are finished or failed as stale.
-
-    By ``deadline`` (start + grace period + one interval) every trial whose worker was
-    already dead at start is stale; trials of live workers are left to them.
-    """
-    while numbers:
-        with quiet():
-            optuna.storages.fail_stale_trials(study)
-        running = {t.number for t in study.get_trials(deepcopy=False, states=_RUNNING)}
-        numbers &= running
-        if not numbers or time.monotonic() >= deadline:
-            break
-        time.sleep(poll_s / 2)
-    if numbers:
-        _log.warning("trials %s are still RUNNING (another live worker, or no heartbeat)",
-                     sorted(numbers))
+def n_evaluated(study: optuna.Study) -> int:
+    """Trials that count toward the target: COMPLETE, PRUNED, or FAIL as infeasible."""
+    return _count_evaluated(study.get_trials(deepcopy=False))
 
 
 class _Heartbeat:
@@ -391,8 +481,12 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(e, file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # its RUNNING trials are failed with a reason
+        print(f"{a.study}: worker stopped ({e or type(e).__name__}); its unfinished trials "
+              "are marked FAIL and will be re-run", file=sys.stderr)
+        return 143 if isinstance(e, WorkerStopped) else 130
     print(f"{a.study}: this worker told {n_told} trials; "
-          f"{_n_finished(study)} of {a.trials} finished", flush=True)
+          f"{n_evaluated(study)} of {a.trials} finished", flush=True)
     return 0
 
 

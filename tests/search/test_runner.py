@@ -8,7 +8,7 @@ from optuna.trial import TrialState
 
 from dse.errors import InputError
 from dse.search.pareto import trials_dataframe
-from dse.search.runner import Knob, main, run_search, space_from_json
+from dse.search.runner import Knob, main, n_evaluated, run_search, space_from_json
 from dse.search.storage import open_storage, quiet
 
 from . import toy_objective as toy
@@ -65,20 +65,29 @@ def test_rerun_only_runs_the_remainder(tmp_path):
     assert calls == []
 
 
-def test_abandoned_trials_are_failed_and_counted_not_rerun(tmp_path):
+def test_abandoned_trials_are_failed_with_a_reason_and_rerun(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     _run(url, toy.evaluate_batch, 4)
     storage = open_storage(url, 1)
     study = optuna.load_study(study_name="toy", storage=storage)
     with quiet():
         no_beat, stale = study.ask(), study.ask()  # as left by two killed workers
+    point = {n: stale.suggest_float(n, k.low, k.high, log=k.log) for n, k in toy.SPACE.items()}
     storage.record_heartbeat(stale._trial_id)  # ... one of which had started its heartbeat
     calls = []
     study = _run(url, _recording(calls), 10)
-    assert sum(len(c) for c in calls) == 10 - 4 - 2
-    states = [t.state for t in study.get_trials()]
-    assert states[no_beat.number] == states[stale.number] == TrialState.FAIL
-    assert states.count(TrialState.COMPLETE) == 8 and len(states) == 10
+    assert sum(len(c) for c in calls) == 10 - 4  # the abandoned two do not count
+    assert point in [p for c in calls for p in c]  # the stale one's point is re-run
+    trials = study.get_trials()
+    assert trials[no_beat.number].state == trials[stale.number].state == TrialState.FAIL
+    assert "no heartbeat" in trials[no_beat.number].user_attrs["fail_reason"]
+    assert "heartbeat went stale" in trials[stale.number].user_attrs["fail_reason"]
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == stale.number]
+    assert len(retried) == 1 and retried[0].params == point
+    assert retried[0].state == TrialState.COMPLETE and "fail_reason" not in retried[0].user_attrs
+    states = [t.state for t in trials]
+    assert states.count(TrialState.COMPLETE) == 10 and len(states) == 12
+    assert n_evaluated(study) == 10
 
 
 def test_a_raising_objective_fails_its_batch(tmp_path):
@@ -90,7 +99,9 @@ def test_a_raising_objective_fails_its_batch(tmp_path):
     study = _run(url, toy.evaluate_batch, 0)
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL] * 4
-    assert all("model blew up" in t.user_attrs["reason"] for t in trials)
+    assert all("model blew up" in t.user_attrs["fail_reason"] for t in trials)
+    assert n_evaluated(study) == 0  # not evaluated: a re-run asks them again
+    assert (trials_dataframe(study).reason.str.contains("model blew up")).all()
 
 
 @pytest.mark.parametrize("kw, field", [
