@@ -18,7 +18,7 @@ cat out.txt
 step estimate --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --tp 2 --global-batch 64 --seq 4096
 expect "step time";             expect "fits"
 step sweep --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --global-batch 32 --seq 2048 --top 3
-expect "step_time_s"
+expect "step_s"
 step list models;               expect "llama3-8b"
 set +e; "$DSE" > out.txt 2>&1; rc=$?; set -e
 [ "$rc" -eq 2 ] && expect "usage: dse" || { cat out.txt; echo "smoke: FAILED: bare dse exited $rc, not 2" >&2; exit 1; }
