@@ -140,7 +140,7 @@ def gemm_model_s(hw: Hardware, m, n, k, precision: int, eff):
     """:func:`dse.cost.gemm.gemm_time_s` of one GEMM at ``hw``'s rates with efficiency
     ``eff`` (broadcasts over arrays)."""
     from dse.cost.gemm import gemm_time_s
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     r = rates(hw, precision)
     return gemm_time_s(m, n, k, r.peak_linear_flops_per_s, eff, r.hbm_bw_raw_bytes_per_s,
                        r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms, hw.tile_m, hw.tile_n,

@@ -9,7 +9,7 @@ import pandas as pd
 
 from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
                              energy_args, layout_args, least_memory, per_variant, resolve_layout,
-                             vary_hardware)
+                             vary_hardware, margin_arg)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -104,22 +104,6 @@ def cmd_sweep_stream(a, model, hws) -> int:
     if a.output:
         print(f"wrote every point to {a.output}")
     return 0
-
-
-def _margin(s: str) -> float:
-    from dse.train.memory_parts import check_margin
-    try:
-        return check_margin(s)
-    except InputError as e:
-        raise argparse.ArgumentTypeError(e.rule) from None
-
-
-def margin_arg(s: argparse.ArgumentParser, what: str = "chosen layouts must fit in") -> None:
-    """``--mem-margin`` (dse.train.memory_parts: why the default is 3 %)."""
-    from dse.train.memory_parts import MEM_MARGIN
-    s.add_argument("--mem-margin", type=_margin, default=MEM_MARGIN, metavar="FRAC",
-                   help=f"memory safety margin: {what} (1 - FRAC) x HBM "
-                        "(allocator fragmentation varies run to run)")
 
 
 def print_memory_table(parts, hbm_bytes: float, margin: float) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from dse.errors import InputError
+
 
 INT_MAX = 2**31 - 1       # integer flags stay in the range every array type holds exactly
 GPUS_MAX = 2**20          # the largest job the layout enumeration takes (1,048,576 GPUs)
@@ -148,3 +150,17 @@ def energy_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
 
 
+def _margin(s: str) -> float:
+    from dse.train.memory_parts import check_margin
+    try:
+        return check_margin(s)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(e.rule) from None
+
+
+def margin_arg(s: argparse.ArgumentParser, what: str = "chosen layouts must fit in") -> None:
+    """``--mem-margin`` (dse.train.memory_parts: why the default is 3 %)."""
+    from dse.train.memory_parts import MEM_MARGIN
+    s.add_argument("--mem-margin", type=_margin, default=MEM_MARGIN, metavar="FRAC",
+                   help=f"memory safety margin: {what} (1 - FRAC) x HBM "
+                        "(allocator fragmentation varies run to run)")

@@ -134,7 +134,7 @@ def register(sub) -> None:
     s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
                    help="what 'best' means in each cell")
-    from dse.cli import margin_arg
+    from dse.cli_layout import margin_arg
     margin_arg(s)
     energy_args(s)
     s.add_argument("--columns", type=_positive_int, default=120, help="width of the printed table")

@@ -60,7 +60,7 @@ from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, tim
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
-from dse.train.rates import Rates
+from dse.cost.rates import Rates
 
 EW_KERNELS_PER_LAYER = 5.0
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32

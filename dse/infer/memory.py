@@ -34,7 +34,7 @@ from dse.infer.kv_cache import head_dim, kv_cache_bytes, kv_heads_per_gpu
 from dse.infer.workload import InferenceWorkload
 from dse.spec.model import Model
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
-from dse.train.rates import Rates
+from dse.cost.rates import Rates
 
 
 class ServingMemory(NamedTuple):

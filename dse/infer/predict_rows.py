@@ -214,7 +214,7 @@ def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) ->
     from dse.infer.workload import InferenceWorkload
     from dse.spec.hardware import GIB
     from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     w = weights_bytes(dep)
     held = S + (O if dep.engine.reserve_final_kv else O / 2.0)
     held = math.ceil(held / dep.engine.block_tokens) * dep.engine.block_tokens

@@ -29,7 +29,7 @@ from dse.infer.forward import OpTimes, micro_batches, stage_time
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
-from dse.train.rates import Rates
+from dse.cost.rates import Rates
 
 
 def prefill_attention(model: Model, batch, prompt_len, tp) -> Attention:

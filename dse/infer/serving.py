@@ -68,7 +68,7 @@ from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 
 class Deployment(NamedTuple):

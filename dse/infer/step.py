@@ -8,7 +8,7 @@ throughput and memory — the scalar function the inference sweep vmaps.
   tokens_per_s        = batch / decode_s_per_token          (decode throughput)
   mem_bytes           = :func:`dse.infer.memory.serving_memory` total
 
-Rates are the throttled, efficiency-derated ones of :func:`dse.train.rates.rates`, so a
+Rates are the throttled, efficiency-derated ones of :func:`dse.cost.rates.rates`, so a
 thermal throttle or an HBM-bandwidth variant moves the decode time (HBM-bound) and a
 FLOP/s variant moves the prefill (compute-bound).  All fields are JAX scalars (arrays
 under vmap); units SI.
@@ -25,7 +25,7 @@ from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 
 class InferenceResult(NamedTuple):

@@ -29,7 +29,7 @@ from dse.spec.layout import PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.train.memory_parts import MEM_MARGIN, usable_bytes
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 
 def _memory_parts(model, wl, hw, tp, pp):

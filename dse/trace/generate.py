@@ -74,7 +74,7 @@ from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, Trace
 from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
-from dse.train.rates import rates
+from dse.cost.rates import rates
 from dse.train.step import step_and_schedule
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,

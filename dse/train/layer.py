@@ -42,7 +42,7 @@ from dse.spec.frameworks import PROFILES
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
-from dse.train.rates import Rates
+from dse.cost.rates import Rates
 
 
 # Host (CPU) seconds per kernel launched by PyTorch eager framework code, by framework

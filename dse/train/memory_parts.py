@@ -26,7 +26,7 @@ from typing import NamedTuple
 from dse.spec.hardware import GIB
 from dse.spec.numerics import as_float
 from dse.train.memory import memory_per_gpu
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 MEM_MARGIN = 0.03
 # sweep / predict column suffixes, in the order of the breakdown

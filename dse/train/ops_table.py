@@ -22,7 +22,7 @@ from dse.graph.ops import (BOUNDS, P2P, Attention, Collective, Gemm, MemPass, bo
                            bytes_moved, flops, op_kind, time_s)
 from dse.spec.numerics import as_float
 from dse.spec.pytree import pytree_dataclass
-from dse.train.rates import rates
+from dse.cost.rates import rates
 from dse.train.layer import reduce_layer
 from dse.train.step import step_and_schedule
 

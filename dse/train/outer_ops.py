@@ -15,7 +15,7 @@ from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import Model
 from dse.train.memory import embedding_params_per_gpu
-from dse.train.rates import Rates
+from dse.cost.rates import Rates
 
 __all__ = ["tokens_per_micro_batch", "total_s", "lm_head_s", "embedding_s", "pipeline_p2p",
            "optimizer_step_s", "grad_accumulation_s"]

@@ -50,7 +50,7 @@ from dse.spec.numerics import as_float
 from dse.train.layer import reduce_layer
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import total_s
-from dse.train.rates import rates
+from dse.cost.rates import rates
 from dse.train.zero3 import zero3_step_s
 
 

@@ -93,7 +93,7 @@ def test_host_floor_is_kernels_times_host_op_s():
     from dse.spec.hardware import get_hardware
     from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION
     from dse.train.layer import HOST_OP_S, layer_cost
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     hw = get_hardware("a100-sxm-80gb")
     wl = Workload(global_batch=16, seq_len=1024, precision=PRECISION["fp16"],
                   attention=ATTENTION["unfused"], framework=FRAMEWORK["deepspeed"])

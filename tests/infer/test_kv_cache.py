@@ -7,7 +7,7 @@ from dse.infer import InferenceWorkload, kv_cache_bytes
 from dse.infer.memory import serving_memory, weight_params_per_gpu
 from dse.spec.layout import Layout
 from dse.train.memory import params_per_gpu
-from dse.train.rates import rates
+from dse.cost.rates import rates
 from tests.helpers import h100, llama70b
 
 MODEL = llama70b()

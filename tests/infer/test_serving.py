@@ -12,7 +12,7 @@ from dse.infer.serving import (Deployment, concurrency, fixed_batch, iteration_s
                                offline, poisson, prefill_s, weights_bytes)
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model, layer_params
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 H100 = get_hardware("h100-sxm-80gb")
 L8 = get_model("meta-llama/Llama-3.1-8B")

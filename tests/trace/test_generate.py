@@ -15,7 +15,7 @@ from dse.trace.chakra import read_trace_set
 from dse.trace.generate import generate_trace_set, pipeline_order, rank_grid
 from dse.trace.graph import NodeKind
 from dse.train.layer import layer_cost
-from dse.train.rates import rates
+from dse.cost.rates import rates
 
 HW = get_hardware("a100-sxm-80gb")
 M = get_model("llama3-8b")

@@ -142,7 +142,7 @@ def test_pipeline_p2p_sends_one_tp_slice_and_gathers_without_sp():
     """Megatron's scatter-gather (SC'21 §4.1): each TP rank sends 1/tp of the activation;
     without sequence parallelism the receiver pays an NVLink all-gather on top."""
     from dse.train.outer_ops import pipeline_p2p
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     wl = Workload(global_batch=64, seq_len=4096, precision=1)
     r = rates(h100(), 1)
     b_sp, t_sp = pipeline_p2p(MODEL, wl, Layout(tp=8, pp=4, dp=2, sp=1), h100(), r)
@@ -168,7 +168,7 @@ def test_tp_comm_overlap_hides_collectives_only_with_sp_and_chunks_the_gemms():
     path below the raw collective time, and the split GEMMs cost more compute."""
     from dse.spec.hardware import get_hardware
     from dse.train.layer import layer_cost
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     hw = get_hardware("h100-sxm-80gb")
     r = rates(hw, 1)
     base = Workload(global_batch=64, seq_len=4096, precision=1)
@@ -211,7 +211,7 @@ def test_tp_overlap_never_slower_than_exposed_collectives(tp, mbs, seq):
     """Overlapping TP collectives with the GEMMs (TE userbuffers) must not cost more
     than leaving them on the critical path."""
     from dse.train.layer import layer_cost
-    from dse.train.rates import rates
+    from dse.cost.rates import rates
     hw = h100()
     r = rates(hw, 1)
     lay = Layout(tp=tp, pp=1, dp=1, mbs=mbs, sp=1)

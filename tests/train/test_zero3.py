@@ -10,7 +10,7 @@ from dse.graph.ops import time_s
 from dse.spec.frameworks import PROFILES, profile
 from dse.spec.layout import FRAMEWORK, Layout, Workload, framework_code
 from dse.train.step import step_and_schedule, train_step
-from dse.train.rates import rates
+from dse.cost.rates import rates
 from dse.train.zero3 import zero3_exposed_s
 from tests.helpers import a100, h100, llama70b
 
