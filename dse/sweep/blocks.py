@@ -122,3 +122,23 @@ def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, p
     res = {f: v.ravel() for f, v in res.items()}
     parts = {f: v.ravel() for f, v in parts.items()}
     return res, MemoryParts(**parts)
+
+
+@jax.jit
+def _pairs(model, wl, lay, hw):
+    step = jax.vmap(train_step, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
+    return step, jax.vmap(memory_parts, in_axes=(None, None, 0, 0))(model, wl, lay, hw)
+
+
+def evaluate_pairs(model, wl, hw_cols: dict, lay_cols: dict, h_idx: np.ndarray, l_idx: np.ndarray):
+    """StepResult fields and memory breakdown of the listed (hardware, layout) pairs (a
+    few selected points, not a grid), through the chunked runner."""
+    from dse.sweep.runner import run_chunked
+    from dse.train.step import StepResult
+
+    def args_for(idx):
+        return (model, wl, Layout(**{f: v[l_idx[idx]] for f, v in lay_cols.items()}),
+                Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()}))
+    step, parts = run_chunked(_pairs, args_for, len(h_idx))
+    return ({f: np.asarray(getattr(step, f), dtype=np.float64) for f in StepResult._fields},
+            MemoryParts(*(np.asarray(x, dtype=np.float64) for x in parts)))

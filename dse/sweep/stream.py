@@ -7,14 +7,15 @@ device*; only the reductions come back:
 
 * ``top``: the ``k`` fastest feasible points overall (``jax.lax.top_k`` per block,
   merged on the host over blocks: exact);
-* ``best``: the fastest feasible layout per hardware spec (``segment_min`` per block,
-  merged: exact);
+* ``best``: the fastest feasible layout per hardware spec (a min down each block's
+  hardware column, merged: exact);
 * ``pareto``: per hardware, the Pareto front of (step time, memory per GPU), both
-  minimized: each block sorts its points by (hardware, memory), a segmented running
-  minimum of step time marks the block's front (a point is on it iff it is faster than
-  every point of its hardware with less memory, ties by step time), at most
-  :data:`FRONT_CAP` front points per block come back, and the host takes the front of
-  their union (exact: a global front point is on its block's front);
+  minimized: each block sorts every hardware column by (memory, step time) and a
+  running minimum of step time down the column marks the block's front (a point is on
+  it iff it is faster than every point of its hardware with less memory; ties by step
+  time); the host takes the front of the blocks' fronts (exact: a global front point is
+  on its block's front; a block with more than :data:`FRONT_CAP` front points is fronted
+  on the host instead);
 * ``hist``: per hardware, a histogram of log10(step time) over :data:`HIST_EDGES_S`
   (feasible points), and the count of feasible points.
 
@@ -40,50 +41,51 @@ import pandas as pd
 from dse.spec.hardware import GIB, Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Workload
 from dse.spec.model import Model
-from dse.sweep.blocks import iterate_blocks, nested_step
+from dse.sweep.blocks import evaluate_pairs, iterate_blocks, nested_step
 from dse.sweep.grid import FIELDS
 from dse.train.memory_parts import usable_bytes
 
-FRONT_CAP = 2048
+FRONT_CAP = 4096
 HIST_EDGES_S = np.logspace(-3, 6, 91)          # 1 ms .. 11.6 days, 10 bins per decade
 MAX_POINTS = 2**31 - 1                          # point ids are int32 on the device
 
 
 @partial(jax.jit, static_argnames=("k", "n_h_seg", "with_rows"))
 def _reduce_block(model, wl, lay, hw, l_idx, h_idx, valid, n_l, k: int, n_h_seg: int, with_rows: bool):
+    """One (LB, HB) block's reductions (module docstring).  Per-hardware reductions run
+    along the block's layout axis (axis 0): no scatters, which XLA's CPU backend runs
+    serially."""
     r = nested_step(model, wl, lay, hw)                          # leaves (LB, HB)
     fits = valid & (r.mem_bytes <= hw.hbm_bytes[None, :])
-    t = jnp.where(fits, r.step_time_s, jnp.inf).ravel()
-    mem = r.mem_bytes.ravel()
-    h = jnp.broadcast_to(h_idx[None, :], r.step_time_s.shape).ravel()
-    p = (h_idx[None, :] * n_l + l_idx[:, None]).ravel()         # global point id
+    t2 = jnp.where(fits, r.step_time_s, jnp.inf)
+    p2 = h_idx[None, :] * n_l + l_idx[:, None]                    # global point ids
+    t, p = t2.ravel(), p2.ravel()
     # top-k (smallest step time)
     neg, pos = jax.lax.top_k(-t, k)
     top = (-neg, p[pos])
-    # best per hardware: min time, then the smallest point id reaching it
-    best_t = jax.ops.segment_min(t, h, num_segments=n_h_seg)
-    at_best = jnp.isfinite(t) & (t == best_t[h])
-    best_p = jax.ops.segment_min(jnp.where(at_best, p, jnp.iinfo(jnp.int32).max), h, num_segments=n_h_seg)
-    # histogram of log10 step time per hardware
+    # best per hardware column: min time, then the smallest point id reaching it
+    best_t = t2.min(axis=0)
+    best_p = jnp.where(jnp.isfinite(t2) & (t2 == best_t[None, :]), p2, jnp.iinfo(jnp.int32).max).min(axis=0)
+    # histogram of log10 step time per hardware column
     nb = len(HIST_EDGES_S) - 1
-    b = jnp.clip(jnp.searchsorted(jnp.asarray(HIST_EDGES_S, jnp.float32), t) - 1, 0, nb - 1)
-    hist = jax.ops.segment_sum(jnp.isfinite(t).astype(jnp.int32), h * nb + b, num_segments=n_h_seg * nb)
-    # block Pareto front per hardware over (t, mem): sort by (h, mem, t), segmented cummin
-    order = jnp.lexsort((t, mem, h))
-    hs, ts = h[order], t[order]
-    first = jnp.concatenate([jnp.array([True]), hs[1:] != hs[:-1]])
-
-    def comb(a, c):
-        av, af = a
-        cv, cf = c
-        return jnp.where(cf, cv, jnp.minimum(av, cv)), af | cf
-    run_min, _ = jax.lax.associative_scan(comb, (ts, first))
-    prev = jnp.where(first, jnp.inf, jnp.concatenate([jnp.array([jnp.inf]), run_min[:-1]]))
-    on_front = jnp.isfinite(ts) & (ts < prev)
+    b = jnp.clip(jnp.searchsorted(jnp.asarray(HIST_EDGES_S, jnp.float32), t2) - 1, 0, nb - 1)
+    hcol = jnp.broadcast_to(jnp.arange(t2.shape[1])[None, :], t2.shape)
+    hist = jax.ops.segment_sum(jnp.isfinite(t2).astype(jnp.int32).ravel(), (hcol * nb + b).ravel(),
+                               num_segments=t2.shape[1] * nb).reshape(t2.shape[1], nb)
+    # Pareto front per hardware column over (t, mem): sort each column by (mem, t), a
+    # running minimum of t down the column marks the front exactly (a point is on it iff
+    # it is faster than every point of its hardware with less memory; ties by t)
+    mem2 = jnp.where(jnp.isfinite(t2), r.mem_bytes, jnp.inf)
+    order = jnp.lexsort((t2, mem2), axis=0)
+    ts = jnp.take_along_axis(t2, order, axis=0)
+    ps = jnp.take_along_axis(p2, order, axis=0)
+    prev = jnp.concatenate([jnp.full((1, t2.shape[1]), jnp.inf), jax.lax.cummin(ts, axis=0)[:-1]], axis=0)
+    on_front = (jnp.isfinite(ts) & (ts < prev)).ravel()
+    n_front = on_front.sum()
     sel = jnp.nonzero(on_front, size=FRONT_CAP, fill_value=0)[0]
-    front = (p[order][sel], jnp.arange(FRONT_CAP) < on_front.sum(), on_front.sum())
+    front = (ps.ravel()[sel], jnp.arange(FRONT_CAP) < n_front, n_front)
     rows = (r, fits) if with_rows else None
-    return top, (best_t, best_p), hist.reshape(n_h_seg, nb), front, rows
+    return top, (best_t, best_p), hist, front, rows
 
 
 @dataclass
@@ -113,6 +115,19 @@ class StreamResult:
         return pd.DataFrame(out)
 
 
+def _host_front(model, wl, hw_cols, lay_cols, l_idx, h_idx, n_l):
+    """A block's front candidates when the device pre-filter overflows: every feasible
+    point of the block evaluated and fronted on the host (exact; rare)."""
+    hi = np.repeat(h_idx, len(l_idx))
+    li = np.tile(l_idx, len(h_idx))
+    res, _ = evaluate_pairs(model, wl, hw_cols, lay_cols, hi, li)
+    ok = res["mem_bytes"] <= hw_cols["hbm_bytes"][hi]
+    df = pd.DataFrame({"hardware": hi[ok], "mem_gib": res["mem_bytes"][ok], "step_time_s": res["step_time_s"][ok],
+                       "point": hi[ok] * n_l + li[ok]})
+    pts = _front(df)["point"].to_numpy() if len(df) else np.zeros(0, np.int64)
+    return pts, np.ones(len(pts), bool)
+
+
 def _front(df: pd.DataFrame) -> pd.DataFrame:
     """Exact 2-D Pareto front (min step_time_s, min mem_gib) per hardware."""
     keep = []
@@ -140,9 +155,7 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     cap_all = hw_cols["hbm_bytes"]
     hw_cols = {**hw_cols, "hbm_bytes": usable_bytes(cap_all, mem_margin).astype(cap_all.dtype)}
     lay_cols = {f: np.asarray(lay_cols[f]) for f in FIELDS}
-    n_h_seg = 1
-    while n_h_seg < n_h:
-        n_h_seg *= 2
+    n_h_seg = 1        # (unused by the column-wise reductions; kept static)
     bar = None
     if progress and n > 2_000_000:
         from tqdm import tqdm
@@ -156,7 +169,6 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     best_t, best_p = np.full(n_h, np.inf), np.full(n_h, -1, np.int64)
     hist = np.zeros((n_h, len(HIST_EDGES_S) - 1), np.int64)
     front_p: list[np.ndarray] = []
-    overflow = False
     kk = min(k, 1 << 16)
 
     def fn(lay, hw, li, hi, valid):
@@ -165,15 +177,22 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     try:
         for l_idx, h_idx, valid, out in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, bar):
             (tt, tp), (bt, bp), hh, (fp, fmask, fcount), rows = out
+            if int(fcount) > FRONT_CAP:      # too many candidates: this block's front exactly on the host
+                fp, fmask = _host_front(model, wl, hw_cols, lay_cols, l_idx, h_idx, n_l)
+                fcount = 0
             top_t, top_p = np.concatenate([top_t, tt]), np.concatenate([top_p, tp.astype(np.int64)])
             o = np.argsort(top_t, kind="stable")[:k]
             top_t, top_p = top_t[o], top_p[o]
-            bt, bp, hh = bt[:n_h], bp[:n_h].astype(np.int64), hh[:n_h]
+            k_h = len(h_idx)
+            bt_all, bp_all = np.full(n_h, np.inf), np.full(n_h, -1, np.int64)
+            bt_all[h_idx], bp_all[h_idx] = bt[:k_h], bp[:k_h].astype(np.int64)
+            hh_all = np.zeros_like(hist)
+            hh_all[h_idx] = hh[:k_h]
+            bt, bp, hh = bt_all, bp_all, hh_all
             better = (bt < best_t) | ((bt == best_t) & np.isfinite(bt) & (bp < best_p))
             best_t, best_p = np.where(better, bt, best_t), np.where(better, bp, best_p)
             hist += hh
             front_p.append(fp[fmask].astype(np.int64))
-            overflow |= int(fcount) > FRONT_CAP
             if rows is not None:
                 r, fits = rows
                 kl, kh = len(l_idx), len(h_idx)
@@ -195,25 +214,18 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
             writer.close()
     if tmp and writer is not None:
         os.replace(tmp, parquet)
-    if overflow:
-        import warnings
-        warnings.warn(f"a block's Pareto front exceeded {FRONT_CAP} points; the front is truncated")
-
     def frame(points: np.ndarray) -> pd.DataFrame:
-        from dse.sweep.run import sweep_points, to_dataframe
+        """Full rows (every result column) of the selected points, in one vmapped call."""
         points = np.unique(points[points >= 0])
         if not len(points):
             return pd.DataFrame()
         hi, li = points // n_l, points % n_l
-        parts = []
-        for h in np.unique(hi):
-            sel = li[hi == h]
-            sr = sweep_points(model, wl, [hws[h]], {f: v[sel] for f, v in lay_cols.items()},
-                              mem_margin=mem_margin)
-            d = to_dataframe(sr)
-            d.insert(0, "point", h * n_l + sel)
-            parts.append(d)
-        return pd.concat(parts, ignore_index=True)
+        res, parts = evaluate_pairs(model, wl, hw_cols, lay_cols, hi, li)
+        fits = res["mem_bytes"] <= hw_cols["hbm_bytes"][hi]
+        d = rows_frame(res, fits, {f: v[li] for f, v in lay_cols.items()}, hi, cap_all[hi],
+                       [h.name for h in hws], parts, mem_margin)
+        d.insert(0, "point", points)
+        return d
 
     top_df = frame(top_p[np.isfinite(top_t)])
     if len(top_df):
