@@ -165,3 +165,24 @@ def test_codesign_dashboard_renders_in_chromium(tmp_path):
     assert "codesign" in body
     assert not errors_after, errors_after
     assert (tmp_path / "dashboard.png").stat().st_size > 5_000
+
+
+def test_results_report_html_renders_in_chromium(tmp_path):
+    """The ``results/<name>/report.html`` that ``make study`` wrote in this checkout (they
+    are untracked), e.g. results/llama70b/report.html."""
+    exe, sync_playwright = _browser_or_skip()
+    pages = sorted((ROOT / "results").glob("*/report.html"))
+    if not pages:
+        pytest.skip("no results/<name>/report.html here yet (run `make study STUDY=llama70b`)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
+        try:
+            for html in pages:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                res = _check_page(page, html.as_uri(), tmp_path / f"{html.parent.name}.png")
+                page.close()
+                assert not res["errors"], (html, res["errors"])
+                assert all(i["ok"] for i in res["imgs"]), (html, res["imgs"])
+                assert res["tables"], html
+        finally:
+            browser.close()
