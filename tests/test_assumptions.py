@@ -64,3 +64,9 @@ def test_hf_config_context_length_is_not_the_sequence_length(tmp_path, capsys):
     p.write_text(json.dumps(c))
     main(["estimate", "--model", str(p), "--hardware", "h100-sxm-80gb", "--gpus", "8", "--global-batch", "8"])
     assert "seq length 4096 (default)" in _line(capsys.readouterr().out)
+
+
+def test_sensitivity_prints_assumptions(tmp_path, capsys):
+    main(["sensitivity", *SMALL, "--hardware", "a100-sxm-80gb", "--gpus", "8", "--tp", "2",
+          "-o", str(tmp_path / "s")])
+    assert "seq length 4096 (default)" in _line(capsys.readouterr().out)
