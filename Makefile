@@ -1,7 +1,7 @@
 # dse — two commands on a fresh clone:  make study STUDY=llama70b  and  make test
 PY      := .venv/bin/python
 STUDY   ?= llama70b
-CSV     ?= ../shared/validation/calibration.csv
+CSV     ?= $(if $(wildcard data/validation/calibration.csv),data/validation/calibration.csv,../shared/validation/calibration.csv)
 .PHONY: setup test study bench validate dashboard clean
 
 setup: .venv/.installed

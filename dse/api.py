@@ -21,8 +21,9 @@ modules, and configures nothing)::
 ``"none"|"selective"|"full"|"block"``, ``attention`` ``"flash"|"unfused"``,
 ``framework`` ``"megatron"|"deepspeed"|"fsdp"|"fsdp2"`` (:mod:`dse.spec.frameworks`).  Bad input raises
 :class:`dse.errors.InputError` with a one-line message naming the argument and the rule
-(the CLI prints the same line and exits 2).  ``seq_len=None`` means the model's own
-``seq_length``, as the CLI's ``--seq`` does.
+(the CLI prints the same line and exits 2).  ``seq_len`` defaults to 4096
+(``dse.cli_layout.DEFAULT_SEQ``), as the CLI's ``--seq`` does; a model config's
+``max_position_embeddings`` is never used.
 
 Results: the sweep's rows carry ``status`` (``ok`` or why the layout does not fit) and
 NaN times where it does not; an :class:`Estimate` of a layout that does not fit has
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from dse.cli_layout import DEFAULT_SEQ
 from dse.errors import InputError, require
 
 __all__ = ["sweep", "estimate", "Estimate", "compare", "serve", "infer"]
@@ -108,7 +110,7 @@ def _train_tokens(train_tokens, where):
 
 # --- training ---------------------------------------------------------------------------
 
-def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int | None = None,
+def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_SEQ,
           precision: str = "bf16", *, attention: str = "flash", framework: str = "megatron",
           tp_overlap: bool = False, vary=None, gpu_hour_usd=None, train_tokens=None,
           pue: float = 1.0, mem_margin: float = 0.03) -> pd.DataFrame:
@@ -136,7 +138,7 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int | None = N
     base, hws = _hardware_list(hardware, where, vary)
     gpus = _pos_int(gpus, "gpus", where)
     global_batch = _pos_int(global_batch, "global_batch", where)
-    seq = _pos_int(seq_len, "seq_len", where, allow_none=True) or m.seq_length
+    seq = _pos_int(seq_len, "seq_len", where)
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     _check_precision(hws, prec, where)
     from dse.intervals import sweep_band
@@ -222,7 +224,7 @@ class Estimate:
 def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | None = None,
              cp: int = 1, ep: int = 1, mbs: int = 1, vpp: int = 1, recompute: str = "none",
              zero: int = 1, sp: bool = False, global_batch: int = 1024,
-             seq_len: int | None = None, precision: str = "bf16", attention: str = "flash",
+             seq_len: int = DEFAULT_SEQ, precision: str = "bf16", attention: str = "flash",
              framework: str = "megatron", tp_overlap: bool = False, gpu_hour_usd=None,
              train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03) -> Estimate:
     """Step time, breakdown, memory and energy of one explicit layout — ``dse estimate``
@@ -258,7 +260,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     require(isinstance(sp, (bool, np.bool_)) or sp in (0, 1), where, "sp", f"must be True or False, but got {sp!r}")
     dp = _pos_int(dp, "dp", where, allow_none=True) or max(gpus // (knobs["tp"] * knobs["pp"] * knobs["cp"]), 1)
     global_batch = _pos_int(global_batch, "global_batch", where)
-    seq = _pos_int(seq_len, "seq_len", where, allow_none=True) or m.seq_length
+    seq = _pos_int(seq_len, "seq_len", where)
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     lay = Layout(**knobs, dp=dp, recompute=_code(recompute_code, recompute, "recompute", where),
                  zero=int(zero), sp=int(bool(sp)))
@@ -291,7 +293,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
                     step_time_lo_s=lo, step_time_hi_s=hi, within_margin=fits and mem > cap * (1 - margin))
 
 
-def compare(model, hardware, gpus, global_batch: int, seq_len: int | None = None,
+def compare(model, hardware, gpus, global_batch: int, seq_len: int = DEFAULT_SEQ,
             precision: str = "bf16", *, attention: str = "flash", framework: str = "megatron",
             tp_overlap: bool = False, objective: str = "step_time_s", gpu_hour_usd=None,
             train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03) -> pd.DataFrame:
@@ -313,7 +315,7 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int | None = None
     _, hws = _hardware_list(hardware, where)
     counts = [_pos_int(g, "gpus", where) for g in (gpus if isinstance(gpus, (list, tuple)) else [gpus])]
     global_batch = _pos_int(global_batch, "global_batch", where)
-    seq = _pos_int(seq_len, "seq_len", where, allow_none=True) or m.seq_length
+    seq = _pos_int(seq_len, "seq_len", where)
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     _check_precision(hws, prec, where)
     return compare_frame(m, hws, counts, global_batch, seq, prec, att, fw, int(bool(tp_overlap)),

@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 
 from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
-                             energy_args, layout_args, least_memory, per_variant, resolve_layout,
-                             vary_hardware, margin_arg)
+                             energy_args, layout_args, least_memory, margin_arg, per_variant,
+                             print_assumptions, resolve_layout, seq_arg, vary_hardware)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -33,9 +33,10 @@ def cmd_sweep(a) -> int:
     from dse.spec.hardware import check_precision
     for hw in hws:
         check_precision(hw, precision_code(a.precision), "--precision")
+    print_assumptions(a, model)
     if a.stream or (a.output or "").endswith(".parquet"):
         return cmd_sweep_stream(a, model, hws)
-    df = sweep(model, hws, a.gpus, a.global_batch, a.seq or model.seq_length,
+    df = sweep(model, hws, a.gpus, a.global_batch, a.seq,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
                framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap),
                mem_margin=a.mem_margin)
@@ -70,7 +71,7 @@ def cmd_sweep_stream(a, model, hws) -> int:
     from dse.report.top_table import format_top, top_rows, wrap
     if a.output is not None and not a.output.endswith(".parquet"):
         raise InputError("-o", "output", f"a streamed sweep writes Parquet: must end in .parquet, but got {a.output!r}")
-    seq = a.seq or model.seq_length
+    seq = a.seq
     cols = enumerate_layouts(model, a.gpus, a.global_batch, seq)
     if len(cols["tp"]) == 0:
         print(f"no valid layout for {a.model} on {a.gpus} GPUs")
@@ -148,6 +149,7 @@ def cmd_estimate(a) -> int:
     import jax
     from dse.train.step import train_step
     model, hw, wl, lay = resolve_layout(a)
+    print_assumptions(a, model)
     from dse.train.memory_parts import memory_parts
     r = jax.jit(train_step)(model, wl, lay, hw)
     parts = jax.jit(memory_parts)(model, wl, lay, hw)
@@ -332,7 +334,7 @@ EXAMPLES = {
                 "--global-batch 64 --seq 4096",
     "infer": "dse infer --model llama3-70b --hardware h100-sxm-80gb --gpus 8 --prompt 2048 --gen 256",
     "predict": "dse predict runs.csv -o predicted.csv",
-    "validate": "dse validate ../shared/validation/calibration.csv --out results/validation",
+    "validate": "dse validate data/validation/calibration.csv --out results/validation",
     "bench": "dse bench --points 65536",
     "study": "dse study studies/llama70b.toml",
     "dashboard": "dse dashboard llama70b --port 8080",
@@ -362,8 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
     s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
-    s.add_argument("--seq", type=_positive_int, default=None,
-                   help="tokens per sequence (default: the model's seq_length)")
+    seq_arg(s)
     s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 gathers (dse/spec/frameworks.py)")
@@ -473,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
         a = parser.parse_args(argv)
     except SystemExit as e:          # argparse already printed one line; status 2
         return int(e.code or 0)
+    from dse.report.manifest import note_start
+    note_start()                 # the tree's state before this command writes anything
     try:
         return a.fn(a)
     except InputError as e:

@@ -12,6 +12,12 @@ from dse.errors import InputError
 
 INT_MAX = 2**31 - 1       # integer flags stay in the range every array type holds exactly
 GPUS_MAX = 2**20          # the largest job the layout enumeration takes (1,048,576 GPUs)
+#: tokens per sequence when ``--seq`` (API: ``seq_len``) is not given: an explicit default,
+#: stated in the help and in every command's assumption line -- never a model config's
+#: ``max_position_embeddings`` (131,072 for Qwen2-72B would silently make a 2,400 s step)
+DEFAULT_SEQ = 4096
+SEQ_HELP = ("tokens per sequence (an explicit default, stated in the `assumed:` line; a model config's "
+            "max_position_embeddings is never used)")
 
 
 def _positive_int(s: str, hi: int = INT_MAX) -> int:
@@ -36,14 +42,44 @@ def _tcp_port(s: str) -> int:
     return v
 
 
+class _SeqAction(argparse.Action):
+    """Stores ``--seq`` and records that it was given (``a.seq_given``), so the assumption
+    line can say "(default)" only when the value is :data:`DEFAULT_SEQ` by default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.seq_given = True
+
+
+def seq_arg(s: argparse.ArgumentParser) -> None:
+    """``--seq`` with the explicit default :data:`DEFAULT_SEQ`."""
+    s.add_argument("--seq", type=_positive_int, default=DEFAULT_SEQ, action=_SeqAction, help=SEQ_HELP)
+
+
+def assumptions(model, seq: int, seq_given: bool, global_batch, precision: str, framework: str) -> str:
+    """The one line every command prints first: what it assumed."""
+    gb = global_batch if isinstance(global_batch, (int, str)) else ", ".join(map(str, global_batch))
+    return (f"assumed: model {model.name} ({model.num_params() / 1e9:.2f} B params), "
+            f"seq length {seq}{'' if seq_given else ' (default)'}, global batch {gb}, "
+            f"precision {precision}, framework {framework}")
+
+
+def print_assumptions(a, model) -> None:
+    """The assumption line, wrapped at ``--columns`` (120) like the tables."""
+    import textwrap
+    line = assumptions(model, a.seq, getattr(a, "seq_given", False), a.global_batch, a.precision,
+                       a.framework)
+    print("\n".join(textwrap.wrap(line, width=getattr(a, "columns", 120), subsequent_indent="  ",
+                                   break_on_hyphens=False)))
+
+
 def layout_args(s: argparse.ArgumentParser) -> None:
     """Flags of one explicit layout (shared by `estimate` and `trace`)."""
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, help="catalog name or .toml file")
     s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", type=_positive_int, default=1024, help="sequences per step")
-    s.add_argument("--seq", type=_positive_int, default=None,
-                   help="tokens per sequence (default: the model's seq_length)")
+    seq_arg(s)
     s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 gathers (dse/spec/frameworks.py)")
@@ -69,7 +105,7 @@ def resolve_layout(a):
     from dse.sweep.grid import check_layout
     model = get_model(a.model)
     hw = get_hardware(a.hardware)
-    seq = a.seq or model.seq_length
+    seq = a.seq
     dp = a.dp or max(a.gpus // (a.tp * a.pp * a.cp), 1)
     lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
                  recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))

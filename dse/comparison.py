@@ -119,15 +119,14 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
 
 def register(sub) -> None:
     """Add ``dse compare`` to the CLI's subparsers."""
-    from dse.cli_layout import _gpu_count, _positive_int, energy_args
+    from dse.cli_layout import _gpu_count, _positive_int, energy_args, seq_arg
     s = sub.add_parser("compare", help="best layout per (hardware, GPU count): time, tokens/s, "
                        "energy and cost per token; table, CSV and plot")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
     s.add_argument("--hardware", required=True, nargs="+", help="catalog names or .toml files")
     s.add_argument("--gpus", required=True, nargs="+", type=_gpu_count, help="GPU counts")
     s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
-    s.add_argument("--seq", type=_positive_int, default=None,
-                   help="tokens per sequence (default: the model's seq_length)")
+    seq_arg(s)
     s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
     s.add_argument("--attention", default="flash", help="flash | unfused")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp | fsdp2")
@@ -158,7 +157,9 @@ def cmd_compare(a) -> int:
     prec = precision_code(a.precision)
     for hw in hws:
         check_precision(hw, prec, "--precision")
-    seq = a.seq or model.seq_length
+    seq = a.seq
+    from dse.cli_layout import print_assumptions
+    print_assumptions(a, model)
     tokens = parse_tokens(a.train_tokens) if a.train_tokens else None
     df = compare_frame(model, hws, a.gpus, a.global_batch, seq, prec, attention_code(a.attention),
                        framework_code(a.framework), int(a.tp_overlap),

@@ -216,7 +216,7 @@ _LAYOUT_FLAGS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero"
 
 def register(sub) -> None:
     """Add ``dse sensitivity`` to the CLI's subparsers."""
-    from dse.cli_layout import _gpu_count, _positive_int
+    from dse.cli_layout import _gpu_count, _positive_int, seq_arg
     s = sub.add_parser("sensitivity", help="elasticity of step (or decode) time to every "
                        "hardware knob at one layout; CSV + tornado PNG")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
@@ -224,7 +224,7 @@ def register(sub) -> None:
     s.add_argument("--gpus", required=True, type=_gpu_count,
                    help="GPUs (training) or GPUs per replica (--infer)")
     s.add_argument("--global-batch", type=_positive_int, default=1024)
-    s.add_argument("--seq", type=_positive_int, default=None)
+    seq_arg(s)
     s.add_argument("--precision", default="bf16")
     s.add_argument("--attention", default="flash", help="flash | unfused")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp | fsdp2")
@@ -348,6 +348,9 @@ def cmd_sensitivity(a) -> int:
     xlabel = f"elasticity d ln({what}) / d ln(knob)"
     tornado(df, title, out / "tornado.png", SHOW_MIN, xlabel)
     write_manifest(out, extra={"sensitivity": meta})
+    if not a.infer:
+        from dse.cli_layout import print_assumptions
+        print_assumptions(a, model)
     print(f"{model.name} on {gpus} x {hw.name}, {label} ({source})")
     print(f"  {what} {t:.4g} s; memory per GPU {mem / GIB:.1f} GiB of "
           f"{float(hw.hbm_bytes) / GIB:.1f} GiB ({fit_txt})")

@@ -49,8 +49,13 @@ def execute(d: dict, p: Path, storage: str | None = None, trials: int | None = N
         require(v is None or kind in SEARCH_KINDS, str(p), flag,
                 f"applies only to a search study (kind {' or '.join(SEARCH_KINDS)}), "
                 f"but this study's kind is {kind!r}")
+    from dse.report.manifest import note_start
+    note_start()                 # "-dirty" = dirty before this run, not made so by it
     results = RUNNERS[kind](d, p, storage, trials)
-    return importlib.import_module(REPORTS[kind]).write(results)
+    out = importlib.import_module(REPORTS[kind]).write(results)
+    from dse.report.html import write_report_html
+    write_report_html(out)       # one self-contained report.html beside report.md
+    return out
 
 
 def run_study(path: str, storage: str | None = None, trials: int | None = None):

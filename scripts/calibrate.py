@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     for spec in specs:
         field, _, vals = spec.partition("=")
         grid[field] = [float(v) for v in vals.split(",")]
-    df = read_csv("../shared/validation/calibration.csv")
+    df = read_csv("data/validation/calibration.csv")
     df = df[df["gpu"].str.split("-").str[0].map(GEN_OF) == gen]
     if prec:
         df = df[df["precision"] == prec]

@@ -1,6 +1,6 @@
 """Fit the prediction intervals (dse/intervals.py) from the calibration files.
 
-    PYTHONPATH=. .venv/bin/python scripts/fit_intervals.py            # ../shared/validation
+    PYTHONPATH=. .venv/bin/python scripts/fit_intervals.py            # data/validation
     PYTHONPATH=. .venv/bin/python scripts/fit_intervals.py --validation-dir DIR
 
 Runs the predictor on ``calibration.csv``, ``vtrain.csv`` (training) and
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     from dse.jaxconfig import configure
     configure()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--validation-dir", default=str(ROOT.parent / "shared" / "validation"))
+    ap.add_argument("--validation-dir", default=str(ROOT / "data" / "validation"))
     a = ap.parse_args(argv)
     vd = Path(a.validation_dir)
     parts, inputs = [], {}

@@ -20,7 +20,7 @@ import pandas as pd
 from dse.predict import mape_table, predict_frame, read_csv
 from dse.validate import memory_error
 
-CALIBRATION = "../shared/validation/calibration.csv"
+CALIBRATION = "data/validation/calibration.csv"
 FACTS = ("attention", "framework", "tp_comm_overlap")
 
 

@@ -14,3 +14,12 @@ def h100():
 
 def llama70b():
     return get_model("llama3-70b")
+
+
+def validation_dir():
+    """The validation data: the repository's copy ``data/validation`` (kept identical to
+    ``../shared/validation``), else ``../shared/validation`` beside the checkout."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    repo = root / "data" / "validation"
+    return repo if repo.is_dir() else root.parent / "shared" / "validation"

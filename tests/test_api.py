@@ -82,7 +82,9 @@ def test_estimate_defaults_are_the_clis():
     sig = inspect.signature(dse.api.sweep).parameters
     for name in ("precision", "attention", "framework", "tp_overlap", "pue"):
         assert sig[name].default == getattr(s, name), name
-    assert sig["seq_len"].default is s.seq is None
+    assert sig["seq_len"].default == s.seq == 4096
+    for fn in (dse.api.estimate, dse.api.compare):
+        assert inspect.signature(fn).parameters["seq_len"].default == 4096
 
 
 @pytest.mark.parametrize("kw, field", [

@@ -12,8 +12,9 @@ import pytest
 
 from dse import intervals
 from dse.predict import predict_frame, read_csv
+from tests.helpers import validation_dir
 
-VAL = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+VAL = validation_dir()
 STORED = json.loads(intervals.DATA.read_text())
 RES = pd.read_csv(intervals.RESIDUALS, dtype={"id": str})
 ROW = dict(id=1, source="T", model="GPT 7.5B", num_layers=36, hidden_size=4096, ffn_hidden_size=16384,
@@ -36,14 +37,14 @@ def test_stored_quantiles_are_the_fit_of_the_stored_residuals():
             assert c["q10"] <= c["q90"]
 
 
-@pytest.mark.skipif(not VAL.exists(), reason="../shared/validation not present")
+@pytest.mark.skipif(not VAL.exists(), reason="no validation data (data/validation, ../shared/validation)")
 def test_inputs_unchanged_since_the_fit():
     for name, sha in STORED["inputs"].items():
         got = hashlib.sha256((VAL / name).read_bytes()).hexdigest()
         assert got == sha, f"{name} changed: rerun scripts/fit_intervals.py"
 
 
-@pytest.mark.skipif(not VAL.exists(), reason="../shared/validation not present")
+@pytest.mark.skipif(not VAL.exists(), reason="no validation data (data/validation, ../shared/validation)")
 @pytest.mark.parametrize("name", ["calibration.csv", "vtrain.csv", "inference/calibration.csv"])
 def test_residuals_match_a_fresh_prediction_of_a_sample(name):
     """Regenerate-and-compare on every k-th stored row: fails when the cost model moved

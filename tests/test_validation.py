@@ -11,15 +11,16 @@ import pandas as pd
 import pytest
 
 from dse.predict import mape_table, predict_frame, read_csv
+from tests.helpers import validation_dir
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "calibration.csv"
+CSV = validation_dir() / "calibration.csv"
 OVERALL_MAPE_BOUND = 0.08
 
 
 @pytest.fixture(scope="module")
 def predictions():
     if not CSV.exists():
-        pytest.skip(f"{CSV} not present (the shared validation set sits beside the checkout)")
+        pytest.skip(f"{CSV} not present (data/validation, else ../shared/validation)")
     return predict_frame(read_csv(str(CSV)), str(CSV))
 
 

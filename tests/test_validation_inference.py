@@ -12,8 +12,9 @@ import pytest
 
 from dse.infer.predict_rows import error_tables
 from dse.predict import predict_frame, read_csv
+from tests.helpers import validation_dir
 
-CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "inference" / "calibration.csv"
+CSV = validation_dir() / "inference" / "calibration.csv"
 ROW_MEAN_REGRESSION_GUARD = 0.22
 METRIC_REGRESSION_GUARD = {"output_tok_s": 0.17, "ttft_ms": 0.33, "tpot_ms": 0.44,
                            "e2e_latency_ms": 0.32}
@@ -22,7 +23,7 @@ METRIC_REGRESSION_GUARD = {"output_tok_s": 0.17, "ttft_ms": 0.33, "tpot_ms": 0.4
 @pytest.fixture(scope="module")
 def predictions():
     if not CSV.exists():
-        pytest.skip(f"{CSV} not present (the shared validation set sits beside the checkout)")
+        pytest.skip(f"{CSV} not present (data/validation, else ../shared/validation)")
     return predict_frame(read_csv(str(CSV)), str(CSV))
 
 

@@ -17,14 +17,18 @@ from dse.report.results import FaultsResults
 def write(res: FaultsResults) -> Path:
     out = res.head.out
     write_csv(res.summary, out / "summary.csv", index=False)
-    write_csv(res.simulations, out / "simulations.csv", index=False)
+    timing = ["wall_s", "events_per_s"]       # volatile: in the untracked manifest only
+    write_csv(res.simulations.drop(columns=timing, errors="ignore"), out / "simulations.csv", index=False)
     _plot(res.summary, out / "faults.png", res.title)
     sims = res.simulations
     write_text(out / "report.md", report(res))
     write_manifest(out, res.head.study_file, {
         "elapsed_s": res.elapsed_s, "topology": res.topology,
         "simulator_events_per_s_median": float(sims["events_per_s"].median()) if len(sims) else None,
-        "simulator_wall_s_max": float(sims["wall_s"].max()) if len(sims) else None})
+        "simulator_wall_s_max": float(sims["wall_s"].max()) if len(sims) else None,
+        "simulator_runs": [{"scenario": str(r["scenario"]), "layout": str(r["layout"]),
+                            "wall_s": float(r["wall_s"]), "events_per_s": float(r["events_per_s"])}
+                           for _, r in sims.iterrows()]})
     return out
 
 
@@ -113,6 +117,8 @@ window 64 packets: goodput = (1-p)/(1-p+64p) = 0.61 of the link bandwidth at p =
 ## Summary
 
 {md(summ)}
+
+![faults](faults.png)
 
 ## All simulations
 

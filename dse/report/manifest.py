@@ -1,5 +1,12 @@
 """Every results folder carries ``manifest.json``: git revision, study-file hash, package
-versions, command and time (docs/architecture.md)."""
+versions, command, time and run timings (docs/architecture.md).
+
+The manifest is the *only* file of a results folder with volatile content (timestamps,
+seconds, the command line), and it is untracked (``.gitignore``: ``results/*/manifest.json``),
+so a study rerun on unchanged code leaves ``git status`` clean.  ``git_revision`` ends in
+``-dirty`` when tracked files differed from HEAD *before* the run (:func:`note_start`,
+called by the CLI and :func:`dse.study.execute` before anything is written), not because
+the run rewrote its own outputs."""
 
 from __future__ import annotations
 
@@ -14,6 +21,17 @@ from dse.report.atomic import write_json
 
 PACKAGES = ("dse", "jax", "jaxlib", "numpy", "pandas", "matplotlib", "optuna", "optuna-dashboard",
             "protobuf", "pyarrow")
+
+
+#: the revision as it was when the current run started (None: no run noted)
+_REV_AT_START: str | None = None
+
+
+def note_start() -> str:
+    """Record the tree's revision and dirtiness now, before a run writes its outputs."""
+    global _REV_AT_START
+    _REV_AT_START = _git_rev()
+    return _REV_AT_START
 
 
 def _git_rev() -> str:
@@ -36,7 +54,8 @@ def write_manifest(out_dir: Path, study_file: Path | None = None, extra: dict | 
         except metadata.PackageNotFoundError:
             versions[p] = None
     m = {
-        "git_revision": _git_rev(),
+        "git_revision": _REV_AT_START or _git_rev(),
+        "git_revision_note": "-dirty: tracked files differed from HEAD before this run started",
         "study_file": str(study_file) if study_file else None,
         "study_sha256": hashlib.sha256(Path(study_file).read_bytes()).hexdigest() if study_file else None,
         "command": " ".join(sys.argv),

@@ -36,6 +36,8 @@ def cmd_trace(a) -> int:
     from dse.train.step import train_step
 
     model, hw, wl, lay = resolve_layout(a)
+    from dse.cli_layout import print_assumptions
+    print_assumptions(a, model)
     require(not (a.topology or a.faults) or a.simulate, "command line", "--topology/--faults",
             "need --simulate")
     if a.simulate:             # validate the network files before writing anything
