@@ -24,9 +24,12 @@ Blank settings, as a tuned deployment would choose them:
 
 ``latency_stat``: ``median`` end-to-end latency uses the dataset's median output length
 (ShareGPT's output lengths are close to exponential: median = ln 2 x mean); TTFT and
-TPOT are reported as means (the model has no per-request spread).  MoE (Mixtral): the
-experts are split over TP inside a replica (``ep`` > 1 is a status: expert parallelism is
-not modelled in the serving pass yet).
+TPOT are reported as means (the model has no per-request spread).  MoE: ``ep`` blank
+= 1 (experts split over TP); ``ep`` > 1 splits the experts over ``ep`` of the replica's
+GPUs (``tp % ep == 0``, each expert TP-split over ``tp / ep``); the optional ``attn_dp``
+column (default 1) runs attention data-parallel on that many ranks of ``tp`` GPUs each,
+with ``ep = tp * attn_dp`` and all-to-all dispatch/combine (:mod:`dse.infer.forward`);
+``gpus = replicas * tp * attn_dp * pp``.
 """
 
 from __future__ import annotations
@@ -132,29 +135,44 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, "status": f"infeasible: {why}"}
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)
-    if ep > 1:
-        return {**out, "status": "infeasible: ep > 1 (expert parallelism) is not modelled in "
-                                 "the serving pass; experts are split over tp"}
+    dp = _posint(row, "attn_dp", 1)
     pp = _posint(row, "pp", 1)
     tp = _posint(row, "tp", None)
+    moe = model.num_experts > 1
+    if (ep > 1 or dp > 1) and not moe:
+        return {**out, "status": f"infeasible: ep={ep} / attn_dp={dp} need an MoE model, "
+                                 f"{model.name} is dense"}
+    if ep > 1 and model.num_experts % ep:
+        return {**out, "status": f"infeasible: `num_experts % ep == 0` must hold, but got "
+                                 f"(num_experts={model.num_experts}, ep={ep})"}
     kvb = 1.0 if _kv_fp8(row, prec) else 2.0
     code = PRECISION[prec]
     chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:
         tp = 1
-        while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
-            tp *= 2
+        if dp > 1:
+            tp = 1
+        else:
+            tp = 1
+            while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
+                tp *= 2
         chosen["chosen_tp"] = tp
+    if dp > 1 and ep != tp * dp:
+        return {**out, **chosen, "status": f"infeasible: attention DP needs `ep == tp * attn_dp` "
+                f"(all-to-all EP over the DP ranks), but got (ep={ep}, tp={tp}, attn_dp={dp})"}
+    if dp == 1 and ep > 1 and tp % ep:
+        return {**out, **chosen, "status": f"infeasible: `tp % ep == 0` must hold (moe_tp x ep "
+                f"= tp), but got (tp={tp}, ep={ep})"}
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
-    if gpus % (tp * pp):
-        return {**out, **chosen, "status": f"infeasible: `tp * pp divides gpus` must hold, "
-                f"but got (tp={tp}, pp={pp}, gpus={gpus})"}
-    replicas = _posint(row, "replicas", gpus // (tp * pp))
-    if replicas * tp * pp != gpus:
-        return {**out, **chosen, "status": f"infeasible: `replicas * tp * pp == gpus` must hold, "
-                f"but got (replicas={replicas}, tp={tp}, pp={pp}, gpus={gpus})"}
+    if gpus % (tp * dp * pp):
+        return {**out, **chosen, "status": f"infeasible: `tp * attn_dp * pp divides gpus` must "
+                f"hold, but got (tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
+    replicas = _posint(row, "replicas", gpus // (tp * dp * pp))
+    if replicas * tp * dp * pp != gpus:
+        return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
+                f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     S, O = _num(row, "input_len"), _num(row, "output_len")
     med_O = O
     if S is None or O is None:
@@ -164,7 +182,7 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
-    dep = Deployment(model, hw, eng, tp, pp, code, kvb)
+    dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
     n = _num(row, "batch_or_concurrency")
     if scen == "latency":
         res = fixed_batch(dep, 1.0, S, O, replicas)
