@@ -60,7 +60,8 @@ experts' weights are read (decode with small T reads a fraction of the experts).
 (read x and residual, write both: 4Th), rotary on Q and K (read + write),
 KV append (write 2 T g_t d), activation (read (1+gated) f/t, write f/t per token);
 FP8 linears add a cast per GEMM input (read 2, write 1 byte/element, as
-:mod:`dse.train.layer`).  ``EW_KERNELS_PER_LAYER`` = 5 launches (2 norms, rotary,
+:mod:`dse.train.layer`); fp4 (NVFP4 / MXFP4) the same with 0.5 byte plus block scales
+written.  ``EW_KERNELS_PER_LAYER`` = 5 launches (2 norms, rotary,
 KV append, activation).  Overlap: none (ops run back to back on one stream: sum).
 
 **TP**: two all-reduces of T h el bytes per layer on the critical path
@@ -79,7 +80,7 @@ from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, tim
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
-from dse.train.rates import Rates
+from dse.train.rates import Rates, linear_el_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
@@ -152,7 +153,9 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
                         + 2.0 * (heads + kv) * d         # rotary on Q, K
                         + 2.0 * kv * d                   # KV-cache append
                         + ffn * (1.0 + gated) + ffn)     # activation
-    fp8_cast = jnp.where(precision == PRECISION_FP8, 3.0 * tokens * (2.0 * h + heads * d + ffn), 0.0)
+    # quantizing each GEMM input: read 2 bytes, write 1 (fp8) or 0.5 + scales (fp4)
+    q = linear_el_bytes(precision, el)
+    fp8_cast = jnp.where(precision >= PRECISION_FP8, (2.0 + q) * tokens * (2.0 * h + heads * d + ffn), 0.0)
     act = tokens * h * el
     a2a = moe & (dp > 1)                                   # attention DP: all-to-all
     layer = (lin("qkv", tokens, (heads + 2.0 * kv) * d, h),

@@ -13,7 +13,10 @@ or catalog name, hardware by catalog name, ``tp`` x ``pp`` per replica, ``replic
 Blank settings, as a tuned deployment would choose them:
 
 * ``precision`` blank: bf16 (every engine's default for these checkpoints).  fp8 means
-  fp8 weights and activations; the KV cache is fp8 too where the source says so
+  fp8 weights and activations; ``fp4`` means 4-bit block-scaled weights and activations
+  in the hardware's native format (NVFP4 on NVIDIA Blackwell, MXFP4 on AMD CDNA4;
+  ``nvfp4`` / ``mxfp4`` name one explicitly), GEMMs on ``peak_tflops_fp4``; hardware
+  without fp4 tensor cores gets an ``infeasible`` status; the KV cache is fp8 too where the source says so
   (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8), else 16-bit.
 * ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
   ``pp`` blank: 1; ``replicas`` blank: ``gpus / (tp pp)``.
@@ -44,7 +47,7 @@ from dse.infer.engines import engine_profile
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION
+from dse.spec.layout import SERVING_PRECISION
 from dse.spec.model import get_model
 
 REQUIRED_INFERENCE = ("id", "model", "hardware", "gpus", "scenario")
@@ -114,7 +117,7 @@ def _kv_fp8(row, prec: str) -> bool:
     if not _blank(row.get("kv_precision")):
         return str(row["kv_precision"]).strip().lower() == "fp8"
     text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
-    return prec == "fp8" and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
+    return prec in ("fp8", "nvfp4", "mxfp4") and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
 
 
 def predict_inference_row(row: dict) -> dict:
@@ -126,10 +129,18 @@ def predict_inference_row(row: dict) -> dict:
     hw = get_hardware(str(row.get("hardware", "")).strip(), where="hardware")
     prec = str(row.get("precision", "")).strip().lower()
     prec = "bf16" if prec in ("", "nan") else prec
-    if prec not in PRECISION or prec in ("fp32", "tf32"):
-        raise InputError("row", "precision", f"must be bf16, fp16 or fp8, but got {prec!r}")
+    if prec not in SERVING_PRECISION and prec != "fp4" or prec in ("fp32", "tf32"):
+        raise InputError("row", "precision", f"must be bf16, fp16, fp8 or fp4 (nvfp4, mxfp4), "
+                         f"but got {prec!r}")
+    amd = str(hw.generation).startswith("cdna")
+    if prec == "fp4":                      # the hardware's native block-scaled 4-bit format
+        prec = "mxfp4" if amd else "nvfp4"
     if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    if prec in ("nvfp4", "mxfp4") and float(hw.peak_fp4_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (peak_tflops_fp4 = 0)"}
+    if prec == "nvfp4" and amd:
+        return {**out, "status": f"infeasible: {hw.name} runs MXFP4, not NVFP4"}
     eng, why = engine_profile(row.get("engine", ""))
     if why:
         return {**out, "status": f"infeasible: {why}"}
@@ -146,7 +157,7 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, "status": f"infeasible: `num_experts % ep == 0` must hold, but got "
                                  f"(num_experts={model.num_experts}, ep={ep})"}
     kvb = 1.0 if _kv_fp8(row, prec) else 2.0
-    code = PRECISION[prec]
+    code = SERVING_PRECISION[prec]
     chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:
         tp = 1
