@@ -32,12 +32,15 @@ TPOT are reported as means (the model has no per-request spread).  MoE: ``ep`` b
 GPUs (``tp % ep == 0``, each expert TP-split over ``tp / ep``); the optional ``attn_dp``
 column (default 1) runs attention data-parallel on that many ranks of ``tp`` GPUs each,
 with ``ep = tp * attn_dp`` and all-to-all dispatch/combine (:mod:`dse.infer.forward`);
-``gpus = replicas * tp * attn_dp * pp``.
+``gpus = replicas * tp * attn_dp * pp``.  Disaggregated prefill/decode: a ``disagg`` column reading
+``xPyD`` (x prefill and y decode replicas, :mod:`dse.infer.disagg`), with optional
+``prefill_tp`` / ``decode_tp`` (default ``tp``); ``gpus = (x prefill_tp + y decode_tp) pp``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -177,13 +180,6 @@ def predict_inference_row(row: dict) -> dict:
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
-    if gpus % (tp * dp * pp):
-        return {**out, **chosen, "status": f"infeasible: `tp * attn_dp * pp divides gpus` must "
-                f"hold, but got (tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
-    replicas = _posint(row, "replicas", gpus // (tp * dp * pp))
-    if replicas * tp * dp * pp != gpus:
-        return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
-                f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     S, O = _num(row, "input_len"), _num(row, "output_len")
     med_O = O
     if S is None or O is None:
@@ -193,6 +189,16 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
+    if not _blank(row.get("disagg")):
+        return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
+                           gpus, S, O, med_O)
+    if gpus % (tp * dp * pp):
+        return {**out, **chosen, "status": f"infeasible: `tp * attn_dp * pp divides gpus` must "
+                f"hold, but got (tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
+    replicas = _posint(row, "replicas", gpus // (tp * dp * pp))
+    if replicas * tp * dp * pp != gpus:
+        return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
+                f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
     n = _num(row, "batch_or_concurrency")
     if scen == "latency":
@@ -227,6 +233,73 @@ def predict_inference_row(row: dict) -> dict:
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
             "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+_DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
+
+
+def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
+    if res.note.startswith("infeasible"):
+        return {**out, **chosen, "status": res.note}
+    e2e = res.e2e_s
+    stat = str(row.get("latency_stat", "")).lower()
+    if "median" in stat and med_O != O:
+        e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
+    return {**serving_memory_columns(dep, res.batch, S, O),
+            "predicted_output_tok_s": res.tokens_per_s,
+            "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
+            "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
+            "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
+            "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp, gpus,
+                S, O, med_O) -> dict:
+    """A row with ``disagg`` = ``xPyD`` (:mod:`dse.infer.disagg`): ``prefill_tp`` /
+    ``decode_tp`` default to ``tp``; ``gpus`` must be ``(x prefill_tp + y decode_tp) pp``."""
+    from dse.infer import disagg as D
+    m = _DISAGG.match(str(row["disagg"]))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise InputError("row", "disagg", f"must read xPyD with x, y >= 1 (e.g. 1P2D), but got "
+                         f"{row['disagg']!r}")
+    x, y = int(m.group(1)), int(m.group(2))
+    if dp > 1:
+        return {**out, **chosen, "status": "infeasible: attention DP inside a disaggregated "
+                                           "pool is not modelled"}
+    tps = {k: _posint(row, f"{k}_tp", tp) for k in ("prefill", "decode")}
+    for k, t in tps.items():
+        if model.num_attention_heads % t or (model.num_kv_heads % t and t % model.num_kv_heads) \
+                or (ep > 1 and t % ep):
+            return {**out, **chosen, "status": f"infeasible: {k}_tp={t} does not split "
+                    f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads (or ep={ep})"}
+    need = (x * tps["prefill"] + y * tps["decode"]) * pp
+    if need != gpus:
+        return {**out, **chosen, "status": f"infeasible: `(x prefill_tp + y decode_tp) pp == gpus` "
+                f"must hold, but got ({x}P{y}D, prefill_tp={tps['prefill']}, "
+                f"decode_tp={tps['decode']}, pp={pp}, gpus={gpus})"}
+    dis = D.Disaggregated(Deployment(model, hw, eng, tps["prefill"], pp, code, kvb, ep, 1),
+                          Deployment(model, hw, eng, tps["decode"], pp, code, kvb, ep, 1), x, y)
+    chosen["chosen_disagg"] = f"{x}P{y}D"
+    n = _num(row, "batch_or_concurrency")
+    if scen in ("latency", "fixed_batch"):
+        if scen == "fixed_batch" and n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
+        res = D.fixed_batch(dis, 1.0 if scen == "latency" else n, S, O)
+    elif scen == "offline_throughput":
+        res = D.offline(dis, S, O)
+        chosen["chosen_batch"] = res.batch
+    elif scen == "concurrency":
+        if n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for concurrency")
+        res = D.concurrency(dis, n, S, O)
+    else:
+        rate = _num(row, "request_rate")
+        if rate is None or rate <= 0:
+            raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
+                             f"but got {row.get('request_rate')!r}")
+        res = D.offline(dis, S, O) if math.isinf(rate) else D.poisson(dis, rate, S, O)
+        chosen["chosen_batch"] = res.batch
+    return _finish(out, chosen, res, dis.decode, row, S, O, med_O)
 
 
 SERVING_MEM = ("predicted_mem_weights_gib", "predicted_mem_kv_gib",
