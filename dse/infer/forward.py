@@ -177,7 +177,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
             MemPass(2.0 * logits, 2.0, name="softmax + sampling"))
     emb = (MemPass(2.0 * act, 1.0, name="embedding"),
            Collective(act, tp * 1.0, 1.0, name="embedding all-reduce", kind="all_reduce", group="tp"))
-    hand_off = (P2P(act, tp * 1.0, calls=jnp.where(pp > 1, 1.0, 0.0), name="pp hand-off"),)
+    hand_off = (P2P(act, tp * dp * 1.0, calls=jnp.where(pp > 1, 1.0, 0.0), name="pp hand-off"),)
     return ForwardGraph(layer, head, emb, hand_off)
 
 

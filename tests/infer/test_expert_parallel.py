@@ -98,3 +98,13 @@ def test_rows_with_ep():
     assert predict_inference_row(_row(tp=1, ep=4, attn_dp=8))["status"].startswith("infeasible: attention DP")
     assert predict_inference_row(_row(ep=3))["status"].startswith("infeasible")
     assert "dense" in predict_inference_row(_row(model="meta-llama/Llama-3.1-8B", ep=2))["status"]
+
+
+def test_all_to_all_crosses_the_nic_beyond_one_domain():
+    """EP 16 over two 8-GPU NVLink domains: the dispatch/combine pays the NIC."""
+    from dse.graph.ops import time_s
+    from dse.train.rates import rates
+    r = rates(H100, 2)
+    a8 = _ops(256.0, 1, 8, 8)["ep dispatch/combine all-to-all"]
+    a16 = _ops(256.0, 1, 16, 16)["ep dispatch/combine all-to-all"]
+    assert float(time_s(a16, H100, r)) > 3 * float(time_s(a8, H100, r))
