@@ -95,6 +95,11 @@ def precision_code(name: str, where: str = "--precision") -> int:
     return _code(PRECISION, "precision", name, where)
 
 
+def serving_precision_code(name: str, where: str = "--precision") -> int:
+    """Serving precisions: training's plus ``nvfp4`` / ``mxfp4`` (``fp4`` = ``nvfp4``)."""
+    return _code({**SERVING_PRECISION, "fp4": 3}, "precision", name, where)
+
+
 def recompute_code(name: str, where: str = "--recompute") -> int:
     return _code(RECOMPUTE, "recompute", name, where)
 

@@ -77,3 +77,14 @@ def test_fp4_rows():
     assert "MXFP4" in predict_inference_row(_row(hardware="mi355x", precision="nvfp4"))["status"]
     fp8 = predict_inference_row(_row(precision="fp8"))
     assert r["predicted_output_tok_s"] > fp8["predicted_output_tok_s"]
+
+
+def test_infer_sweep_fp4():
+    from dse.infer.sweep import sweep_inference
+    m = MODELS[0]
+    df = sweep_inference(m, [B200, H100], 1, 4, 512, 64, PRECISION_NVFP4)
+    assert set(df[df.hardware == "h100-sxm-80gb"].status.str.startswith("infeasible")) == {True}
+    b = df[(df.hardware == "b200") & df.feasible]
+    assert len(b) and (b.precision == "nvfp4").all()
+    w8 = sweep_inference(m, [B200], 1, 4, 512, 64, 2)
+    assert b.weights_gib.max() < 0.75 * w8.weights_gib.max()     # 16-bit embeddings stay
