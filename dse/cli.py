@@ -180,13 +180,13 @@ def cmd_estimate(a) -> int:
 def cmd_infer(a) -> int:
     from dse.infer.sweep import sweep_inference
     from dse.spec.hardware import check_precision, get_hardware
-    from dse.spec.layout import precision_code
+    from dse.spec.layout import serving_precision_code
     from dse.spec.model import get_model
     if a.output is not None:
         check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
-    prec = precision_code(a.precision)
+    prec = serving_precision_code(a.precision)
     for hw in hws:
         check_precision(hw, prec, "--precision")
     df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec, mem_margin=a.mem_margin)
@@ -397,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch", type=_positive_int, default=64, help="largest batch (powers of two up to it)")
     s.add_argument("--prompt", type=_positive_int, default=2048, help="prompt tokens")
     s.add_argument("--gen", type=_positive_int, default=256, help="generated tokens")
-    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
+    s.add_argument("--precision", default="bf16",
+                   help="fp32 | tf32 | bf16 | fp16 | fp8 | fp4 (= nvfp4) | nvfp4 | mxfp4")
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob (repeatable; `dse list knobs`)")
     s.add_argument("--top", type=_positive_int, default=10, help="points to print")

@@ -74,7 +74,7 @@ class Knob:
 
 
 PEAKS = ("peak_fp32_flops_per_s", "peak_tf32_flops_per_s", "peak_bf16_flops_per_s",
-         "peak_fp16_flops_per_s", "peak_fp8_flops_per_s")
+         "peak_fp16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")
 RATES = PEAKS + ("hbm_bw_bytes_per_s", "l2_bw_bytes_per_s", "nvlink_bw_bytes_per_s",
                  "nic_bw_bytes_per_s")
 LATENCIES = ("nvlink_latency_s", "nic_latency_s", "kernel_launch_s")

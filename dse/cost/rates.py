@@ -4,6 +4,9 @@ every cost function of a training step uses (computed once per point).
 * ``peak_flops_per_s`` by precision: fp32 runs on TF32 tensor cores, bf16/fp16 on the
   16-bit path, fp8 linears on the FP8 path (attention stays bf16, as Transformer Engine
   does; NVIDIA TE docs, "Using FP8 with Transformer Engine").
+* serving's fp4 codes 3 (NVFP4) and 4 (MXFP4) run the linears on the fp4 peak with the
+  fp8 GEMM efficiency (no fp4 constant is fitted) and ``linear_bytes`` = 0.5 + block
+  scales (:func:`linear_el_bytes`); attention and the LM head stay 16-bit.
 * throttle: ``x_eff = x (1 - throttle)`` on HBM bandwidth, and on clock-derived rates
   when ``throttle_clock`` (dse.spec.hardware.effective).
 """
@@ -15,6 +18,18 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.spec.hardware import Hardware, effective
+
+
+# fp4 block scales: bytes per element on top of the 0.5-byte e2m1 value (dse.spec.layout)
+NVFP4_BYTES = 0.5 + 1.0 / 16.0     # one fp8 (e4m3) scale per 16 elements
+MXFP4_BYTES = 0.5 + 1.0 / 32.0     # one e8m0 scale per 32 elements
+
+
+def linear_el_bytes(precision, act_bytes):
+    """Bytes per linear-layer weight / input element: fp8 1, NVFP4 0.5 + 1/16, MXFP4
+    0.5 + 1/32, else the activation size."""
+    return jnp.where(precision == 2, 1.0, jnp.where(precision == 3, NVFP4_BYTES,
+                     jnp.where(precision == 4, MXFP4_BYTES, act_bytes)))
 
 
 class Rates(NamedTuple):
@@ -31,18 +46,19 @@ class Rates(NamedTuple):
 def rates(hw: Hardware, precision) -> Rates:
     is32 = precision == 0
     is8 = precision == 2
+    is4 = (precision == 3) | (precision == 4)
     p16 = jnp.where(is32, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
-    p_lin = jnp.where(is8, hw.peak_fp8_flops_per_s, p16)
+    p_lin = jnp.where(is8, hw.peak_fp8_flops_per_s, jnp.where(is4, hw.peak_fp4_flops_per_s, p16))
     p16_e, hbm_e, l2_e = effective(hw, p16)
     p_lin_e, _, _ = effective(hw, p_lin)
     act_bytes = jnp.where(is32, 4.0, 2.0)
     return Rates(
         peak_16_flops_per_s=p16_e,
         peak_linear_flops_per_s=p_lin_e,
-        eff_linear=jnp.where(is8, hw.eff_gemm_fp8, hw.eff_gemm),
+        eff_linear=jnp.where(is8 | is4, hw.eff_gemm_fp8, hw.eff_gemm),
         hbm_bw_bytes_per_s=hbm_e * hw.eff_hbm,
         hbm_bw_raw_bytes_per_s=hbm_e,
         l2_bw_bytes_per_s=l2_e,
         act_bytes=act_bytes,
-        linear_bytes=jnp.where(is8, 1.0, act_bytes),
+        linear_bytes=linear_el_bytes(precision, act_bytes),
     )

@@ -32,16 +32,36 @@ least as many tiles as SMs.
 (``Rates.hbm_bw_bytes_per_s`` = nominal x (1 - throttle) x eff_hbm): in decode the
 weight and KV streams are STREAM-like reads, which is what ``eff_hbm`` measures.
 
-**MoE.**  Experts are split over TP (no EP in one replica).  T tokens routed top-k of E
-experts touch ``E_hit = E (1 - (1 - k/E)^T)`` distinct experts in expectation (uniform
-routing), each seeing ``T k / E_hit`` tokens; only the touched experts' weights are read
-(decode with small T reads a fraction of the experts).
+**MoE.**  The MoE group of a stage is its ``tp x dp`` GPUs (``dp`` attention
+data-parallel ranks, default 1); the experts are split over ``ep`` of them and each
+expert's FFN over the other ``moe_tp = tp dp / ep`` (TensorRT-LLM ``moe_tp_size x
+moe_ep_size = tp_size``, docs "Expert Parallelism in TensorRT-LLM"; vLLM
+``--enable-expert-parallel`` turns the (DP x TP) MoE group from TP into EP, docs
+"Expert Parallel Deployment" / "Data Parallel Deployment"; SGLang ``--ep-size`` with
+``--enable-dp-attention``, docs "Expert Parallelism" and "DP, DPA").  So the per-GPU
+expert weights are ``E f / (tp dp)`` whatever ``ep`` is; EP changes the GEMM shapes
+(fewer local experts, each whole) and the traffic.  The MoE layer sees the tokens of
+the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which receive
+``T_g k / ep`` token-expert pairs (uniform routing) and of which ``E_l (1 - (1 - k/E)^T_g)``
+are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
+experts' weights are read (decode with small T reads a fraction of the experts).
+
+* ``dp`` = 1 (attention TP): every GPU of the group holds all T tokens; the TP
+  all-reduce after the MoE layer also combines the EP partials (vLLM FusedMoE
+  ``reduce_results``; SGLang's default ``--moe-a2a-backend none``): no all-to-all.
+* ``dp`` > 1 (attention DP, DeepSeek-V3 / SGLang DP attention; requires ``ep = tp dp``,
+  ``moe_tp`` = 1): each DP rank runs attention (TP over ``tp``) on its own T tokens and its
+  own requests and KV cache; the MoE layer dispatches each token to its k experts and
+  combines the results, two all-to-alls of ``T k h el`` bytes per GPU per layer
+  (:func:`dse.cost.collectives.group_collective_s` "all_to_all" over the ``ep`` ranks,
+  DeepEP-style), replacing the MoE-side TP all-reduce.
 
 **Memory-bound bytes** (per layer, T tokens, element size el): two fused add+norm
 (read x and residual, write both: 4Th), rotary on Q and K (read + write),
 KV append (write 2 T g_t d), activation (read (1+gated) f/t, write f/t per token);
 FP8 linears add a cast per GEMM input (read 2, write 1 byte/element, as
-:mod:`dse.train.layer`).  ``EW_KERNELS_PER_LAYER`` = 5 launches (2 norms, rotary,
+:mod:`dse.train.layer`); fp4 (NVFP4 / MXFP4) the same with 0.5 byte plus block scales
+written.  ``EW_KERNELS_PER_LAYER`` = 5 launches (2 norms, rotary,
 KV append, activation).  Overlap: none (ops run back to back on one stream: sum).
 
 **TP**: two all-reduces of T h el bytes per layer on the critical path
@@ -60,7 +80,7 @@ from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, tim
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
-from dse.cost.rates import Rates
+from dse.cost.rates import Rates, linear_el_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
@@ -102,8 +122,14 @@ def experts_hit(model: Model, tokens):
     return jnp.where(E > 1, E * (1.0 - (1.0 - model.top_k / E) ** tokens), 1.0)
 
 
+def moe_group(tp, ep, dp):
+    """``(tokens multiplier, local experts divisor, expert FFN TP)`` of the MoE group
+    (module docstring): ``(dp, ep, tp dp / ep)``."""
+    return dp * 1.0, ep * 1.0, tp * dp / ep
+
+
 def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
-                act_bytes) -> ForwardGraph:
+                act_bytes, ep=1.0, dp=1.0) -> ForwardGraph:
     """The operator graph of one stage pass over ``tokens`` tokens of ``sequences``
     sequences, with the caller's attention operator (prefill: causal FlashAttention over
     the prompt; decode: the KV-cache read).  Shapes and bytes: module docstring."""
@@ -116,24 +142,33 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     moe = E > 1
     el = act_bytes
     gated = model.gated_mlp * 1.0
-    hit = experts_hit(model, tokens)
-    per_expert = jnp.where(moe, tokens * model.top_k / hit, tokens)
+    ep = jnp.where(moe, ep * 1.0, 1.0)
+    tok_mult, e_div, moe_tp = moe_group(tp, ep, dp)
+    t_moe = tokens * tok_mult                              # tokens of the whole MoE group
+    hit = experts_hit(model, t_moe) / e_div                # touched local experts
+    per_expert = jnp.where(moe, t_moe * model.top_k / (e_div * hit), tokens)
     lin = lambda name, m, n, k, c=1.0: Gemm(m, n, k, c, name=name, skinny=True)
     ffn = f * model.top_k / tp
     ew = el * tokens * (2.0 * 4.0 * h                    # two fused add + norm
                         + 2.0 * (heads + kv) * d         # rotary on Q, K
                         + 2.0 * kv * d                   # KV-cache append
                         + ffn * (1.0 + gated) + ffn)     # activation
-    fp8_cast = jnp.where(precision == PRECISION_FP8, 3.0 * tokens * (2.0 * h + heads * d + ffn), 0.0)
+    # quantizing each GEMM input: read 2 bytes, write 1 (fp8) or 0.5 + scales (fp4)
+    q = linear_el_bytes(precision, el)
+    fp8_cast = jnp.where(precision >= PRECISION_FP8, (2.0 + q) * tokens * (2.0 * h + heads * d + ffn), 0.0)
     act = tokens * h * el
+    a2a = moe & (dp > 1)                                   # attention DP: all-to-all
     layer = (lin("qkv", tokens, (heads + 2.0 * kv) * d, h),
              lin("out proj", tokens, h, heads * d),
-             lin("fc1", per_expert, f * (1.0 + gated) / tp, h, hit),
-             lin("fc2", per_expert, h, f / tp, hit),
+             lin("fc1", per_expert, f * (1.0 + gated) / moe_tp, h, hit),
+             lin("fc2", per_expert, h, f / moe_tp, hit),
              lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0)),
              attention,
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
-             Collective(act, tp * 1.0, 1.0, calls=2.0, name="tp all-reduce", kind="all_reduce", group="tp"))
+             Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
+                        kind="all_reduce", group="tp"),
+             Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0),
+                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"))
     V = model.vocab_size * 1.0
     logits = sequences * V * LOGIT_BYTES
     head = (Gemm(sequences, V / tp, h, name="lm head", rate="16", skinny=True),
@@ -142,7 +177,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
             MemPass(2.0 * logits, 2.0, name="softmax + sampling"))
     emb = (MemPass(2.0 * act, 1.0, name="embedding"),
            Collective(act, tp * 1.0, 1.0, name="embedding all-reduce", kind="all_reduce", group="tp"))
-    hand_off = (P2P(act, tp * 1.0, calls=jnp.where(pp > 1, 1.0, 0.0), name="pp hand-off"),)
+    hand_off = (P2P(act, tp * dp * 1.0, calls=jnp.where(pp > 1, 1.0, 0.0), name="pp hand-off"),)
     return ForwardGraph(layer, head, emb, hand_off)
 
 
@@ -157,12 +192,12 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
-               r: Rates) -> OpTimes:
+               r: Rates, ep=1.0, dp=1.0) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
     stage (stages ``tp`` ranks apart)."""
-    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes)
+    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
     return (op_times(g.layer, hw, r).scale(layers).plus(op_times(g.head, hw, r))

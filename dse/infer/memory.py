@@ -44,8 +44,11 @@ class ServingMemory(NamedTuple):
     total_bytes: object
 
 
-def weight_params_per_gpu(model: Model, tp, pp):
-    """(linear parameters, other parameters) on one GPU of the heaviest stage."""
+def weight_params_per_gpu(model: Model, tp, pp, ep=1, dp=1):
+    """(linear parameters, other parameters) on one GPU of the heaviest stage.  MoE
+    experts live on the stage's ``tp x dp`` MoE group (``E/ep`` experts each split over
+    ``tp dp / ep``: ``E f / (tp dp)`` per GPU whatever ``ep``, :mod:`dse.infer.forward`);
+    attention, norms and embeddings are per DP rank (TP over ``tp``)."""
     h = model.hidden_size * 1.0
     f = model.ffn_hidden_size * 1.0
     d = head_dim(model)
@@ -53,7 +56,7 @@ def weight_params_per_gpu(model: Model, tp, pp):
     kv = kv_heads_per_gpu(model, tp)
     E = model.num_experts * 1.0
     attn = 2.0 * h * heads * d + 2.0 * h * kv * d
-    mlp = (2.0 + model.gated_mlp) * h * f * E / tp
+    mlp = (2.0 + model.gated_mlp) * h * f * E / (tp * jnp.where(E > 1, dp * 1.0, 1.0))
     router = jnp.where(E > 1, h * E / tp, 0.0)
     layers = jnp.ceil(model.num_layers / pp)
     emb_mats = jnp.where(pp > 1, 1.0, 2.0 - model.tied_embeddings)

@@ -13,7 +13,10 @@ or catalog name, hardware by catalog name, ``tp`` x ``pp`` per replica, ``replic
 Blank settings, as a tuned deployment would choose them:
 
 * ``precision`` blank: bf16 (every engine's default for these checkpoints).  fp8 means
-  fp8 weights and activations; the KV cache is fp8 too where the source says so
+  fp8 weights and activations; ``fp4`` means 4-bit block-scaled weights and activations
+  in the hardware's native format (NVFP4 on NVIDIA Blackwell, MXFP4 on AMD CDNA4;
+  ``nvfp4`` / ``mxfp4`` name one explicitly), GEMMs on ``peak_tflops_fp4``; hardware
+  without fp4 tensor cores gets an ``infeasible`` status; the KV cache is fp8 too where the source says so
   (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8), else 16-bit.
 * ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
   ``pp`` blank: 1; ``replicas`` blank: ``gpus / (tp pp)``.
@@ -24,14 +27,20 @@ Blank settings, as a tuned deployment would choose them:
 
 ``latency_stat``: ``median`` end-to-end latency uses the dataset's median output length
 (ShareGPT's output lengths are close to exponential: median = ln 2 x mean); TTFT and
-TPOT are reported as means (the model has no per-request spread).  MoE (Mixtral): the
-experts are split over TP inside a replica (``ep`` > 1 is a status: expert parallelism is
-not modelled in the serving pass yet).
+TPOT are reported as means (the model has no per-request spread).  MoE: ``ep`` blank
+= 1 (experts split over TP); ``ep`` > 1 splits the experts over ``ep`` of the replica's
+GPUs (``tp % ep == 0``, each expert TP-split over ``tp / ep``); the optional ``attn_dp``
+column (default 1) runs attention data-parallel on that many ranks of ``tp`` GPUs each,
+with ``ep = tp * attn_dp`` and all-to-all dispatch/combine (:mod:`dse.infer.forward`);
+``gpus = replicas * tp * attn_dp * pp``.  Disaggregated prefill/decode: a ``disagg`` column reading
+``xPyD`` (x prefill and y decode replicas, :mod:`dse.infer.disagg`), with optional
+``prefill_tp`` / ``decode_tp`` (default ``tp``); ``gpus = (x prefill_tp + y decode_tp) pp``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -41,7 +50,7 @@ from dse.infer.engines import engine_profile
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION
+from dse.spec.layout import SERVING_PRECISION
 from dse.spec.model import get_model
 
 REQUIRED_INFERENCE = ("id", "model", "hardware", "gpus", "scenario")
@@ -111,7 +120,7 @@ def _kv_fp8(row, prec: str) -> bool:
     if not _blank(row.get("kv_precision")):
         return str(row["kv_precision"]).strip().lower() == "fp8"
     text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
-    return prec == "fp8" and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
+    return prec in ("fp8", "nvfp4", "mxfp4") and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
 
 
 def predict_inference_row(row: dict) -> dict:
@@ -123,38 +132,54 @@ def predict_inference_row(row: dict) -> dict:
     hw = get_hardware(str(row.get("hardware", "")).strip(), where="hardware")
     prec = str(row.get("precision", "")).strip().lower()
     prec = "bf16" if prec in ("", "nan") else prec
-    if prec not in PRECISION or prec in ("fp32", "tf32"):
-        raise InputError("row", "precision", f"must be bf16, fp16 or fp8, but got {prec!r}")
+    if prec not in SERVING_PRECISION and prec != "fp4" or prec in ("fp32", "tf32"):
+        raise InputError("row", "precision", f"must be bf16, fp16, fp8 or fp4 (nvfp4, mxfp4), "
+                         f"but got {prec!r}")
+    amd = str(hw.generation).startswith("cdna")
+    if prec == "fp4":                      # the hardware's native block-scaled 4-bit format
+        prec = "mxfp4" if amd else "nvfp4"
     if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    if prec in ("nvfp4", "mxfp4") and float(hw.peak_fp4_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (peak_tflops_fp4 = 0)"}
+    if prec == "nvfp4" and amd:
+        return {**out, "status": f"infeasible: {hw.name} runs MXFP4, not NVFP4"}
     eng, why = engine_profile(row.get("engine", ""))
     if why:
         return {**out, "status": f"infeasible: {why}"}
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)
-    if ep > 1:
-        return {**out, "status": "infeasible: ep > 1 (expert parallelism) is not modelled in "
-                                 "the serving pass; experts are split over tp"}
+    dp = _posint(row, "attn_dp", 1)
     pp = _posint(row, "pp", 1)
     tp = _posint(row, "tp", None)
+    moe = model.num_experts > 1
+    if (ep > 1 or dp > 1) and not moe:
+        return {**out, "status": f"infeasible: ep={ep} / attn_dp={dp} need an MoE model, "
+                                 f"{model.name} is dense"}
+    if ep > 1 and model.num_experts % ep:
+        return {**out, "status": f"infeasible: `num_experts % ep == 0` must hold, but got "
+                                 f"(num_experts={model.num_experts}, ep={ep})"}
     kvb = 1.0 if _kv_fp8(row, prec) else 2.0
-    code = PRECISION[prec]
+    code = SERVING_PRECISION[prec]
     chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:
         tp = 1
-        while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
-            tp *= 2
+        if dp > 1:
+            tp = 1
+        else:
+            tp = 1
+            while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
+                tp *= 2
         chosen["chosen_tp"] = tp
+    if dp > 1 and ep != tp * dp:
+        return {**out, **chosen, "status": f"infeasible: attention DP needs `ep == tp * attn_dp` "
+                f"(all-to-all EP over the DP ranks), but got (ep={ep}, tp={tp}, attn_dp={dp})"}
+    if dp == 1 and ep > 1 and tp % ep:
+        return {**out, **chosen, "status": f"infeasible: `tp % ep == 0` must hold (moe_tp x ep "
+                f"= tp), but got (tp={tp}, ep={ep})"}
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
-    if gpus % (tp * pp):
-        return {**out, **chosen, "status": f"infeasible: `tp * pp divides gpus` must hold, "
-                f"but got (tp={tp}, pp={pp}, gpus={gpus})"}
-    replicas = _posint(row, "replicas", gpus // (tp * pp))
-    if replicas * tp * pp != gpus:
-        return {**out, **chosen, "status": f"infeasible: `replicas * tp * pp == gpus` must hold, "
-                f"but got (replicas={replicas}, tp={tp}, pp={pp}, gpus={gpus})"}
     S, O = _num(row, "input_len"), _num(row, "output_len")
     med_O = O
     if S is None or O is None:
@@ -164,7 +189,17 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
-    dep = Deployment(model, hw, eng, tp, pp, code, kvb)
+    if not _blank(row.get("disagg")):
+        return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
+                           gpus, S, O, med_O)
+    if gpus % (tp * dp * pp):
+        return {**out, **chosen, "status": f"infeasible: `tp * attn_dp * pp divides gpus` must "
+                f"hold, but got (tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
+    replicas = _posint(row, "replicas", gpus // (tp * dp * pp))
+    if replicas * tp * dp * pp != gpus:
+        return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
+                f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
+    dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
     n = _num(row, "batch_or_concurrency")
     if scen == "latency":
         res = fixed_batch(dep, 1.0, S, O, replicas)
@@ -198,6 +233,73 @@ def predict_inference_row(row: dict) -> dict:
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
             "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+_DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
+
+
+def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
+    if res.note.startswith("infeasible"):
+        return {**out, **chosen, "status": res.note}
+    e2e = res.e2e_s
+    stat = str(row.get("latency_stat", "")).lower()
+    if "median" in stat and med_O != O:
+        e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
+    return {**serving_memory_columns(dep, res.batch, S, O),
+            "predicted_output_tok_s": res.tokens_per_s,
+            "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
+            "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
+            "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
+            "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp, gpus,
+                S, O, med_O) -> dict:
+    """A row with ``disagg`` = ``xPyD`` (:mod:`dse.infer.disagg`): ``prefill_tp`` /
+    ``decode_tp`` default to ``tp``; ``gpus`` must be ``(x prefill_tp + y decode_tp) pp``."""
+    from dse.infer import disagg as D
+    m = _DISAGG.match(str(row["disagg"]))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise InputError("row", "disagg", f"must read xPyD with x, y >= 1 (e.g. 1P2D), but got "
+                         f"{row['disagg']!r}")
+    x, y = int(m.group(1)), int(m.group(2))
+    if dp > 1:
+        return {**out, **chosen, "status": "infeasible: attention DP inside a disaggregated "
+                                           "pool is not modelled"}
+    tps = {k: _posint(row, f"{k}_tp", tp) for k in ("prefill", "decode")}
+    for k, t in tps.items():
+        if model.num_attention_heads % t or (model.num_kv_heads % t and t % model.num_kv_heads) \
+                or (ep > 1 and t % ep):
+            return {**out, **chosen, "status": f"infeasible: {k}_tp={t} does not split "
+                    f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads (or ep={ep})"}
+    need = (x * tps["prefill"] + y * tps["decode"]) * pp
+    if need != gpus:
+        return {**out, **chosen, "status": f"infeasible: `(x prefill_tp + y decode_tp) pp == gpus` "
+                f"must hold, but got ({x}P{y}D, prefill_tp={tps['prefill']}, "
+                f"decode_tp={tps['decode']}, pp={pp}, gpus={gpus})"}
+    dis = D.Disaggregated(Deployment(model, hw, eng, tps["prefill"], pp, code, kvb, ep, 1),
+                          Deployment(model, hw, eng, tps["decode"], pp, code, kvb, ep, 1), x, y)
+    chosen["chosen_disagg"] = f"{x}P{y}D"
+    n = _num(row, "batch_or_concurrency")
+    if scen in ("latency", "fixed_batch"):
+        if scen == "fixed_batch" and n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
+        res = D.fixed_batch(dis, 1.0 if scen == "latency" else n, S, O)
+    elif scen == "offline_throughput":
+        res = D.offline(dis, S, O)
+        chosen["chosen_batch"] = res.batch
+    elif scen == "concurrency":
+        if n is None:
+            raise InputError("row", "batch_or_concurrency", "is required for concurrency")
+        res = D.concurrency(dis, n, S, O)
+    else:
+        rate = _num(row, "request_rate")
+        if rate is None or rate <= 0:
+            raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
+                             f"but got {row.get('request_rate')!r}")
+        res = D.offline(dis, S, O) if math.isinf(rate) else D.poisson(dis, rate, S, O)
+        chosen["chosen_batch"] = res.batch
+    return _finish(out, chosen, res, dis.decode, row, S, O, med_O)
 
 
 SERVING_MEM = ("predicted_mem_weights_gib", "predicted_mem_kv_gib",

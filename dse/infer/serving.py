@@ -50,6 +50,15 @@ replicas for the system):
   rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
 
+**Expert parallelism and attention DP** (MoE; :mod:`dse.infer.forward` has the layout
+and its sources): a replica is ``tp x dp x pp`` GPUs.  With ``dp`` > 1 each of the
+``dp`` attention ranks is its own request stream (its own running batch, KV pool and
+arrivals: SGLang DP attention, vLLM DP engines, TensorRT-LLM ``enable_attention_dp``),
+all stepping together through the shared EP MoE layers, so the scenarios count
+``replicas x dp`` streams; the KV capacity per GPU is that of a ``tp``-way attention
+rank (all KV heads on each GPU when ``tp`` = 1) next to the expert weights ``E f / (tp
+dp)`` per GPU.
+
 Units: seconds, tokens, bytes; GPU memory per :mod:`dse.infer.memory`.
 """
 
@@ -81,6 +90,18 @@ class Deployment(NamedTuple):
     pp: int
     precision: int
     kv_bytes: float
+    ep: int = 1               # MoE experts split over ep GPUs of the stage's tp x dp group
+    dp: int = 1               # attention data-parallel ranks per stage (MoE only)
+
+
+def gpus_per_replica(dep: "Deployment") -> int:
+    return dep.tp * dep.dp * dep.pp
+
+
+def streams(dep: "Deployment", replicas: int) -> int:
+    """Independent request streams (each with its own batch and KV cache): one per
+    attention-DP rank of every replica."""
+    return replicas * dep.dp
 
 
 class ServingResult(NamedTuple):
@@ -115,7 +136,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     heads = m.num_attention_heads / dep.tp
     kv_read = kv_heads_per_rank(m, dep.tp) if dep.engine.gqa_shared_kv else heads
     att = KVRead(bs, heads, kv_read, context, head_dim_of(m), kv_bytes=dep.kv_bytes)
-    t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r).total_s
+    t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r,
+                   dep.ep, dep.dp).total_s
     if p > 0:
         fa = prefill_attention(m, ps / prompt_len, prompt_len, dep.tp)
         layers = math.ceil(m.num_layers / dep.pp)
@@ -133,7 +155,8 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     micro = max(min(float(batch), float(dep.pp)), 1.0)
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
-    t = float(stage_time(m, b * prompt_len, b, att, dep.tp, dep.pp, dep.precision, hw, r).total_s)
+    t = float(stage_time(m, b * prompt_len, b, att, dep.tp, dep.pp, dep.precision, hw, r,
+                         dep.ep, dep.dp).total_s)
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -146,7 +169,7 @@ def kv_bytes_per_token(dep: Deployment) -> float:
 
 def weights_bytes(dep: Deployment) -> float:
     r = rates(dep.hw, dep.precision)
-    lin, other = weight_params_per_gpu(dep.model, dep.tp, dep.pp)
+    lin, other = weight_params_per_gpu(dep.model, dep.tp, dep.pp, dep.ep, dep.dp)
     return float(lin * r.linear_bytes + other * r.act_bytes)
 
 
@@ -214,44 +237,47 @@ def tuned_batch(dep: Deployment, S: float, O: float) -> float:
 
 
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
-    gpus = dep.tp * dep.pp * replicas
-    ttft = prefill_s(dep, batch, S)
-    tpot = iteration_s(dep, batch, S + O / 2.0) if O > 1 else 0.0
+    """``batch`` sequences per replica (``batch / dp`` on each attention-DP rank)."""
+    gpus = gpus_per_replica(dep) * replicas
+    b = batch / dep.dp
+    ttft = prefill_s(dep, b, S)
+    tpot = iteration_s(dep, b, S + O / 2.0) if O > 1 else 0.0
     e2e = ttft + (O - 1.0) * tpot
-    tps = batch * O / e2e * replicas
+    tps = b * O / e2e * streams(dep, replicas)
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, batch, "")
 
 
 def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult:
-    gpus = dep.tp * dep.pp * replicas
+    gpus = gpus_per_replica(dep) * replicas
     B = tuned_batch(dep, S, O)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
-    tps = B / t * replicas
+    tps = B / t * streams(dep, replicas)
     ttft = ttft_iterations(dep) * t
     return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
 
 
 def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) -> ServingResult:
-    gpus = dep.tp * dep.pp * replicas
+    gpus = gpus_per_replica(dep) * replicas
     slots = tuned_batch(dep, S, O)
-    B = min(n / replicas, slots)
+    units = streams(dep, replicas)
+    B = min(n / units, slots)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
     ttft = ttft_iterations(dep) * t
     e2e = ttft + (O - 1) * t
-    tps = B * O / e2e * replicas
+    tps = B * O / e2e * units
     return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
-                         "" if n / replicas <= slots else "queued: concurrency above the KV slots")
+                         "" if n / units <= slots else "queued: concurrency above the KV slots")
 
 
 def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> ServingResult:
-    gpus = dep.tp * dep.pp * replicas
-    lam = rate / replicas
+    gpus = gpus_per_replica(dep) * replicas
+    lam = rate / streams(dep, replicas)
     cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,

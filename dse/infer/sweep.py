@@ -25,7 +25,7 @@ from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import hardware_columns, oom_status
 from dse.sweep.runner import run_chunked
-from dse.spec.layout import PRECISION_NAMES
+from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.train.memory_parts import MEM_MARGIN, usable_bytes
@@ -70,8 +70,9 @@ def _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision):
                         ("prompt_len", prompt_len, 1), ("gen_len", gen_len, 1)):
         require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= lo,
                 where, name, f"`{name} >= {lo}` must hold (an integer), but got ({name}={v!r})")
-    require(precision in PRECISION_NAMES, where, "precision",
-            f"must be one of {sorted(PRECISION_NAMES)} ({PRECISION_NAMES}), but got {precision!r}")
+    require(precision in SERVING_PRECISION_NAMES, where, "precision",
+            f"must be one of {sorted(SERVING_PRECISION_NAMES)} ({SERVING_PRECISION_NAMES}), "
+            f"but got {precision!r}")
     if not replica_layouts(model, gpus_per_replica):
         raise InputError(where, "gpus_per_replica",
                          f"`num_attention_heads % tp == 0 and gpus_per_replica / tp <= "
@@ -118,12 +119,14 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     mem = parts.total_bytes
     cap = hw_cols["hbm_bytes"][h_idx]
     status = np.full(n, "ok", dtype=object)
-    no_fp8 = (precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0)
+    no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0))
+              | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_idx] <= 0)))
     oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
         status[i] = oom_status(mem[i], cap[i], mem_margin)
     for i in np.nonzero(no_fp8)[0]:
-        status[i] = f"infeasible: {hws[h_idx[i]].name} has no fp8 tensor cores"
+        status[i] = (f"infeasible: {hws[h_idx[i]].name} has no "
+                     f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
     feasible = ~oom & ~no_fp8
 
     res = {f: np.full(n, np.nan) for f in InferenceResult._fields}
@@ -138,7 +141,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
         "hardware": np.asarray([h.name for h in hws], dtype=object)[h_idx],
         "tp": tp, "pp": pp, "batch": bs,
         "prompt_len": prompt_len, "gen_len": gen_len,
-        "precision": PRECISION_NAMES[precision],
+        "precision": SERVING_PRECISION_NAMES[precision],
         "prefill_s": res["prefill_s"],
         "decode_s_per_token": res["decode_s_per_token"],
         "tokens_per_s": res["tokens_per_s"],

@@ -24,7 +24,7 @@ from dse.spec.pytree import pytree_dataclass
 from dse.spec.schema import Field, validate_table
 
 CATALOG = Path(__file__).parent / "catalog" / "hardware.toml"
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")      # training; serving adds fp4
 
 GIB = 2**30
 MIB = 2**20
@@ -51,6 +51,7 @@ class Hardware:
     nic_bw_bytes_per_s: float
     nic_latency_s: float
     tdp_w: float
+    peak_fp4_flops_per_s: float = 0.0     # dense NVFP4 / MXFP4 tensor peak (0: none)
     throttle: float = 0.0
     throttle_clock: float = 0.0
     # global per-generation efficiencies (dse.spec.efficiency), carried as leaves so a
@@ -99,6 +100,8 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     _nonneg("peak_tflops_fp32", "peak_fp32_flops_per_s", 1e12, "TFLOP/s", "fp32 (CUDA core) peak"),
     _nonneg("peak_tflops_tf32", "peak_tf32_flops_per_s", 1e12, "TFLOP/s", "dense tf32 tensor peak"),
     _nonneg("peak_tflops_fp8", "peak_fp8_flops_per_s", 1e12, "TFLOP/s", "dense fp8 tensor peak (0: none)"),
+    _nonneg("peak_tflops_fp4", "peak_fp4_flops_per_s", 1e12, "TFLOP/s",
+            "dense fp4 (NVFP4 / MXFP4) tensor peak, not the sparse figure (0: none)"),
     _pos("num_sms", "num_sms", 1.0, "SMs", "streaming multiprocessors (an integer)", kind="integer"),
     _pos("boost_clock_ghz", "clock_hz", 1e9, "GHz", "clock the tensor peak is quoted at"),
     _pos("smem_per_sm_kib", "smem_per_sm_bytes", KIB, "KiB", "shared memory per SM"),
@@ -230,7 +233,11 @@ def stack(hws: list[Hardware]) -> Hardware:
 
 
 def check_precision(hw: Hardware, precision: int, where: str) -> None:
-    """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``)."""
+    """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``); 3 / 4 (NVFP4 /
+    MXFP4, serving only) need fp4 tensor cores (``peak_tflops_fp4 > 0``)."""
     if precision == 2:
         require(float(hw.peak_fp8_flops_per_s) > 0, where, "precision",
                 f"fp8 needs fp8 tensor cores, but {hw.name} has peak_tflops_fp8 = 0")
+    if precision in (3, 4):
+        require(float(hw.peak_fp4_flops_per_s) > 0, where, "precision",
+                f"fp4 needs fp4 tensor cores, but {hw.name} has peak_tflops_fp4 = 0")

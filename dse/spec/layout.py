@@ -39,6 +39,14 @@ RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
 PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2}
 PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8"}
+# Serving also runs 4-bit block-scaled weights and activations (Blackwell / CDNA4 fp4
+# tensor cores): NVFP4 = e2m1 with one e4m3 scale per 16 elements (NVIDIA, "Introducing
+# NVFP4", 2025; TensorRT-LLM / ModelOpt NVFP4), MXFP4 = e2m1 with one e8m0 scale per 32
+# (OCP Microscaling Formats v1.0, 2023).  ``fp4`` names the hardware's native format
+# (:func:`dse.infer.predict_rows`: NVFP4 on NVIDIA, MXFP4 on AMD).  Training stays on PRECISION.
+PRECISION_NVFP4, PRECISION_MXFP4 = 3, 4
+SERVING_PRECISION = {**PRECISION, "nvfp4": 3, "mxfp4": 4}
+SERVING_PRECISION_NAMES = {**PRECISION_NAMES, 3: "nvfp4", 4: "mxfp4"}
 
 
 @pytree_dataclass
@@ -85,6 +93,11 @@ def _code(table: dict[str, int], field: str, name: str, where: str) -> int:
 
 def precision_code(name: str, where: str = "--precision") -> int:
     return _code(PRECISION, "precision", name, where)
+
+
+def serving_precision_code(name: str, where: str = "--precision") -> int:
+    """Serving precisions: training's plus ``nvfp4`` / ``mxfp4`` (``fp4`` = ``nvfp4``)."""
+    return _code({**SERVING_PRECISION, "fp4": 3}, "precision", name, where)
 
 
 def recompute_code(name: str, where: str = "--recompute") -> int:

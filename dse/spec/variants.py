@@ -77,7 +77,7 @@ KNOBS = {
 LABELS = {"name", "base", "description", "throttle", "throttle_clock"}
 ALLOWED = set(KNOBS) | LABELS
 PEAKS = ("peak_fp32_flops_per_s", "peak_tf32_flops_per_s", "peak_bf16_flops_per_s",
-         "peak_fp16_flops_per_s", "peak_fp8_flops_per_s")
+         "peak_fp16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")
 
 _NUM = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _MULT = re.compile(rf"^\s*({_NUM})\s*x\s*$")
