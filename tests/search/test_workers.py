@@ -90,7 +90,7 @@ def _resume_reaches_the_target(url: str, study: str, n_trials: int, failed: set[
 
 def test_killed_run_resumes(tmp_path):
     url, n_trials = f"sqlite:///{tmp_path}/s.db", 24
-    first = toy.start_worker(url, "resume", n_trials, 4, seed=1, sleep_s=0.3, heartbeat_s=1)
+    first = toy.start_worker(url, "resume", n_trials, 4, seed=1, sleep_s=1.5, heartbeat_s=1)  # a long batch: still RUNNING when killed, under load too
     _wait_for_running(url, "resume", first, 4)
     os.kill(first.pid, signal.SIGKILL)
     first.communicate(timeout=10)
