@@ -20,7 +20,7 @@ from dse.spec.hardware import GIB, Hardware, stack
 from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Workload
 from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
-from dse.sweep.blocks import evaluate_all
+from dse.sweep.blocks import MASK_FIRST_BELOW, evaluate_all, evaluate_masked
 from dse.sweep.runner import MAX_CHUNK
 from dse.train.memory_parts import MEM_MARGIN, MemoryParts, gib_columns, usable_bytes
 from dse.train.step import BREAKDOWN, StepResult
@@ -77,7 +77,8 @@ def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         from tqdm import tqdm
         bar = tqdm(total=len(h_idx), desc="sweep", unit="pt", leave=False)
     t0 = time.perf_counter()
-    res, parts = evaluate_all(model, wl, lay_cols, hw_cols, n_l, n_h, bar)
+    evaluate = evaluate_masked if n_h < MASK_FIRST_BELOW else evaluate_all
+    res, parts = evaluate(model, wl, lay_cols, hw_cols, n_l, n_h, bar)
     if bar is not None:
         bar.close()
     t1 = time.perf_counter()
