@@ -24,7 +24,8 @@ BREAKDOWN_LABELS = {
 def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     """Best step time over (TP, PP), minimised over every other layout field.  Cells
     whose layouts all run out of memory say OOM; (TP, PP) pairs the GPU count cannot
-    form say n/a."""
+    form say n/a.  The colour scale spans the decision range -- the best cell to 1.5x it
+    (slower cells saturate, their numbers still printed) -- and the best cell is boxed."""
     ok = df[df["feasible"]]
     best = ok.groupby(["tp", "pp"])["step_time_s"].min().unstack("pp")
     tps = sorted(df["tp"].unique())
@@ -34,8 +35,10 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(2.5 + 0.8 * len(pps), 1.6 + 0.6 * len(tps)))
     cmap = plt.get_cmap("viridis_r").copy()
     cmap.set_bad("0.85")
-    im = ax.imshow(np.ma.masked_invalid(best.values), cmap=cmap, aspect="auto")
-    med = np.nanmedian(best.values)
+    lo = np.nanmin(best.values) if np.isfinite(best.values).any() else 0.0
+    hi = lo * 1.5 if lo > 0 else 1.0
+    im = ax.imshow(np.ma.masked_invalid(best.values), cmap=cmap, aspect="auto", vmin=lo, vmax=hi)
+    med = (lo + hi) / 2
     for i in range(len(tps)):
         for j in range(len(pps)):
             v = best.values[i, j]
@@ -44,11 +47,16 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
             else:
                 label, color = f"{v:.1f}", ("w" if v > med else "k")
             ax.text(j, i, label, ha="center", va="center", fontsize=8, color=color)
+    if np.isfinite(best.values).any():
+        bi, bj = np.unravel_index(np.nanargmin(best.values), best.values.shape)
+        ax.add_patch(plt.Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="red", lw=2.2,
+                                   label=f"fastest: TP{tps[bi]} PP{pps[bj]}, {best.values[bi, bj]:.1f} s"))
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=7, frameon=False)
     ax.set_xticks(range(len(pps)), pps)
     ax.set_yticks(range(len(tps)), tps)
     ax.set_xlabel("pipeline-parallel degree PP")
     ax.set_ylabel("tensor-parallel degree TP")
-    fig.colorbar(im, ax=ax, label="step time (s)")
+    fig.colorbar(im, ax=ax, label="step time (s), scale: best to 1.5x best", extend="max")
     ax.set_title(title + "\n(each cell: best over DP, CP, micro-batch, vpp, recompute, ZeRO, SP)",
                  fontsize=8)
     fig.tight_layout()
