@@ -33,7 +33,12 @@ def write(res: LayoutResults) -> Path:
     grouped_bars(sp, "gpus", "series", "speedup_vs_zero3_dp", "speedup of best layout over ZeRO-3 DP (x)",
                  f"{wl.model.name}: best hybrid layout vs pure data parallel (ZeRO-3), global batch "
                  f"{wl.global_batches[0]} (bars only where ZeRO-3 DP fits)", out / "speedup_vs_zero3.png",
-                 ref_line=1.0)
+                 ref_line=1.0, ratio_axis=True,
+                 marks=[(int(r["gpus"]), float(r["published_speedup"]),
+                         f"published: {r['published_layout']} on {r['gpus']} x {r['hardware']}, "
+                         f"{float(r['published_speedup']):.1f}x")
+                        for _, r in res.published.drop_duplicates(["gpus", "hardware"]).iterrows()]
+                 if len(res.published) else None)
     tput = summary.copy()
     tput["series"] = tput["hardware"] + ", seq " + tput["seq_len"].astype(str)
     tput["tokens_per_s_per_gpu"] = tput["tokens_per_s"] / tput["gpus"]

@@ -65,8 +65,12 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
 
 
 def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: str, title: str,
-                 path: Path, ref_line: float | None = None, annotate: bool = True) -> None:
-    """Bars of ``value`` grouped by ``x`` (categorical), one colour per ``series``."""
+                 path: Path, ref_line: float | None = None, annotate: bool = True,
+                 ratio_axis: bool = False, marks: list | None = None) -> None:
+    """Bars of ``value`` grouped by ``x`` (categorical), one colour per ``series``.
+    ``ratio_axis``: the y-axis starts just below the smallest ratio (not at 0), so
+    differences near 1x are visible; ``marks``: ``(x value, y, label)`` reference points
+    (e.g. a published figure) drawn as stars."""
     xs = list(dict.fromkeys(table[x]))
     ss = list(dict.fromkeys(table[series]))
     w = 0.8 / max(len(ss), 1)
@@ -82,6 +86,17 @@ def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: s
                             ha="center", va="bottom", fontsize=6)
     if ref_line is not None:
         ax.axhline(ref_line, color="k", lw=0.8, ls="--")
+    for xv, yv, lbl in marks or []:
+        if xv in xs:
+            ax.plot([xs.index(xv)], [yv], marker="*", ms=13, color="crimson", ls="none", label=lbl)
+    if ratio_axis:
+        vals = table[value].to_numpy(dtype=float)
+        vals = vals[np.isfinite(vals)]
+        tops = [yv for _, yv, _ in (marks or [])]
+        if len(vals):
+            lo = min(vals.min(), ref_line if ref_line is not None else vals.min())
+            hi = max([vals.max()] + tops)
+            ax.set_ylim(lo - 0.1 * (hi - lo + 0.05), hi + 0.12 * (hi - lo + 0.05))
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
