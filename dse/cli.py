@@ -228,9 +228,19 @@ def cmd_bench(a) -> int:
     return 0
 
 
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32), but got {s!r}") from None
+    if not 0 <= v < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32), but got {s!r}")
+    return v
+
+
 def cmd_study(a) -> int:
     from dse.study import run_study
-    run_study(a.study, storage=a.storage, trials=a.trials)
+    run_study(a.study, storage=a.storage, trials=a.trials, seed=a.seed)
     return 0
 
 
@@ -430,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: sqlite:///results/<name>/<name>.db)")
     s.add_argument("--trials", type=_positive_int, default=None,
                    help="override search trials (default: the study file's)")
+    s.add_argument("--seed", type=_seed, default=None,
+                   help="override the search seed (default: the study file's [search] seed)")
     s.set_defaults(fn=cmd_study)
 
     s = add("dashboard", help="serve optuna-dashboard on a study's storage")

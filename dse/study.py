@@ -40,11 +40,18 @@ KINDS = tuple(RUNNERS)
 SEARCH_KINDS = ("codesign",)
 
 
-def execute(d: dict, p: Path, storage: str | None = None, trials: int | None = None) -> Path:
+def execute(d: dict, p: Path, storage: str | None = None, trials: int | None = None,
+            seed: int | None = None) -> Path:
     """Run a loaded study (``d`` from :func:`load_study`) and write its results; returns
-    the results folder."""
+    the results folder.  ``seed`` overrides a search study's ``[search] seed`` (each
+    worker still derives its own sampler seed from it, dse.search.runner)."""
     kind = d["kind"]
     require(kind in RUNNERS, str(p), "kind", f"must be one of {list(KINDS)}, but got {kind!r}")
+    if seed is not None:
+        require(kind in SEARCH_KINDS, str(p), "--seed",
+                f"applies only to a search study (kind {' or '.join(SEARCH_KINDS)}), "
+                f"but this study's kind is {kind!r}")
+        d = {**d, "search": {**d.get("search", {}), "seed": seed}}
     for flag, v in (("--storage", storage), ("--trials", trials)):
         require(v is None or kind in SEARCH_KINDS, str(p), flag,
                 f"applies only to a search study (kind {' or '.join(SEARCH_KINDS)}), "
@@ -58,8 +65,9 @@ def execute(d: dict, p: Path, storage: str | None = None, trials: int | None = N
     return out
 
 
-def run_study(path: str, storage: str | None = None, trials: int | None = None):
+def run_study(path: str, storage: str | None = None, trials: int | None = None,
+              seed: int | None = None):
     d, p = load_study(path)
-    out = execute(d, p, storage, trials)
+    out = execute(d, p, storage, trials, seed)
     print(f"wrote {out}/")
     return out

@@ -270,6 +270,9 @@ def test_study_flags_and_files(cli, tmp_path):
     (tmp_path / "s.toml").write_text(LAYOUT)
     one_line_error(*cli("study", "s.toml", "--trials", "3")[::2], "--trials: applies only to a search study")
     one_line_error(*cli("study", "s.toml", "--storage", "sqlite:///x.db")[::2], "--storage")
+    one_line_error(*cli("study", "s.toml", "--seed", "5")[::2], "--seed: applies only to a search study")
+    one_line_error(*cli("study", "s.toml", "--seed", "-1")[::2], "[0, 2**32)")
+    one_line_error(*cli("study", "s.toml", "--seed", "abc")[::2], "[0, 2**32)")
     (tmp_path / "d.toml").mkdir()
     one_line_error(*cli("study", "d.toml")[::2], "file: must be a TOML file, but it is a directory")
     assert not (tmp_path / "results").exists()
@@ -397,3 +400,18 @@ def test_workers_sharing_a_seed_get_distinct_sampler_seeds(tmp_path):
     assert study.user_attrs["dse_workers"] == 2
     params = [tuple(sorted(t.params.items())) for t in study.get_trials()]
     assert len(params) == 8 and len(set(params)) == 8     # the resumed run repeats no point
+
+
+def test_study_seed_flag_overrides_the_search_seed(monkeypatch, tmp_path):
+    """`dse study --seed N` reaches a search study as its [search] seed."""
+    import dse.study as study
+    seen = {}
+
+    def fake(d, p, storage, trials):
+        seen.update(d["search"])
+        raise SystemExit(0)
+    monkeypatch.setitem(study.RUNNERS, "codesign", fake)
+    with pytest.raises(SystemExit):
+        study.execute({"kind": "codesign", "name": "x", "search": {"seed": 1, "trials": 4}}, tmp_path / "x.toml",
+                      seed=123)
+    assert seen == {"seed": 123, "trials": 4}
