@@ -221,24 +221,15 @@ def predict_inference_row(row: dict) -> dict:
                              f"but got {row.get('request_rate')!r}")
         res = offline(dep, S, O, replicas) if math.isinf(rate) else poisson(dep, rate, S, O, replicas)
         chosen["chosen_batch"] = res.batch
-    if res.note.startswith("infeasible"):
-        return {**out, **chosen, "status": res.note}
-    e2e = res.e2e_s
-    stat = str(row.get("latency_stat", "")).lower()
-    if "median" in stat and med_O != O:
-        e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
-    return {**serving_memory_columns(dep, res.batch, S, O),
-            "predicted_output_tok_s": res.tokens_per_s,
-            "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
-            "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
-            "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
-            "status": "ok" if not res.note else f"ok ({res.note})"}
+    return _finish(out, chosen, res, dep, row, S, O, med_O)
 
 
 _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
 
 
 def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
+    """The predicted columns of a scenario's result (e2e with the median output length
+    where the source reports a median), or its infeasible status."""
     if res.note.startswith("infeasible"):
         return {**out, **chosen, "status": res.note}
     e2e = res.e2e_s
