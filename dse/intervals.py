@@ -105,33 +105,32 @@ def apply_band(pred, q10, q90) -> tuple[float, float]:
     return pred * math.exp(-q90), pred * math.exp(-q10)
 
 
-def add_training_band(df: pd.DataFrame) -> pd.DataFrame:
-    """``predicted_iter_time_lo_s`` / ``_hi_s`` and ``interval_basis`` for every row with
-    a prediction (NaN otherwise)."""
+def _bands(df: pd.DataFrame, column: str, kind: str, cell) -> tuple[list, list, list]:
+    """(lo, hi, basis) of ``column`` for every row (NaN and "" where it has no finite
+    prediction); ``cell(row)`` names the row's residual cell of ``kind``."""
     lo, hi, basis = [], [], []
     for row in df.to_dict("records"):
-        p = row.get("predicted_iter_time_s")
+        p = row.get(column)
         if p is None or not np.isfinite(p):
             lo.append(np.nan), hi.append(np.nan), basis.append("")
             continue
-        q10, q90, b = band_for("training", training_cell(row))
+        q10, q90, b = band_for(kind, cell(row))
         a, z = apply_band(float(p), q10, q90)
         lo.append(a), hi.append(z), basis.append(b)
+    return lo, hi, basis
+
+
+def add_training_band(df: pd.DataFrame) -> pd.DataFrame:
+    """``predicted_iter_time_lo_s`` / ``_hi_s`` and ``interval_basis`` for every row with
+    a prediction (NaN otherwise)."""
+    lo, hi, basis = _bands(df, "predicted_iter_time_s", "training", training_cell)
     return df.assign(predicted_iter_time_lo_s=lo, predicted_iter_time_hi_s=hi, interval_basis=basis)
 
 
 def add_serving_band(df: pd.DataFrame) -> pd.DataFrame:
     """``predicted_output_tok_s_lo`` / ``_hi`` (and the per-GPU pair) and
     ``interval_basis`` for every serving row with a prediction."""
-    lo, hi, basis = [], [], []
-    for row in df.to_dict("records"):
-        p = row.get("predicted_output_tok_s")
-        if p is None or not np.isfinite(p):
-            lo.append(np.nan), hi.append(np.nan), basis.append("")
-            continue
-        q10, q90, b = band_for("serving", serving_cell(row))
-        a, z = apply_band(float(p), q10, q90)
-        lo.append(a), hi.append(z), basis.append(b)
+    lo, hi, basis = _bands(df, "predicted_output_tok_s", "serving", serving_cell)
     out = df.assign(predicted_output_tok_s_lo=lo, predicted_output_tok_s_hi=hi)
     per = pd.to_numeric(out.get("predicted_output_tok_s_per_gpu"), errors="coerce")
     ratio = per / pd.to_numeric(out["predicted_output_tok_s"], errors="coerce")
