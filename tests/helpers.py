@@ -23,3 +23,14 @@ def validation_dir():
     root = Path(__file__).resolve().parents[1]
     repo = root / "data" / "validation"
     return repo if repo.is_dir() else root.parent / "shared" / "validation"
+
+
+def predicted_or_skip(csv):
+    """Every row of the validation file ``csv`` predicted (dse.predict.predict_frame); the
+    calling test is skipped, saying where the data was looked for, when it is absent."""
+    import pytest
+
+    from dse.predict import predict_frame, read_csv
+    if not csv.exists():
+        pytest.skip(f"{csv} not present (data/validation, else ../shared/validation)")
+    return predict_frame(read_csv(str(csv)), str(csv))

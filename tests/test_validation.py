@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dse.predict import mape_table, predict_frame, read_csv
-from tests.helpers import validation_dir
+from tests.helpers import predicted_or_skip, validation_dir
 
 CSV = validation_dir() / "calibration.csv"
 OVERALL_MAPE_BOUND = 0.08
@@ -19,9 +19,7 @@ OVERALL_MAPE_BOUND = 0.08
 
 @pytest.fixture(scope="module")
 def predictions():
-    if not CSV.exists():
-        pytest.skip(f"{CSV} not present (data/validation, else ../shared/validation)")
-    return predict_frame(read_csv(str(CSV)), str(CSV))
+    return predicted_or_skip(CSV)
 
 
 @pytest.mark.validation

@@ -6,13 +6,12 @@ above the error this revision reaches (docs/accuracy.md, "Serving"), not the iss
 acceptance bounds (row-mean <= 12 %, each metric <= 20 %), which are not met yet.
 """
 
-from pathlib import Path
 
 import pytest
 
 from dse.infer.predict_rows import error_tables
-from dse.predict import predict_frame, read_csv
-from tests.helpers import validation_dir
+from dse.predict import read_csv
+from tests.helpers import predicted_or_skip, validation_dir
 
 CSV = validation_dir() / "inference" / "calibration.csv"
 ROW_MEAN_REGRESSION_GUARD = 0.22
@@ -22,9 +21,7 @@ METRIC_REGRESSION_GUARD = {"output_tok_s": 0.17, "ttft_ms": 0.33, "tpot_ms": 0.4
 
 @pytest.fixture(scope="module")
 def predictions():
-    if not CSV.exists():
-        pytest.skip(f"{CSV} not present (data/validation, else ../shared/validation)")
-    return predict_frame(read_csv(str(CSV)), str(CSV))
+    return predicted_or_skip(CSV)
 
 
 @pytest.mark.validation

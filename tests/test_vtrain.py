@@ -4,13 +4,12 @@
 Bounds sit a little above this revision's figures (docs/accuracy.md): they catch a
 regression, they are not the issue's target (<= 10 % MAPE, regret <= 3 %)."""
 
-from pathlib import Path
 
 import pytest
 
 from dse.decision import decision_report, summarize
-from dse.predict import mape_table, predict_frame, read_csv
-from tests.helpers import validation_dir
+from dse.predict import mape_table
+from tests.helpers import predicted_or_skip, validation_dir
 
 CSV = validation_dir() / "vtrain.csv"
 VTRAIN_MAPE_BOUND = 0.125          # this revision: 11.5 %
@@ -20,9 +19,7 @@ VTRAIN_SPEARMAN_MEAN_BOUND = 0.88  # this revision: 0.92
 
 @pytest.fixture(scope="module")
 def predictions():
-    if not CSV.exists():
-        pytest.skip(f"{CSV} not present (data/validation, else ../shared/validation)")
-    return predict_frame(read_csv(str(CSV)), str(CSV))
+    return predicted_or_skip(CSV)
 
 
 @pytest.mark.validation
