@@ -9,7 +9,8 @@ import pandas as pd
 
 from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
                              energy_args, layout_args, least_memory, margin_arg, per_variant,
-                             print_assumptions, resolve_layout, seq_arg, vary_hardware)
+                             print_assumptions, resolve_layout, seq_arg, training_flags,
+                             training_workload, vary_hardware)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
@@ -65,7 +66,6 @@ def cmd_sweep_stream(a, model, hws) -> int:
     """`dse sweep --stream`: every (hardware x layout) point reduced on the device
     (dse.sweep.stream): top-k, best per hardware, Pareto fronts of (step time, memory),
     step-time quantiles; `-o FILE.parquet` writes every point as it streams."""
-    from dse.spec.layout import Workload, attention_code, framework_code, precision_code
     from dse.sweep.grid import enumerate_layouts
     from dse.sweep.stream import stream_sweep
     from dse.report.top_table import format_top, top_rows, wrap
@@ -76,9 +76,7 @@ def cmd_sweep_stream(a, model, hws) -> int:
     if len(cols["tp"]) == 0:
         print(f"no valid layout for {a.model} on {a.gpus} GPUs")
         return 1
-    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention), framework=framework_code(a.framework),
-                  tp_overlap=int(a.tp_overlap))
+    wl = training_workload(a, a.global_batch, seq)
     import time
     t0 = time.perf_counter()
     r = stream_sweep(model, wl, hws, cols, k=a.top * 4, parquet=a.output, progress=True,
@@ -151,8 +149,8 @@ def cmd_estimate(a) -> int:
     model, hw, wl, lay = resolve_layout(a)
     print_assumptions(a, model)
     from dse.train.memory_parts import memory_parts
-    r = jax.jit(train_step)(model, wl, lay, hw)
-    parts = jax.jit(memory_parts)(model, wl, lay, hw)
+    # one compile: XLA shares the memory model between the step and the breakdown
+    r, parts = jax.jit(lambda *x: (train_step(*x), memory_parts(*x)))(model, wl, lay, hw)
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
           f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
@@ -375,10 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
     seq_arg(s)
-    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
-    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 gathers (dse/spec/frameworks.py)")
-    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap) on SP layouts")
+    training_flags(s)
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob, e.g. hbm_bw=1x,2x,4x (repeatable; "
                         "`dse list knobs`)")

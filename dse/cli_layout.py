@@ -73,6 +73,28 @@ def print_assumptions(a, model) -> None:
                                    break_on_hyphens=False)))
 
 
+def training_flags(s: argparse.ArgumentParser) -> None:
+    """How a training run is made: --precision, --attention, --framework, --tp-overlap
+    (shared by `sweep`, `estimate`, `trace`, `compare`; :func:`training_workload` reads
+    them)."""
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
+    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
+    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, "
+                   "llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 "
+                   "gathers (dse/spec/frameworks.py)")
+    s.add_argument("--tp-overlap", action="store_true",
+                   help="TP comm/GEMM overlap (--tp-comm-overlap) on SP layouts")
+
+
+def training_workload(a, global_batch: int, seq: int):
+    """The :class:`~dse.spec.layout.Workload` of :func:`training_flags` (exit 2 on a bad
+    name)."""
+    from dse.spec.layout import Workload, attention_code, framework_code, precision_code
+    return Workload(global_batch=global_batch, seq_len=seq, precision=precision_code(a.precision),
+                    attention=attention_code(a.attention), framework=framework_code(a.framework),
+                    tp_overlap=int(a.tp_overlap))
+
+
 def layout_args(s: argparse.ArgumentParser) -> None:
     """Flags of one explicit layout (shared by `estimate` and `trace`)."""
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
@@ -80,10 +102,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--gpus", required=True, type=_gpu_count, help="GPUs in the job")
     s.add_argument("--global-batch", type=_positive_int, default=1024, help="sequences per step")
     seq_arg(s)
-    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
-    s.add_argument("--attention", default="flash", help="flash | unfused (pre-2022 Megatron)")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 gathers (dse/spec/frameworks.py)")
-    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap (--tp-comm-overlap; needs --sp)")
+    training_flags(s)
     helps = {"tp": "tensor-parallel size", "pp": "pipeline-parallel stages",
              "dp": "data-parallel size (default: gpus / (tp x pp x cp))",
              "cp": "context-parallel size", "ep": "expert-parallel size",
@@ -99,8 +118,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
 def resolve_layout(a):
     """(model, hardware, workload, layout) from layout flags, validated (exit 2 if bad)."""
     from dse.spec.hardware import get_hardware
-    from dse.spec.layout import (Layout, Workload, attention_code, framework_code, precision_code,
-                                 recompute_code)
+    from dse.spec.layout import Layout, precision_code, recompute_code
     from dse.spec.model import get_model
     from dse.sweep.grid import check_layout
     model = get_model(a.model)
@@ -112,10 +130,7 @@ def resolve_layout(a):
     check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
     from dse.spec.hardware import check_precision
     check_precision(hw, precision_code(a.precision), "--precision")
-    wl = Workload(global_batch=a.global_batch, seq_len=seq, precision=precision_code(a.precision),
-                  attention=attention_code(a.attention), framework=framework_code(a.framework),
-                  tp_overlap=int(a.tp_overlap))
-    return model, hw, wl, lay
+    return model, hw, training_workload(a, a.global_batch, seq), lay
 
 
 def vary_hardware(hws: list, specs: list[str]) -> list:

@@ -9,7 +9,6 @@ GPU count the global batch cannot fill says so.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from dse.errors import require
@@ -119,7 +118,7 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
 
 def register(sub) -> None:
     """Add ``dse compare`` to the CLI's subparsers."""
-    from dse.cli_layout import _gpu_count, _positive_int, energy_args, seq_arg
+    from dse.cli_layout import _gpu_count, _positive_int, energy_args, seq_arg, training_flags
     s = sub.add_parser("compare", help="best layout per (hardware, GPU count): time, tokens/s, "
                        "energy and cost per token; table, CSV and plot")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
@@ -127,10 +126,7 @@ def register(sub) -> None:
     s.add_argument("--gpus", required=True, nargs="+", type=_gpu_count, help="GPU counts")
     s.add_argument("--global-batch", required=True, type=_positive_int, help="sequences per step")
     seq_arg(s)
-    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8")
-    s.add_argument("--attention", default="flash", help="flash | unfused")
-    s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp | fsdp2")
-    s.add_argument("--tp-overlap", action="store_true", help="TP comm/GEMM overlap on SP layouts")
+    training_flags(s)
     s.add_argument("--objective", default="step_time_s", choices=sorted(OBJECTIVES),
                    help="what 'best' means in each cell")
     from dse.cli_layout import margin_arg
