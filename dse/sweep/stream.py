@@ -38,8 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dse.spec.hardware import GIB, Hardware
-from dse.spec.layout import RECOMPUTE_NAMES, Workload
+from dse.spec.hardware import Hardware
+from dse.spec.layout import Workload
 from dse.spec.model import Model
 from dse.sweep.blocks import evaluate_pairs, iterate_blocks, nested_step
 from dse.sweep.grid import FIELDS
@@ -50,8 +50,8 @@ HIST_EDGES_S = np.logspace(-3, 6, 91)          # 1 ms .. 11.6 days, 10 bins per 
 MAX_POINTS = 2**31 - 1                          # point ids are int32 on the device
 
 
-@partial(jax.jit, static_argnames=("k", "n_h_seg", "with_rows"))
-def _reduce_block(model, wl, lay, hw, l_idx, h_idx, valid, n_l, k: int, n_h_seg: int, with_rows: bool):
+@partial(jax.jit, static_argnames=("k", "with_rows"))
+def _reduce_block(model, wl, lay, hw, l_idx, h_idx, valid, n_l, k: int, with_rows: bool):
     """One (LB, HB) block's reductions (module docstring).  Per-hardware reductions run
     along the block's layout axis (axis 0): no scatters, which XLA's CPU backend runs
     serially."""
@@ -155,7 +155,6 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     cap_all = hw_cols["hbm_bytes"]
     hw_cols = {**hw_cols, "hbm_bytes": usable_bytes(cap_all, mem_margin).astype(cap_all.dtype)}
     lay_cols = {f: np.asarray(lay_cols[f]) for f in FIELDS}
-    n_h_seg = 1        # (unused by the column-wise reductions; kept static)
     bar = None
     if progress and n > 2_000_000:
         from tqdm import tqdm
@@ -172,7 +171,7 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     kk = min(k, 1 << 16)
 
     def fn(lay, hw, li, hi, valid):
-        return _reduce_block(model, wl, lay, hw, li, hi, valid, n_l, min(kk, valid.size), n_h_seg,
+        return _reduce_block(model, wl, lay, hw, li, hi, valid, n_l, min(kk, valid.size),
                              parquet is not None)
     try:
         for l_idx, h_idx, valid, out in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, bar):
@@ -238,4 +237,4 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
                         [h.name for h in hws], parquet)
 
 
-__all__ = ["stream_sweep", "StreamResult", "GIB", "RECOMPUTE_NAMES"]
+__all__ = ["stream_sweep", "StreamResult"]
