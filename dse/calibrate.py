@@ -36,9 +36,7 @@ error, so a 16 MiB and a 8 GiB all-reduce weigh the same):
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dse.report.atomic import write_text
 from dse.errors import InputError, require
 from dse.spec.hardware import Hardware, catalog
 from dse.spec.layout import PRECISION
@@ -306,17 +305,6 @@ def toml_text(name: str, base: str, keys: dict, notes: list[str], sources: list[
     return "\n".join(lines) + "\n"
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 # ----------------------------------------------------------------------------- CLI
 
 def register(sub) -> None:
@@ -343,7 +331,7 @@ def cmd_calibrate(a) -> int:
     runs = [parse_nccl(p) for p in a.nccl]
     keys, notes, _ = calibrate(a.base, gemm, runs)
     text = toml_text(name, a.base, keys, notes, ([a.gemm] if a.gemm else []) + list(a.nccl))
-    write_text_atomic(out, text)
+    write_text(out, text)
     from dse.spec.hardware import get_hardware
     get_hardware(str(out))            # the file must load
     for n in notes:

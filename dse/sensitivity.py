@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import jax
@@ -54,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError, require
+from dse.report.atomic import write_csv
 from dse.spec.hardware import GIB, KIB, MIB, Hardware
 
 FD_STEP = 0.01          # the +-1 % of the finite-difference check (in ln x)
@@ -182,20 +181,6 @@ def infer_time_fn(model, iwl, tp: int, pp: int, metric: str = "decode_s_per_toke
     """Hardware -> ``decode_s_per_token`` or ``prefill_s`` of one serving replica."""
     from dse.infer.step import inference_step
     return lambda hw: getattr(inference_step(model, iwl, hw, tp, pp), metric)
-
-
-def write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write ``df`` to ``path`` via a temporary file in the same folder and
-    ``os.replace``, so a reader never sees a half-written CSV."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            df.to_csv(f, index=False, float_format="%.6g")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def out_dir(path: str) -> Path:
@@ -340,7 +325,7 @@ def cmd_sensitivity(a) -> int:
             "target": what, "time_s": t, "mem_gib": mem / GIB,
             "hbm_gib": float(hw.hbm_bytes) / GIB, "fits": fits}
     full = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in meta.items()}), df], axis=1)
-    write_csv_atomic(full, out / "sensitivity.csv")
+    write_csv(full, out / "sensitivity.csv", index=False, float_format="%.6g")
     fit_txt = "fits" if fits else "DOES NOT FIT"
     title = (f"Sensitivity of {what}: {model.name} on {gpus} x {hw.name}\n"
              f"layout held fixed: {label} ({source})\n{what} T = {t:.4g} s, "
