@@ -95,7 +95,8 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
     ax.set_xlabel("tokens/s per user (1 / time per output token)")
     ax.set_ylabel("output tokens/s per GPU (batch × output tokens / (TTFT + decode), per GPU)")
     ax.set_title(f"{_fixed(res, mid)}\nPareto front per GPU type over TP × PP × replicas × batch × precision "
-                 "(labels: TP, PP, x replicas, b batch per replica, precision; faint: every point that fits)",
+                 "(labels: TP, PP, x replicas, b batch per replica, precision; faint: every point that fits)\n"
+                 "large markers: best layout per SLA, which may lie inside the front (the front ignores TTFT)",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="lower left")
@@ -210,6 +211,9 @@ def report(res: ServingResults, files: list[str]) -> str:
          "choice).", ""]
     for mid, fn in zip(st.model_ids, files):
         L += [f"## {mid}", "", f"![pareto {mid}]({fn})", "",
+              "Each GPU's front holds the layouts no other layout of that GPU beats on both axes; the best "
+              "layout per SLA also has to meet the TTFT bound, which the axes do not show, so it can lie inside "
+              "the front.", "",
               f"Best layout per SLA ({_fixed(res, mid)}):", "", md_table(_table(res, mid)), ""]
         L += sla_sentences(res, mid) + [""]
     L += ["## How to read this", "",
