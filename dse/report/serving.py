@@ -204,6 +204,10 @@ def report(res: ServingResults, files: list[str]) -> str:
          f"- Precisions (weights and GEMM inputs; peaks from the catalog): {_precision_line(res)}. fp4 is the "
          "GPU's block-scaled 4-bit format (NVFP4 on Blackwell); attention and the KV cache stay 16-bit at every "
          "precision (`dse/cost/rates.py`).",
+         *([f"- MoE ({', '.join(mid for mid, m in zip(st.model_ids, st.models) if m.num_experts > 1)}): the "
+            "experts are split over the replica's TP GPUs; this screen has no expert-parallel or attention-DP "
+            "axis (`dse predict` rows take `ep` / `attn_dp`)."] if any(m.num_experts > 1 for m in st.models)
+           else []),
          "- Memory: weights + the KV cache of the batch at prompt + output tokens + workspace must fit in 97 % "
          "of HBM; points that do not are kept with the reason.",
          "- Best per SLA: the highest tok/s/GPU among the points meeting both bounds (per GPU over every "
