@@ -33,6 +33,7 @@ RUNNERS: dict[str, Runner] = {
     "codesign": _runner("dse.studies.codesign", search=True),
     "faults": _runner("dse.studies.faults"),
     "upgrade": _runner("dse.studies.upgrade"),
+    "serving": _runner("dse.studies.serving"),
 }
 #: study ``kind`` -> module with ``write(results) -> Path``.
 REPORTS: dict[str, str] = {kind: f"dse.report.{kind}" for kind in RUNNERS}

@@ -1,0 +1,228 @@
+"""Files of a serving study (dse/studies/serving.py) from its
+:class:`~dse.report.serving_results.ServingResults`: ``sweep.parquet`` (every point,
+untracked), ``pareto.csv``, ``best_per_sla.csv``, ``pareto_<model>.png`` per model,
+``report.md`` and ``manifest.json`` (timings: untracked).
+
+Every sentence of ``report.md`` is computed from the results: which GPU serves the most
+tokens/s/GPU under each SLA and by how much, the layout and precision it uses, and which
+SLA bound is the tighter one there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.report.atomic import save_fig, write_csv, write_parquet, write_text
+from dse.report.manifest import write_manifest
+from dse.report.markdown import md_table
+from dse.report.serving_results import ServingResults
+
+#: one colour per hardware entry, in study-file order (matplotlib's tab10)
+#: one marker per SLA, in study-file order (its best point per GPU)
+MARKERS = ("*", "P", "X", "D", "s", "^")
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+PARETO_COLS = ["model_id", "hardware", "layout", "precision", "tp", "pp", "replicas", "gpus_per_replica",
+               "batch", "tok_s_per_gpu", "tok_s_per_user", "tok_s_system", "ttft_ms", "tpot_ms", "e2e_s",
+               "mem_gib", "hbm_gib"]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a model id (``meta-llama/Llama-3.3-70B-Instruct`` ->
+    ``Llama-3.3-70B-Instruct``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rsplit("/", 1)[-1])
+
+
+def write(res: ServingResults) -> Path:
+    out = res.head.out
+    write_parquet(res.points, out / "sweep.parquet", index=False)
+    write_csv(res.pareto[PARETO_COLS], out / "pareto.csv", index=False)
+    write_csv(res.best, out / "best_per_sla.csv", index=False)
+    files = [plot(res, mid, out / f"pareto_{slug(mid)}.png") for mid in res.study.model_ids]
+    write_text(out / "report.md", report(res, files))
+    n = len(res.points)
+    write_manifest(out, res.head.study_file, {
+        "points": n, "points_feasible": int(res.points["feasible"].sum()),
+        "sweep_seconds": round(res.run_s, 3),
+        "points_per_second": round(n / res.run_s, 1) if res.run_s > 0 else None})
+    return out
+
+
+def _fixed(res: ServingResults, mid: str) -> str:
+    st = res.study
+    return (f"{mid} on {st.gpus} GPUs, {st.input_len} prompt + {st.output_len} generated tokens per "
+            f"request, static batches of 1–{st.max_batch} per replica")
+
+
+def plot(res: ServingResults, mid: str, path: Path) -> str:
+    """tok/s/GPU over tok/s/user for one model: every feasible point (faint), the Pareto
+    front per hardware with each point's layout, the best point per SLA (one marker per SLA) and the
+    TPOT bound of each SLA (dashed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    st = res.study
+    pts = res.points[(res.points["model_id"] == mid) & res.points["feasible"]]
+    front = res.pareto[res.pareto["model_id"] == mid]
+    best = res.best[(res.best["model_id"] == mid) & (res.best["scope"] == "any") & (res.best["status"] == "ok")]
+    fig, ax = plt.subplots(figsize=(13, 8.5))
+    for i, (hw, ps) in enumerate(zip(st.hardware, st.precisions)):
+        c = COLOURS[i % len(COLOURS)]
+        p = pts[pts["hardware"] == hw.name]
+        ax.scatter(p["tok_s_per_user"], p["tok_s_per_gpu"], s=7, color=c, alpha=0.18, linewidths=0)
+        f = front[front["hardware"] == hw.name]
+        ax.plot(f["tok_s_per_user"], f["tok_s_per_gpu"], "-o", color=c, ms=3.5, lw=1.4,
+                label=f"{hw.name} ({'/'.join(ps)}): Pareto front, {len(f)} layouts")
+        for k, (_, r) in enumerate(f.iterrows()):
+            ax.annotate(r["layout"], (r["tok_s_per_user"], r["tok_s_per_gpu"]), fontsize=5.5, color=c,
+                        xytext=(4, -7 if k % 2 else 3), textcoords="offset points")
+        for j, sla in enumerate(st.slas):
+            b = best[(best["hardware"] == hw.name) & (best["sla"] == sla.name)]
+            ax.scatter(b["tok_s_per_user"], b["tok_s_per_gpu"], marker=MARKERS[j % len(MARKERS)], s=150,
+                       color=c, edgecolors="black", linewidths=0.7, zorder=5)
+    for j, sla in enumerate(st.slas):
+        ax.scatter([], [], marker=MARKERS[j % len(MARKERS)], s=150, color="white", edgecolors="black",
+                   label=f"best layout for {sla.name} ({sla.text()})")
+    for sla in st.slas:
+        x = 1000.0 / sla.tpot_ms
+        ax.axvline(x, color="grey", ls="--", lw=0.8)
+        ax.text(x, 0.99, f" {sla.name}: TPOT ≤ {sla.tpot_ms:g} ms", rotation=90, va="top", ha="right",
+                fontsize=7, color="dimgrey", transform=ax.get_xaxis_transform())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens/s per user (1 / time per output token)")
+    ax.set_ylabel("output tokens/s per GPU (batch × output tokens / (TTFT + decode), per GPU)")
+    ax.set_title(f"{_fixed(res, mid)}\nPareto front per GPU type over TP × PP × replicas × batch × precision "
+                 "(labels: TP, PP, x replicas, b batch per replica, precision; faint: every point that fits)\n"
+                 "large markers: best layout per SLA, which may lie inside the front (the front ignores TTFT)",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="lower left")
+    save_fig(fig, path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return path.name
+
+
+def _precision_line(res: ServingResults) -> str:
+    st = res.study
+    parts = []
+    for hw, ps in zip(st.hardware, st.precisions):
+        peaks = []
+        for p in ps:
+            f = {"bf16": hw.peak_bf16_flops_per_s, "fp16": hw.peak_bf16_flops_per_s,
+                 "fp8": hw.peak_fp8_flops_per_s, "fp4": hw.peak_fp4_flops_per_s}[p]
+            peaks.append(f"{p} {float(f) / 1e12:,.0f}")
+        parts.append(f"{hw.name}: {', '.join(peaks)} TFLOPS dense")
+    return "; ".join(parts)
+
+
+def _ratios(rows: pd.DataFrame) -> str:
+    """``B200 ... ; 1.23x h200 (456), ...`` for the rows of one (model, SLA, scope)."""
+    ok = rows[rows["status"] == "ok"].sort_values("tok_s_per_gpu", ascending=False, kind="stable")
+    if not len(ok):
+        return "no GPU has a layout that meets it."
+    w = ok.iloc[0]
+    s = (f"**{w['hardware']}** serves the most, {w['tok_s_per_gpu']:,.0f} tok/s/GPU "
+         f"({w['layout']}, {w['tok_s_per_user']:.0f} tok/s/user)")
+    others = [f"{w['tok_s_per_gpu'] / r['tok_s_per_gpu']:.2f}x {r['hardware']} ({r['tok_s_per_gpu']:,.0f})"
+              for _, r in ok.iloc[1:].iterrows()]
+    if others:
+        s += ": " + ", ".join(others)
+    none = rows[rows["status"] != "ok"]
+    if len(none):
+        s += "; " + "; ".join(f"nothing on {r['hardware']} meets it ({r['status']})" for _, r in none.iterrows())
+    return s + "."
+
+
+def _bound(r) -> str:
+    """The point's TTFT and TPOT as shares of the SLA's bounds."""
+    a, b = r["ttft_ms"] / r["sla_ttft_ms"], r["tpot_ms"] / r["sla_tpot_ms"]
+    return f"TTFT {100 * a:.0f} % / TPOT {100 * b:.0f} % of the bounds"
+
+
+def sla_sentences(res: ServingResults, mid: str) -> list[str]:
+    """One bullet per SLA for model ``mid``, every figure from ``res.best``."""
+    st = res.study
+    b = res.best[res.best["model_id"] == mid]
+    L = []
+    for sla in st.slas:
+        g = b[b["sla"] == sla.name]
+        any_ = g[g["scope"] == "any"]
+        s = f"- **{sla.name}** ({sla.text()}): " + _ratios(any_)
+        ok = any_[any_["status"] == "ok"].sort_values("tok_s_per_gpu", ascending=False, kind="stable")
+        if len(ok):
+            w = ok.iloc[0]
+            s += f" The winner sits at {_bound(w)}; at its layout {w['next_batch']}."
+        for scope in [x for x in g["scope"].unique() if x != "any"]:
+            c = g[g["scope"] == scope]
+            same = c.set_index("hardware")["layout"].equals(any_.set_index("hardware")["layout"])
+            if not same:
+                s += f" At {scope} on every GPU: " + _ratios(c)
+        L.append(s)
+    return L
+
+
+def _num(v, fmt: str) -> str:
+    return "–" if not np.isfinite(v) else format(v, fmt)
+
+
+def _table(res: ServingResults, mid: str) -> pd.DataFrame:
+    b = res.best[(res.best["model_id"] == mid) & (res.best["scope"] == "any")]
+    f = lambda c, fmt: b[c].astype(float).map(lambda v: _num(v, fmt))
+    return pd.DataFrame({
+        "SLA": b["sla"], "GPU": b["hardware"], "layout": b["layout"].where(b["status"] == "ok", "–"),
+        "tok/s/GPU": f("tok_s_per_gpu", ",.0f"), "tok/s/user": f("tok_s_per_user", ".1f"),
+        "TTFT ms": f("ttft_ms", ",.0f"), "TPOT ms": f("tpot_ms", ".2f"), "GiB/GPU": f("mem_gib", ".1f"),
+        "next batch at this layout": b["next_batch"].where(b["status"] == "ok", b["status"]),
+        "points meeting SLA": b["points_meeting"].astype(int).astype(str) + " / "
+        + b["points_feasible"].astype(int).astype(str)})
+
+
+def report(res: ServingResults, files: list[str]) -> str:
+    st = res.study
+    pts = res.points
+    n_ok = int(pts["feasible"].sum())
+    models = ", ".join(f"{mid} ({m.num_params() / 1e9:.1f} B parameters"
+                       + (f", {m.num_experts} experts, top-{m.top_k}" if m.num_experts > 1 else "") + ")"
+                       for mid, m in zip(st.model_ids, st.models))
+    L = [f"# {res.head.name}: {res.head.description}", "",
+         f"Models: {models}. {st.gpus} GPUs per deployment, {st.input_len} prompt tokens and "
+         f"{st.output_len} generated tokens per request.",
+         f"The search evaluated **{len(pts):,}** points (model x GPU x precision x replica size x TP x PP x "
+         f"batch), {n_ok:,} of which fit in memory (run time in `manifest.json`; every point with its status "
+         "in `sweep.parquet`, the Pareto fronts in `pareto.csv`, the best point per SLA in `best_per_sla.csv`).",
+         "",
+         "## How the numbers are made", "",
+         "- Serving screen: `dse serve` (`dse.infer.sweep.sweep_inference`), vectorized over every (TP, PP, batch) "
+         "of one replica; a layout is `replicas` replicas of `TP x PP` GPUs. Static batching: a replica prefills "
+         "its batch, then decodes it, so **TTFT is the prefill of the whole batch** and TPOT the decode step at "
+         "the mean context; tok/s/user = 1 / TPOT; tok/s/GPU = batch x output tokens / (TTFT + (output - 1) x "
+         "TPOT) / GPUs per replica. No engine host time per iteration is included (the GPU time of the "
+         "operator graph).",
+         f"- Precisions (weights and GEMM inputs; peaks from the catalog): {_precision_line(res)}. fp4 is the "
+         "GPU's block-scaled 4-bit format (NVFP4 on Blackwell); attention and the KV cache stay 16-bit at every "
+         "precision (`dse/cost/rates.py`).",
+         *([f"- MoE ({', '.join(mid for mid, m in zip(st.model_ids, st.models) if m.num_experts > 1)}): the "
+            "experts are split over the replica's TP GPUs; this screen has no expert-parallel or attention-DP "
+            "axis (`dse predict` rows take `ep` / `attn_dp`)."] if any(m.num_experts > 1 for m in st.models)
+           else []),
+         "- Memory: weights + the KV cache of the batch at prompt + output tokens + workspace must fit in 97 % "
+         "of HBM; points that do not are kept with the reason.",
+         "- Best per SLA: the highest tok/s/GPU among the points meeting both bounds (per GPU over every "
+         "precision it lists; a sentence also compares at a precision every GPU has when that changes the "
+         "choice).", ""]
+    for mid, fn in zip(st.model_ids, files):
+        L += [f"## {mid}", "", f"![pareto {mid}]({fn})", "",
+              "Each GPU's front holds the layouts no other layout of that GPU beats on both axes; the best "
+              "layout per SLA also has to meet the TTFT bound, which the axes do not show, so it can lie inside "
+              "the front.", "",
+              f"Best layout per SLA ({_fixed(res, mid)}):", "", md_table(_table(res, mid)), ""]
+        L += sla_sentences(res, mid) + [""]
+    L += ["## How to read this", "",
+          "- Layout labels: `TP4 PP2 x1 b64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
+          "replica, 64 requests per replica batch, fp8 weights and activations. Batches are powers of two, so "
+          "`next batch at this layout` is the doubled batch: a batch between the two may still meet the SLA.",
+          "- Reproduce: `make study STUDY=" + res.head.name + "`; provenance in `manifest.json`.", ""]
+    return "\n".join(L)

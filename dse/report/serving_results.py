@@ -1,0 +1,53 @@
+"""Typed results of the serving study (``kind = "serving"``): the parsed study file and
+what :mod:`dse.studies.serving` computes from it, for :mod:`dse.report.serving`.
+
+Beside :mod:`dse.report.results` (same role, kept apart so that module stays small);
+below both dse/studies and dse/report, so the writer imports nothing from the runner.
+Wall-clock timings travel here only to reach the untracked ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dse.report.results import StudyHeader
+from dse.spec.hardware import Hardware
+from dse.spec.model import Model
+
+
+@dataclass(frozen=True)
+class SLA:
+    """A service-level target: a point meets it when ``ttft_ms <= ttft`` and ``tpot_ms <=
+    tpot`` (time to first token, time per output token, milliseconds)."""
+    name: str
+    ttft_ms: float
+    tpot_ms: float
+
+    def text(self) -> str:
+        return f"TTFT ≤ {self.ttft_ms:g} ms, TPOT ≤ {self.tpot_ms:g} ms"
+
+
+@dataclass(frozen=True)
+class ServingStudy:
+    """A parsed ``kind = "serving"`` study file."""
+    models: tuple[Model, ...]
+    model_ids: tuple[str, ...]          # as the study file names them (report titles)
+    hardware: tuple[Hardware, ...]
+    precisions: tuple[tuple[str, ...], ...]   # per hardware, in study-file order
+    gpus: int                           # GPUs of the deployment (replicas x replica size)
+    input_len: int                      # prompt tokens per request
+    output_len: int                     # generated tokens per request
+    max_batch: int                      # batches: powers of two up to this, and it
+    slas: tuple[SLA, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ServingResults:
+    head: StudyHeader
+    study: ServingStudy
+    points: pd.DataFrame                # every (model, hardware, precision, layout, batch) point
+    pareto: pd.DataFrame                # the non-dominated feasible points per (model, hardware)
+    best: pd.DataFrame                  # one row per (model, hardware, SLA): best that meets it
+    run_s: float                        # wall time of the sweeps, for the manifest

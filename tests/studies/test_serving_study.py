@@ -1,0 +1,177 @@
+"""The serving study (studies/serving.toml) on a reduced grid: Pareto fronts, best layout
+per SLA, computed report sentences, determinism, bad input."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse.cli import main
+from dse.report.serving import report, sla_sentences
+from dse.report.serving_results import SLA, ServingResults
+from dse.report.results import StudyHeader
+from dse.study import run_study
+from dse.studies import serving as S
+from dse.studies.common import load_study
+
+STUDY = Path(__file__).resolve().parents[2] / "studies" / "serving.toml"
+
+SMALL = """
+name = "serving-small"
+kind = "serving"
+description = "reduced serving study"
+
+[serving]
+models = ["llama3-8b"]
+gpus = 2
+input_len = 512
+output_len = 128
+max_batch = 64
+
+[[hardware]]
+name = "h100-sxm-80gb"
+precisions = ["bf16", "fp8"]
+
+[[hardware]]
+name = "h200-sxm-141gb"
+precisions = ["bf16", "fp8"]
+
+[[sla]]
+name = "tight"
+ttft_ms = 150
+tpot_ms = 6
+
+[[sla]]
+name = "loose"
+ttft_ms = 2000
+tpot_ms = 40
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("serving")
+    p = d / "small.toml"
+    p.write_text(SMALL)
+    mp = pytest.MonkeyPatch()
+    mp.chdir(d)
+    try:
+        out = Path(run_study(str(p))).resolve()
+        first = {f: (out / f).read_bytes() for f in ("report.md", "pareto.csv", "best_per_sla.csv",
+                                                        "pareto_llama3-8b.png")}
+        out2 = Path(run_study(str(p))).resolve()      # a rerun rewrites the same bytes (git status stays clean)
+        second = {f: (out2 / f).read_bytes() for f in first}
+    finally:
+        mp.undo()
+    return out, p, first, second
+
+
+def test_outputs_and_determinism(small):
+    out, _, first, second = small
+    for f in ("report.md", "report.html", "manifest.json", "sweep.parquet", "pareto.csv",
+              "best_per_sla.csv", "pareto_llama3-8b.png"):
+        assert (out / f).exists(), f
+    assert first == second
+    assert "seconds" not in (out / "report.md").read_text()       # timings only in the manifest
+
+
+def test_pareto_front_is_non_dominated_and_complete(small):
+    out = small[0]
+    pts = pd.read_parquet(out / "sweep.parquet")
+    front = pd.read_csv(out / "pareto.csv")
+    for hw, f in front.groupby("hardware"):
+        ok = pts[pts["feasible"] & (pts["hardware"] == hw)]
+        P = ok[["tok_s_per_gpu", "tok_s_per_user"]].to_numpy()
+        F = f[["tok_s_per_gpu", "tok_s_per_user"]].to_numpy()
+        for x in F:                       # no feasible point beats a front point on both axes
+            dom = (P >= x).all(axis=1) & (P > x).any(axis=1)
+            assert not dom.any(), (hw, x)
+        for x in P:                       # every feasible point is on or under the front
+            assert ((F >= x * (1 - 1e-9)).all(axis=1)).any(), (hw, x)
+        assert len(f) >= 3
+        assert np.all(np.diff(f["tok_s_per_user"]) >= 0)
+        assert np.all(np.diff(f["tok_s_per_gpu"]) <= 1e-9)         # a front: trade-off along it
+
+
+def test_best_per_sla_meets_its_sla_and_is_best(small):
+    out = small[0]
+    pts = pd.read_parquet(out / "sweep.parquet")
+    best = pd.read_csv(out / "best_per_sla.csv")
+    assert set(best["sla"]) == {"tight", "loose"} and set(best["scope"]) == {"any", "bf16", "fp8"}
+    ok = best[best["status"] == "ok"]
+    assert len(ok) >= 8
+    for _, b in ok.iterrows():
+        assert b["ttft_ms"] <= b["sla_ttft_ms"] and b["tpot_ms"] <= b["sla_tpot_ms"]
+        c = pts[pts["feasible"] & (pts["hardware"] == b["hardware"])]
+        if b["scope"] != "any":
+            c = c[c["precision"] == b["scope"]]
+        meet = c[(c["ttft_ms"] <= b["sla_ttft_ms"]) & (c["tpot_ms"] <= b["sla_tpot_ms"])]
+        assert len(meet) == b["points_meeting"]
+        assert b["tok_s_per_gpu"] == pytest.approx(meet["tok_s_per_gpu"].max())
+    loose = ok[(ok["sla"] == "loose") & (ok["scope"] == "any")].set_index("hardware")
+    tight = ok[(ok["sla"] == "tight") & (ok["scope"] == "any")].set_index("hardware")
+    # a looser SLA admits a superset of points: never less throughput per GPU
+    assert (loose["tok_s_per_gpu"] >= tight.reindex(loose.index)["tok_s_per_gpu"].fillna(0)).all()
+    # tok/s/GPU is the static-batch cycle: batch x output / (TTFT + (output - 1) TPOT) / GPUs
+    r = ok.iloc[0]
+    assert r["tok_s_per_gpu"] == pytest.approx(
+        r["batch"] * 128 / (r["ttft_ms"] / 1e3 + 127 * r["tpot_ms"] / 1e3) / r["gpus_per_replica"], rel=1e-6)
+
+
+def test_report_sentences_are_computed(small, tmp_path):
+    out, p, _, _ = small
+    d, path = load_study(str(p))
+    st = S.parse(d, path)
+    pts = pd.read_parquet(out / "sweep.parquet")
+    head = StudyHeader("serving-small", "", path, tmp_path)
+
+    def sentences(study):
+        return sla_sentences(ServingResults(head, study, pts, S.pareto(pts), S.best_per_sla(pts, study), 0.0),
+                             "llama3-8b")
+    base = sentences(st)
+    best = pd.read_csv(out / "best_per_sla.csv")
+    lo = best[(best["sla"] == "loose") & (best["scope"] == "any")].sort_values("tok_s_per_gpu", ascending=False)
+    w, r2 = lo.iloc[0], lo.iloc[1]
+    line = next(s for s in base if s.startswith("- **loose**"))
+    assert f"**{w['hardware']}** serves the most, {w['tok_s_per_gpu']:,.0f} tok/s/GPU" in line
+    assert f"{w['tok_s_per_gpu'] / r2['tok_s_per_gpu']:.2f}x {r2['hardware']}" in line
+    assert line in (out / "report.md").read_text()
+    # a tighter TPOT bound changes the chosen layouts and so the sentence
+    tighter = dataclasses.replace(st, slas=(st.slas[0], SLA("loose", 2000.0, 5.0)))
+    changed = next(s for s in sentences(tighter) if s.startswith("- **loose**"))
+    assert changed != line and "TPOT ≤ 5 ms" in changed
+    nums = lambda s: re.findall(r"[\d,]+ tok/s/GPU", s)
+    assert nums(changed) != nums(line)
+    # an SLA nothing meets says so, per GPU, with what the closest point reaches
+    none = dataclasses.replace(st, slas=(SLA("impossible", 1.0, 0.1),))
+    s = sentences(none)[0]
+    assert "no GPU has a layout that meets it" in s
+    rep = report(ServingResults(head, none, pts, S.pareto(pts), S.best_per_sla(pts, none), 0.0), ["x.png"])
+    assert "none of" in rep and "lowest TPOT" in rep
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda t: t.replace("max_batch = 64", "max_batch = 64\nbatch = 3"), "serving.batch"),
+    (lambda t: t.replace('precisions = ["bf16", "fp8"]', 'precisions = ["fp4"]', 1), "hardware[0].precisions"),
+    (lambda t: t.replace("ttft_ms = 150", "ttft_ms = -1"), "sla[0].ttft_ms"),
+    (lambda t: t.replace('"h200-sxm-141gb"', '"h100-sxm-80gb"'), "hardware"),
+    (lambda t: t.replace("gpus = 2", "gpus = 0"), "serving.gpus"),
+    (lambda t: t.replace('name = "loose"', 'name = "tight"'), "sla"),
+])
+def test_bad_study_exits_2(tmp_path, capsys, edit, field):
+    p = tmp_path / "bad.toml"
+    p.write_text(edit(SMALL))
+    assert main(["study", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err, err
+
+
+def test_study_file_parses_with_its_precisions():
+    d, p = load_study(str(STUDY))
+    st = S.parse(d, p)
+    prec = dict(zip((h.name for h in st.hardware), st.precisions))
+    assert prec["b200"] == ("fp8", "fp4") and prec["h100-sxm-80gb"] == ("bf16", "fp8")
+    assert S.precision_of("fp4", st.hardware[[h.name for h in st.hardware].index("b200")]) == 3   # NVFP4
