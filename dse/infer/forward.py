@@ -66,7 +66,8 @@ KV append, activation).  Overlap: none (ops run back to back on one stream: sum)
 
 **TP**: two all-reduces of T h el bytes per layer on the critical path
 (:func:`dse.cost.collectives.group_collective_s`, stride 1: one NVLink domain when
-``tp`` <= its size).  The vocab-parallel embedding adds one all-reduce, the LM head an
+``tp`` <= its size), each plus a kernel launch and NCCL's base latency
+(:func:`collective_fixed_s`).  The vocab-parallel embedding adds one all-reduce, the LM head an
 all-gather of the fp32 logits.
 """
 
@@ -83,6 +84,13 @@ from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.cost.rates import Rates, linear_el_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
+# NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
+# per call on top of the per-hop latencies: baseLat[Ring][LL] = 6.6 us in NCCL
+# src/graph/tuning.cc (the hardware catalog's header quotes it and notes the alpha-beta
+# model of dse.cost.collectives does not carry it).  Serving stacks' small-message
+# all-reduces (NCCL, or TensorRT-LLM / vLLM custom one-shot all-reduce kernels with a
+# cross-GPU flag barrier) pay a fixed cost of this order per call.
+NCCL_BASE_LATENCY_S = 6.6e-6
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
 
 
@@ -181,13 +189,24 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     return ForwardGraph(layer, head, emb, hand_off)
 
 
+def collective_fixed_s(op, hw: Hardware):
+    """Fixed cost of one serving collective call beyond the alpha-beta terms of
+    :func:`dse.cost.collectives.group_collective_s`: its kernel launch (``kernel_launch_s``,
+    the CUDA-graph gap where the engine replays graphs) and NCCL's base latency
+    ``NCCL_BASE_LATENCY_S``; 0 for a group of one.  Decode all-reduces carry a few KB,
+    so this fixed part is most of their time."""
+    return jnp.where(op.n > 1, op.calls * (hw.kernel_launch_s + NCCL_BASE_LATENCY_S), 0.0)
+
+
 def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
-    """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream)."""
+    """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream); collectives
+    add :func:`collective_fixed_s`."""
     parts = [0.0, 0.0, 0.0, 0.0]
     for op in ops:
         i = (0 if isinstance(op, Gemm) else 1 if isinstance(op, (Attention, KVRead))
              else 2 if isinstance(op, (Collective, P2P)) else 3)
-        parts[i] = parts[i] + time_s(op, hw, r)
+        fixed = collective_fixed_s(op, hw) if isinstance(op, Collective) else 0.0
+        parts[i] = parts[i] + time_s(op, hw, r) + fixed
     return OpTimes(*parts)
 
 
