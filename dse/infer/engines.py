@@ -31,16 +31,32 @@ Profiles (constants and where they come from):
     bookkeeping with the GPU, only the batch assembly is serial).  KV: paged, 64-token
     blocks (``tokens_per_block`` default 64, docs/source/advanced/gpt-attention.md),
     ``kv_cache_free_gpu_mem_fraction`` 0.9 of the memory left after weights
-    (``KvCacheConfig`` default).  Admission counts the blocks a request holds now (the
-    ``MAX_UTILIZATION`` capacity policy the benchmark and MLPerf harnesses run; the
-    default ``GUARANTEED_NO_EVICT`` would reserve input + output tokens, and MLPerf's
-    published batches of 850-1300 Llama-2-70B requests do not fit that way).  The
-    policy is our reading, not re-checked in the harness source.
+    (``KvCacheConfig`` default).  Admission reserves a request's final footprint,
+    input + output tokens: ``trtllm-bench throughput`` runs the executor with
+    ``scheduler_policy = IFBSchedulingPolicy.NO_EVICT`` (``tensorrt_llm/bench/run/run.py``
+    of v0.12/0.13; the v0.13 perf-overview's sample output prints "Scheduling Policy:
+    Guaranteed No Evict"), which is also the executor's default capacity policy.
     ``max_batch`` 2048 and ``max_num_tokens`` 8192: trtllm-bench's engine build settings
     for throughput runs (docs/source/performance/perf-overview.md, "max_batch_size /
     max_num_tokens" tuned per ISL/OSL; 2048 / 8192 the defaults of
     ``tensorrt_llm/bench/build``); context chunking off (v0.13 default), so a prompt
     enters in one iteration.
+    KV precision: an fp8 (or NVFP4) engine gets an fp8 KV cache unless told otherwise
+    (``fp8_kv_with_fp8``): trtllm-bench forces it ("If the quantization is NVFP4 or
+    FP8, force the KV cache dtype to FP8", ``tensorrt_llm/bench/build/build.py``; the
+    v0.13 perf-overview: "If you specify FP8 quantization, the KV cache will
+    automatically be set to FP8 as well"), and NVIDIA's MLPerf v4.1 Llama-2-70B
+    engines need it to hold their published batches: 806 requests of ~580 tokens on
+    one H200 are 76 GB in fp8 and 153 GB in 16 bit, beside 70 GB of fp8 weights
+    (``closed/NVIDIA/configs/llama2-70b``).  vLLM and SGLang keep the model dtype
+    (``--kv-cache-dtype auto``) unless told.
+``trtllm_mlperf`` -- NVIDIA's MLPerf Inference harness on the same executor
+    (``closed/NVIDIA/code/harness/harness_llm``, engine text "... MLPerf harness" /
+    "NVIDIA-derived harness"): the ``trtllm`` profile with admission on the blocks a
+    request holds now (``MAX_UTILIZATION``): the published batches (806 Llama-2-70B
+    requests on one H200, 1024 per TP2 pair of H100s,
+    ``closed/NVIDIA/configs/llama2-70b/{Offline,Server}``, ``kvcache_free_gpu_mem_frac``
+    0.90) fit an fp8 cache only on the mean footprint, not on input + maximum output.
 ``trtllm_static`` -- TensorRT-LLM ``gptSessionBenchmark`` (v0.5-v0.6 static batching):
     the benchmark times only the session's ``generate`` (engine enqueue and
     synchronisation), no scheduler, so host time 0; no CUDA graphs.
@@ -104,6 +120,7 @@ class EngineProfile:
     chunked_prefill: bool
     mixed_batches: bool = True     # prompts share an iteration with decode tokens
     gqa_shared_kv: bool = True     # decode kernel reads a KV head once per group
+    fp8_kv_with_fp8: bool = False  # fp8 (or fp4) weights imply an fp8 KV cache
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -111,7 +128,10 @@ class EngineProfile:
 
 
 PROFILES = {
-    "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048, 8192, False),
+    "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, True, 2048, 8192, False,
+                            fp8_kv_with_fp8=True),
+    "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
+                                   8192, False, fp8_kv_with_fp8=True),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
@@ -134,6 +154,8 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
     if t.startswith("trtllm") or "tensorrt-llm" in t:
         if "gptsessionbenchmark" in t or "static" in t:
             return PROFILES["trtllm_static"], ""
+        if "harness" in t:
+            return PROFILES["trtllm_mlperf"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
         p = PROFILES["vllm"]

@@ -46,6 +46,9 @@ the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which 
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
 experts' weights are read (decode with small T reads a fraction of the experts).
 
+* Expert GEMMs run at ``MOE_GROUPED_GEMM_EFF`` of a dense GEMM's compute efficiency
+  (grouped GEMM over the permuted tokens; the constant's comment has the sources and
+  the fit).
 * ``dp`` = 1 (attention TP): every GPU of the group holds all T tokens; the TP
   all-reduce after the MoE layer also combines the EP partials (vLLM FusedMoE
   ``reduce_results``; SGLang's default ``--moe-a2a-backend none``): no all-to-all.
@@ -66,7 +69,8 @@ KV append, activation).  Overlap: none (ops run back to back on one stream: sum)
 
 **TP**: two all-reduces of T h el bytes per layer on the critical path
 (:func:`dse.cost.collectives.group_collective_s`, stride 1: one NVLink domain when
-``tp`` <= its size).  The vocab-parallel embedding adds one all-reduce, the LM head an
+``tp`` <= its size), each plus a kernel launch and NCCL's base latency
+(:func:`collective_fixed_s`).  The vocab-parallel embedding adds one all-reduce, the LM head an
 all-gather of the fp32 logits.
 """
 
@@ -83,6 +87,27 @@ from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
 from dse.cost.rates import Rates, linear_el_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
+# NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
+# per call on top of the per-hop latencies: baseLat[Ring][LL] = 6.6 us in NCCL
+# src/graph/tuning.cc (the hardware catalog's header quotes it and notes the alpha-beta
+# model of dse.cost.collectives does not carry it).  Serving stacks' small-message
+# all-reduces (NCCL, or TensorRT-LLM / vLLM custom one-shot all-reduce kernels with a
+# cross-GPU flag barrier) pay a fixed cost of this order per call.
+NCCL_BASE_LATENCY_S = 6.6e-6
+# Compute efficiency of an MoE layer's expert GEMMs relative to a dense GEMM of the same
+# shape (it multiplies ``eff_gemm`` / ``eff_gemm_fp8`` in the compute term only; the
+# weight-read term of small-batch decode is unchanged).  The engines of the calibration
+# data run the experts as one grouped GEMM over a token-permuted layout (TensorRT-LLM's
+# MoE plugin, CUTLASS grouped GEMM; vLLM / SGLang ``fused_moe``), which pays for small
+# and ragged per-expert problems, per-expert M padding to the tile, expert scheduling
+# and the gather of permuted rows (TensorRT-LLM tech blog "MoE as Dense GEMM";
+# arXiv:2501.16103 reaches 91 % of peak only with a purpose-built static-batching MoE
+# kernel).  FITTED, one global value: 0.5 brings the 10 Mixtral-8x7B rows of
+# trtllm_perf_v013 (TP 2-8, H100 / H200 fp8, A100 fp16) and mlperf_inf_v41 (TP 1) to
+# within about 10 % of their measured throughput (scan 1.0 / 0.7 / 0.55 / 0.45: mean
+# error +32 / +16 / +4 / -6 % on the trtllm-bench rows; TP1 +82 / +42 / +18 / +1 %).
+# No vLLM / SGLang MoE row exists: their fused_moe kernels are assumed to be alike.
+MOE_GROUPED_GEMM_EFF = 0.5
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
 
 
@@ -181,13 +206,24 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     return ForwardGraph(layer, head, emb, hand_off)
 
 
+def collective_fixed_s(op, hw: Hardware):
+    """Fixed cost of one serving collective call beyond the alpha-beta terms of
+    :func:`dse.cost.collectives.group_collective_s`: its kernel launch (``kernel_launch_s``,
+    the CUDA-graph gap where the engine replays graphs) and NCCL's base latency
+    ``NCCL_BASE_LATENCY_S``; 0 for a group of one.  Decode all-reduces carry a few KB,
+    so this fixed part is most of their time."""
+    return jnp.where(op.n > 1, op.calls * (hw.kernel_launch_s + NCCL_BASE_LATENCY_S), 0.0)
+
+
 def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
-    """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream)."""
+    """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream); collectives
+    add :func:`collective_fixed_s`."""
     parts = [0.0, 0.0, 0.0, 0.0]
     for op in ops:
         i = (0 if isinstance(op, Gemm) else 1 if isinstance(op, (Attention, KVRead))
              else 2 if isinstance(op, (Collective, P2P)) else 3)
-        parts[i] = parts[i] + time_s(op, hw, r)
+        fixed = collective_fixed_s(op, hw) if isinstance(op, Collective) else 0.0
+        parts[i] = parts[i] + time_s(op, hw, r) + fixed
     return OpTimes(*parts)
 
 
@@ -200,7 +236,11 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
-    return (op_times(g.layer, hw, r).scale(layers).plus(op_times(g.head, hw, r))
+    experts = g.layer[2:4]                                 # fc1, fc2 (the experts of an MoE)
+    r_exp = r._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
+                                                           MOE_GROUPED_GEMM_EFF, 1.0))
+    per_layer = op_times(g.layer[:2] + g.layer[4:], hw, r).plus(op_times(experts, hw, r_exp))
+    return (per_layer.scale(layers).plus(op_times(g.head, hw, r))
             .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))
 
 

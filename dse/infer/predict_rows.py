@@ -17,7 +17,8 @@ Blank settings, as a tuned deployment would choose them:
   in the hardware's native format (NVFP4 on NVIDIA Blackwell, MXFP4 on AMD CDNA4;
   ``nvfp4`` / ``mxfp4`` name one explicitly), GEMMs on ``peak_tflops_fp4``; hardware
   without fp4 tensor cores gets an ``infeasible`` status; the KV cache is fp8 too where the source says so
-  (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8), else 16-bit.
+  (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8) or where the
+  engine makes it the default of an fp8 model (TensorRT-LLM, ``fp8_kv_with_fp8``), else 16-bit.
 * ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
   ``pp`` blank: 1; ``replicas`` blank: ``gpus / (tp pp)``.
 * ``input_len`` / ``output_len`` blank (dataset-driven): the dataset's mean lengths
@@ -116,11 +117,15 @@ def _dataset_lengths(row):
     return None
 
 
-def _kv_fp8(row, prec: str) -> bool:
+def _kv_fp8(row, prec: str, eng=None) -> bool:
+    """fp8 KV cache: the ``kv_precision`` column; else the source's words; else the
+    engine's default for an fp8 / fp4 model (:mod:`dse.infer.engines`)."""
     if not _blank(row.get("kv_precision")):
         return str(row["kv_precision"]).strip().lower() == "fp8"
     text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
-    return prec in ("fp8", "nvfp4", "mxfp4") and ("fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text)
+    low = prec in ("fp8", "nvfp4", "mxfp4")
+    said = "fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text
+    return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
 def predict_inference_row(row: dict) -> dict:
@@ -159,7 +164,7 @@ def predict_inference_row(row: dict) -> dict:
     if ep > 1 and model.num_experts % ep:
         return {**out, "status": f"infeasible: `num_experts % ep == 0` must hold, but got "
                                  f"(num_experts={model.num_experts}, ep={ep})"}
-    kvb = 1.0 if _kv_fp8(row, prec) else 2.0
+    kvb = 1.0 if _kv_fp8(row, prec, eng) else 2.0
     code = SERVING_PRECISION[prec]
     chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:

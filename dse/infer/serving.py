@@ -39,15 +39,18 @@ replicas for the system):
 * ``concurrency`` (closed loop, N in flight per system): B = N / replicas (capped by
   the slots); the same steady state; TPOT = t_iter; TTFT = (steps/2 + 1) t_iter (wait for
   the running scheduling pass of ``steps`` iterations, half of it on average, then the
-  iteration carrying the prompt; :func:`ttft_iterations`); e2e = TTFT + (O - 1) TPOT; tokens/s = B O / e2e.
+  iteration carrying the prompt, or the prompt's own prefill pass on engines that do not
+  mix them; :func:`first_token_s`); e2e = TTFT + (O - 1) TPOT; tokens/s = B O / e2e.
 * ``poisson_rate`` (open loop, lambda requests/s): a mean-value fixed point (Little's
   law on a processor-sharing server, as continuous batching is one): per replica
   ``lambda_r = lambda / replicas``; the running batch ``B = lambda_r (O - 1) TPOT``
   and prompt tokens ``p = lambda_r S TPOT`` per iteration give
   ``TPOT = t_iter(B, p)``, solved by damped iteration.  Past capacity (B above the
   slots, or no fixed point) the row is saturated: throughput is the offline one and the
-  status says so.  TTFT = (steps/2 + 1) TPOT plus, while the prefill work alone occupies a share
-  rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
+  status says so.  TTFT = (steps/2 + 1) TPOT (mixing engines; else steps/2 TPOT + the
+  prompt's prefill pass, :func:`first_token_s`) plus, while the prefill work alone
+  occupies a share rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait
+  ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
 
 **Expert parallelism and attention DP** (MoE; :mod:`dse.infer.forward` has the layout
@@ -205,17 +208,35 @@ def running_batch(dep: Deployment, prompt_len: float, output_len: float) -> floa
 
 def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:
     """One decode iteration of ``batch`` sequences plus the prefill of ``prompts`` new
-    prompts: in the same pass where the engine mixes them, else as a separate prefill
-    pass (decode stalls meanwhile)."""
+    prompts (a mean, may be fractional): in the same pass where the engine mixes them,
+    else as separate prefill passes (decode stalls meanwhile).  Separate passes: with
+    ``q = prompts`` >= 1 one pass batches the q prompts, ``t_prefill(q)``; with q < 1 a
+    pass of one prompt runs in a share q of the iterations, ``q t_prefill(1)`` -- each
+    pass reads every weight once, so a fraction of a prompt does not cost a fraction of
+    a weight read.  Together: ``min(q, 1) t_prefill(max(q, 1))``."""
     if dep.engine.mixed_batches or prompts <= 0:
         return iteration_s(dep, batch, context, prompts * S, S)
-    return iteration_s(dep, batch, context) + prefill_s(dep, prompts, S)
+    return iteration_s(dep, batch, context) + min(prompts, 1.0) * prefill_s(dep, max(prompts, 1.0), S)
 
 
 def ttft_iterations(dep: Deployment) -> float:
-    """Iterations between arrival and first token: half the running scheduling pass
-    (``scheduler_steps`` iterations under vLLM multi-step) plus the prompt's own."""
+    """Iterations between arrival and first token on an engine that mixes prompts into
+    decode iterations: half the running scheduling pass (``scheduler_steps`` iterations
+    under vLLM multi-step) plus the iteration carrying the prompt."""
     return 0.5 * dep.engine.scheduler_steps + 1.0
+
+
+def first_token_s(dep: Deployment, t_iter: float, prompts: float, S: float) -> float:
+    """Time to first token without queueing for the prefill itself: the new request waits
+    for half the running scheduling pass (``scheduler_steps / 2`` iterations of
+    ``t_iter``), then its prompt runs -- inside one iteration where the engine mixes
+    prompts into decode iterations (TensorRT-LLM in-flight batching:
+    ``ttft_iterations * t_iter``), else in a prefill pass of its own that batches the
+    ``max(prompts, 1)`` prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill
+    batches apart from decode, :func:`_cycle`)."""
+    if dep.engine.mixed_batches:
+        return ttft_iterations(dep) * t_iter
+    return 0.5 * dep.engine.scheduler_steps * t_iter + prefill_s(dep, max(prompts, 1.0), S)
 
 
 def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
@@ -255,7 +276,7 @@ def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
     tps = B / t * streams(dep, replicas)
-    ttft = ttft_iterations(dep) * t
+    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
     return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
 
 
@@ -268,7 +289,7 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) ->
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     t = _steady(dep, B, S, O)
-    ttft = ttft_iterations(dep) * t
+    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
     e2e = ttft + (O - 1) * t
     tps = B * O / e2e * units
     return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
@@ -300,7 +321,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> 
     t_pf = prefill_s(dep, 1.0, S, overhead=False)
     rho = min(lam * t_pf, 0.99)
     wait = rho * t_pf / (2.0 * (1.0 - rho))
-    ttft = ttft_iterations(dep) * t + wait
+    ttft = first_token_s(dep, t, lam * t, S) + wait
     e2e = ttft + (O - 1.0) * t
     tps = rate * O
     return ServingResult(tps, tps / gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")

@@ -135,3 +135,42 @@ def test_one_bad_row_gets_a_status_the_others_are_predicted():
     assert st["b"].startswith("invalid: hardware") and st["c"].startswith("invalid: scenario")
     assert st["d"].startswith("infeasible: ep")
     assert p.loc[p["id"] == "a", "predicted_output_tok_s"].iloc[0] > 0
+
+
+def test_mlperf_harness_and_trtllm_bench_profiles():
+    """trtllm-bench reserves a request's final KV (GUARANTEED_NO_EVICT); NVIDIA's MLPerf
+    harness admits on current blocks, so it holds more sequences; both give fp8 models
+    an fp8 KV cache, vLLM and SGLang do not."""
+    bench = engine_profile("trtllm (v0.13.0, trtllm-bench)")[0]
+    mlperf = engine_profile("trtllm (TensorRT 10.2, NVIDIA MLPerf harness)")[0]
+    assert bench.reserve_final_kv and not mlperf.reserve_final_kv
+    assert bench.fp8_kv_with_fp8 and mlperf.fp8_kv_with_fp8
+    assert not PROFILES["vllm"].fp8_kv_with_fp8 and not PROFILES["sglang"].fp8_kv_with_fp8
+    d_b = Deployment(L8, H100, bench, 1, 1, 2, 1.0)
+    d_m = Deployment(L8, H100, mlperf, 1, 1, 2, 1.0)
+    assert kv_slots(d_m, 128, 2048) > 1.5 * kv_slots(d_b, 128, 2048)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.floats(0.01, 0.99), st.sampled_from(["vllm", "sglang"]))
+def test_sparse_prompts_cost_their_share_of_a_full_prefill_pass(q, engine):
+    """On engines that run prefill apart from decode, q < 1 prompts per iteration cost
+    q full one-prompt prefill passes (each pass reads every weight)."""
+    from dse.infer.serving import _cycle
+    d = dep(engine=engine)
+    base = iteration_s(d, 16, 512)
+    assert _cycle(d, 16, 512, q, 256) == pytest.approx(base + q * prefill_s(d, 1, 256), rel=1e-6)
+    assert _cycle(d, 16, 512, q, 256) >= base + q * prefill_s(d, q, 256) * (1 - 1e-6)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([2, 4, 8]))
+def test_tp_decode_step_pays_a_fixed_cost_per_all_reduce(tp):
+    """Each decode all-reduce costs at least a launch plus NCCL's base latency, so a TP
+    decode step at batch 1 is slower than the TP1 step divided by tp by at least
+    2 L (launch + base) ."""
+    from dse.infer.forward import NCCL_BASE_LATENCY_S
+    t1 = iteration_s(dep(tp=1), 1, 256, overhead=False)
+    tt = iteration_s(dep(tp=tp), 1, 256, overhead=False)
+    floor = 2 * L8.num_layers * (H100.kernel_launch_s + NCCL_BASE_LATENCY_S)
+    assert tt >= t1 / tp + floor * 0.99

@@ -91,9 +91,10 @@ def test_decode_hbm_bound_llama3_70b_tp8_a100():
     ga0 = float(r0.decode_gemm_s + r0.decode_attention_s)
     ga1 = float(r1.decode_gemm_s + r1.decode_attention_s)
     assert 1 - ga1 / ga0 > 0.40
-    # ...the whole step by > 30 %: ~900 kernel launches (4 us each, CUDA graphs off,
-    # dse.spec.efficiency) and 160 latency-bound TP all-reduces per token do not scale.
-    assert 1 - float(r1.decode_s_per_token) / float(r0.decode_s_per_token) > 0.30
+    # ...the whole step by > 25 %: ~900 kernel launches (4 us each, CUDA graphs off,
+    # dse.spec.efficiency) and 160 latency-bound TP all-reduces per token (each with a
+    # launch and NCCL's 6.6 us base latency, dse.infer.forward) do not scale.
+    assert 1 - float(r1.decode_s_per_token) / float(r0.decode_s_per_token) > 0.25
 
 
 def test_decode_nearly_proportional_without_tp_llama3_8b():
