@@ -139,13 +139,15 @@ def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
     print("  exposed per term: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in tot.items())
           + f"; sum {df['exposed_s'].sum():.3f} s = step {float(r.step_time_s):.3f} s")
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        write_csv(df, csv_path, index=False)
         print(f"  wrote {csv_path}")
 
 
 def cmd_estimate(a) -> int:
     import jax
     from dse.train.step import train_step
+    if a.ops_csv is not None:
+        check_output_file(a.ops_csv, "--ops-csv")
     model, hw, wl, lay = resolve_layout(a)
     print_assumptions(a, model)
     from dse.train.memory_parts import memory_parts
@@ -170,7 +172,7 @@ def cmd_estimate(a) -> int:
     from dse.train.step import BREAKDOWN
     for f in BREAKDOWN:
         print(f"    {f[:-2]:<12} {float(getattr(r, f)):10.3f} s")
-    if getattr(a, "ops", False):
+    if getattr(a, "ops", False) or getattr(a, "ops_csv", None):     # --ops-csv implies --ops
         print_ops_table(model, wl, lay, hw, getattr(a, "ops_csv", None))
     return 0 if fits else 1
 
@@ -391,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     layout_args(s)
     s.add_argument("--ops", action="store_true",
                    help="also print the per-operator table (op, phase, count, FLOPs, bytes, time, bound)")
-    s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV")
+    s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV (implies --ops)")
     margin_arg(s, "warn when the layout does not fit in")
     s.set_defaults(fn=cmd_estimate)
 
