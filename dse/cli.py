@@ -331,7 +331,9 @@ def cmd_dashboard(a) -> int:
             from dse.errors import InputError
             raise InputError(str(db), "storage", f"must exist: run `make study STUDY={d['name']}` first")
     from dse.search.dashboard import check_address
+    from dse.search.storage import open_storage
     check_address(a.host, a.port)
+    open_storage(url, create=False)          # a bad storage is refused before the banner
     print(f"optuna-dashboard on http://{a.host}:{a.port}/dashboard  (storage {url}); Ctrl-C to stop")
     serve(url, host=a.host, port=a.port)
     return 0
