@@ -97,6 +97,15 @@ def read_gemm_csv(path: str) -> pd.DataFrame:
     return df
 
 
+def _numeric(tok: str) -> bool:
+    """Whether ``tok`` reads as a number (``inf`` and ``nan`` too): a table row."""
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass
 class NcclRun:
     path: str
@@ -125,24 +134,26 @@ def parse_nccl(path: str, text: str | None = None) -> NcclRun:
         toks = line.split()
         if line.startswith("#") and "size" in toks and "time" in toks and "busbw" in toks:
             header = [t for t in toks if t != "#"]
-        elif header and toks and not line.startswith("#") and toks[0].isdigit():
-            rows.append(toks)
+        elif header and toks and not line.startswith("#") and _numeric(toks[0]):
+            rows.append(toks)       # a data row (NCCL INFO log lines start with a host name)
     require(header is not None, path, "table", "must hold the nccl-tests header line "
             "(# size count type redop [root] time algbw busbw ...)")
     i_t, i_b = header.index("time"), header.index("busbw")
     sizes, times, busbw = [], [], []
     factor = BUSBW_FACTOR[OPS[m.group(1)]](ranks)
     for toks in rows:
+        line = f"size {toks[0]}"
         try:
             s, t, b = float(toks[0]), float(toks[i_t]), float(toks[i_b])
         except (IndexError, ValueError):
-            continue
-        if not (s > 0 and t > 0):
-            continue
-        line = f"size {toks[0]}"
-        require(s <= MAX_NCCL_BYTES and math.isfinite(t) and math.isfinite(b) and b >= 0, path,
-                line, f"`0 < size <= {MAX_NCCL_BYTES:.0f}` bytes and a finite time and busbw must hold, "
-                f"but got (size={toks[0]}, time={toks[i_t]}, busbw={toks[i_b]})")
+            raise InputError(path, line, f"a table row must hold numbers in its size, time and "
+                             f"busbw columns, but got {' '.join(toks)!r}") from None
+        if s == 0:
+            continue                  # nccl-tests' empty-buffer row: no time to fit
+        require(0 < s <= MAX_NCCL_BYTES and math.isfinite(t) and t > 0 and math.isfinite(b)
+                and b >= 0, path, line, f"`0 < size <= {MAX_NCCL_BYTES:.0f}` bytes, a finite time "
+                f"> 0 and a finite busbw >= 0 must hold, but got (size={toks[0]}, time={toks[i_t]}, "
+                f"busbw={toks[i_b]})")
         # nccl-tests prints busbw = size / time x factor (2 decimals, GB/s): a row whose
         # columns disagree was edited or mis-parsed, and would fit nonsense
         want = s / (t * 1e-6) * factor / 1e9

@@ -244,6 +244,12 @@ def cmd_study(a) -> int:
     return 0
 
 
+def _one_line(msg: str) -> str:
+    """A message as one line: a value quoted into it (a path or flag value holding a line
+    break) must not split the promised one-line error."""
+    return msg.replace("\r", "\\r").replace("\n", "\\n")
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults in every option's help (not for required options, flags, or a default of
     None); the description and epilog (the example) keep their line breaks."""
@@ -264,7 +270,7 @@ class _OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, formatter_class=formatter_class, **kw)
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message}\n")
+        self.exit(2, f"error: {self.prog}: {_one_line(message)}\n")
 
 
 def _version() -> str:
@@ -491,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return a.fn(a)
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
 
 

@@ -134,9 +134,14 @@ def _check_sqlite_file(db_path: Path, shown: str) -> None:
         return                                   # a new study: created here
     if db_path.is_dir():
         raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
-    if db_path.stat().st_size == 0:
+    size = db_path.stat().st_size
+    if size == 0:
         raise InputError("--storage", shown, f"{db_path} is an empty file, not a study storage: "
                          "delete it to start a new study")
+    if size % 512:       # SQLite files are whole pages (512 B to 64 KiB); SQLite itself would
+        raise InputError("--storage", shown, f"{db_path} is not a SQLite database: its size "
+                         f"({size} B) is not a whole number of pages (file format: "
+                         "sqlite.org/fileformat.html)")       # overwrite a short one
 
 
 def sqlite_path(url: str) -> Path | None:
