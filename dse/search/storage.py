@@ -87,7 +87,8 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
                         grace_period=grace_period_s(heartbeat_interval_s)
                         if heartbeat_interval_s else None)
     if db_path is not None:
-        _check_sqlite_file(db_path, shown)       # stat only: before the lock file is made
+        if db_path.is_dir():
+            raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
         if not create and not db_path.exists():
             raise InputError("--storage", shown, f"{db_path} must exist (an existing study "
                              "storage: run the study first)")
@@ -138,10 +139,11 @@ def _check_sqlite_file(db_path: Path, shown: str) -> None:
     if size == 0:
         raise InputError("--storage", shown, f"{db_path} is an empty file, not a study storage: "
                          "delete it to start a new study")
-    if size % 512:       # SQLite files are whole pages (512 B to 64 KiB); SQLite itself would
-        raise InputError("--storage", shown, f"{db_path} is not a SQLite database: its size "
-                         f"({size} B) is not a whole number of pages (file format: "
-                         "sqlite.org/fileformat.html)")       # overwrite a short one
+    if size % 512:       # SQLite files are whole pages (512 B to 64 KiB); SQLite itself
+        # would take a short file for a new database and overwrite it
+        raise InputError("--storage", shown, f"{db_path}: file is not a database (a SQLite file "
+                         f"is whole pages of >= 512 B, sqlite.org/fileformat.html, but its size is "
+                         f"{size} B)")
 
 
 def sqlite_path(url: str) -> Path | None:
