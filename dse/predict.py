@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import difflib
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

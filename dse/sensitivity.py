@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dse.errors import InputError, require
+from dse.errors import require
 from dse.report.atomic import write_csv
 from dse.spec.hardware import GIB, KIB, MIB, Hardware
 

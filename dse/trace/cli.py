@@ -5,7 +5,6 @@ topology with faults.  Bad input exits with status 2 and one line (dse.errors)."
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 
 def _summary_links(res, k: int = 5) -> list[str]:
