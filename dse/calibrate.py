@@ -36,6 +36,7 @@ error, so a 16 MiB and a 8 GiB all-reduce weigh the same):
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -45,7 +46,6 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dse.report.atomic import write_text
 from dse.errors import InputError, require
 from dse.spec.hardware import Hardware, catalog
 from dse.spec.layout import PRECISION
@@ -53,34 +53,57 @@ from dse.spec.layout import PRECISION
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
        "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all"}
 GEMM_COLS = ("m", "n", "k", "dtype", "tflops")
+#: the largest nccl-tests buffer read (1 TiB; the tests' -e maxBytes is at most a few GiB)
+MAX_NCCL_BYTES = 2.0**40
 
 
 # ----------------------------------------------------------------------------- inputs
 
+def _plain(v):
+    """A numpy scalar as the Python value (for messages)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+#: GEMM dimensions: positive integers the float32 model holds exactly enough (int32 range)
+MAX_GEMM_DIM = 2**31 - 1
+
+
 def read_gemm_csv(path: str) -> pd.DataFrame:
-    """The GEMM CSV, validated: positive m, n, k, tflops; dtype a precision name."""
-    try:
-        df = pd.read_csv(path)
-    except FileNotFoundError:
-        raise InputError(path, "file", "must exist") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        msg = " ".join(str(e).split())        # pandas' messages span lines; ours is one
-        raise InputError(path, "csv", f"must be a CSV file ({msg})") from None
+    """The GEMM CSV, validated: m, n, k positive integers, tflops a finite number > 0,
+    dtype a precision name; a readable text CSV with distinct columns and full rows
+    (dse.predict.read_table).  That no row beats the base's peak is checked by
+    :func:`calibrate`, which knows the base."""
+    from dse.predict import read_table
+    df = read_table(path, "GEMM CSV")
     missing = [c for c in GEMM_COLS if c not in df.columns]
     require(not missing, path, missing[0] if missing else "", f"column is required (need {list(GEMM_COLS)})")
-    require(len(df) > 0, path, "rows", "must hold at least one GEMM")
     for c in ("m", "n", "k", "tflops"):
-        v = pd.to_numeric(df[c], errors="coerce")
-        bad = ~(v > 0)
-        require(not bad.any(), path, c, f"`{c} > 0` must hold, but got ({c}={df[c][bad].iloc[0] if bad.any() else ''!r}"
-                f" in row {int(np.argmax(bad.to_numpy())) + 2})")
-        df[c] = v.astype(float)
+        v = pd.to_numeric(df[c], errors="coerce").astype(float)
+        if c == "tflops":
+            bad = ~(np.isfinite(v) & (v > 0))
+            rule = "`tflops > 0` (finite) must hold"
+        else:
+            bad = ~(np.isfinite(v) & (v > 0) & (v <= MAX_GEMM_DIM) & (v == np.floor(v)))
+            rule = f"must be a positive integer <= {MAX_GEMM_DIM}"
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            raise InputError(path, c, f"{rule}, but got ({c}={_plain(df[c].iloc[i])!r} in line {i + 2})")
+        df[c] = v
     dt = df["dtype"].astype(str).str.strip().str.lower()
     bad = ~dt.isin(list(PRECISION))
     require(not bad.any(), path, "dtype", f"must be one of {sorted(PRECISION)}, but got "
             f"{dt[bad].iloc[0] if bad.any() else ''!r}")
     df["precision"] = dt.map(PRECISION)
     return df
+
+
+def _numeric(tok: str) -> bool:
+    """Whether ``tok`` reads as a number (``inf`` and ``nan`` too): a table row."""
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
@@ -96,10 +119,8 @@ class NcclRun:
 def parse_nccl(path: str, text: str | None = None) -> NcclRun:
     """One nccl-tests output file (module docstring)."""
     if text is None:
-        try:
-            text = Path(path).read_text(errors="replace")
-        except FileNotFoundError:
-            raise InputError(path, "file", "must exist") from None
+        from dse.io import read_text
+        text = read_text(path)
     m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|alltoall)_perf\b", text) or \
         re.search(r"(all_reduce|all_gather|reduce_scatter|alltoall)", Path(path).name)
     require(m is not None, path, "collective", "must be named in the file or its name "
@@ -113,21 +134,36 @@ def parse_nccl(path: str, text: str | None = None) -> NcclRun:
         toks = line.split()
         if line.startswith("#") and "size" in toks and "time" in toks and "busbw" in toks:
             header = [t for t in toks if t != "#"]
-        elif header and toks and not line.startswith("#") and toks[0].isdigit():
-            rows.append(toks)
+        elif header and toks and not line.startswith("#") and _numeric(toks[0]):
+            rows.append(toks)       # a data row (NCCL INFO log lines start with a host name)
     require(header is not None, path, "table", "must hold the nccl-tests header line "
             "(# size count type redop [root] time algbw busbw ...)")
     i_t, i_b = header.index("time"), header.index("busbw")
     sizes, times, busbw = [], [], []
+    factor = BUSBW_FACTOR[OPS[m.group(1)]](ranks)
     for toks in rows:
+        line = f"size {toks[0]}"
         try:
             s, t, b = float(toks[0]), float(toks[i_t]), float(toks[i_b])
         except (IndexError, ValueError):
-            continue
-        if s > 0 and t > 0:
-            sizes.append(s)
-            times.append(t * 1e-6)
-            busbw.append(b * 1e9)
+            raise InputError(path, line, f"a table row must hold numbers in its size, time and "
+                             f"busbw columns, but got {' '.join(toks)!r}") from None
+        if s == 0:
+            continue                  # nccl-tests' empty-buffer row: no time to fit
+        require(0 < s <= MAX_NCCL_BYTES and math.isfinite(t) and t > 0 and math.isfinite(b)
+                and b >= 0, path, line, f"`0 < size <= {MAX_NCCL_BYTES:.0f}` bytes, a finite time "
+                f"> 0 and a finite busbw >= 0 must hold, but got (size={toks[0]}, time={toks[i_t]}, "
+                f"busbw={toks[i_b]})")
+        # nccl-tests prints busbw = size / time x factor (2 decimals, GB/s): a row whose
+        # columns disagree was edited or mis-parsed, and would fit nonsense
+        want = s / (t * 1e-6) * factor / 1e9
+        require(abs(want - b) <= 0.05 * max(want, b) + 0.01, path, line,
+                f"`busbw == size / time x {factor:.4g}` (nccl-tests, within 5 %) must hold, "
+                f"but got (size={toks[0]} B, time={toks[i_t]} us, busbw={toks[i_b]} GB/s; "
+                f"size / time gives {want:.4g} GB/s)")
+        sizes.append(s)
+        times.append(t * 1e-6)
+        busbw.append(b * 1e9)
     require(len(sizes) >= 2, path, "rows", f"`rows >= 2` must hold (sizes with a positive "
             f"time), but got (rows={len(sizes)})")
     return NcclRun(path, OPS[m.group(1)], ranks, np.array(sizes), np.array(times), np.array(busbw))
@@ -252,7 +288,39 @@ def fit_link(hw: Hardware, runs: list[NcclRun], link: str):
             t = np.asarray(collective_model_s(h, r, r.sizes_bytes[None, :]), np.float64)
             tot += ((np.log(t) - np.log(r.times_s)[None, :]) ** 2).sum(axis=1)
         return tot
-    return _zoom_2d(loss, ((bw0 / 50, bw0 * 50), (1e-9, 1e-3)))
+    return _zoom_2d(loss, ((bw0 / LINK_BOX, bw0 * LINK_BOX), ALPHA_BOX_S))
+
+
+#: search boxes of the fits: an efficiency in [0.02, 1]; a link 50x slower to 50x faster
+#: than the base's; a per-step latency of 1 ns to 1 ms
+GEMM_EFF_BOX = (0.02, 1.0)
+LINK_BOX = 50.0
+ALPHA_BOX_S = (1e-9, 1e-3)
+#: a measured GEMM may beat the base's dense peak by at most this factor (boost clocks
+#: above the datasheet's; anything faster is a unit error or sparse math)
+PEAK_SLACK = 1.1
+
+
+def _check_inside(flag: str, key: str, value: float, box, what: str) -> None:
+    """A fit that ends on the edge of its search box did not find a minimum: the
+    measurements are outside what the model can express (a unit error, an edited file),
+    and the table would carry a meaningless bound, so it is bad input."""
+    lo, hi = box
+    require(lo * 1.001 < value < hi / 1.001, flag, key,
+            f"the fit must end inside its search box [{lo:g}, {hi:g}], but {what} drive it to the "
+            f"edge ({value:g}): check their units and values")
+
+
+def _check_below_peak(hw: Hardware, df: pd.DataFrame) -> None:
+    """No GEMM row may beat ``PEAK_SLACK`` x the base's dense peak of its precision."""
+    from dse.cost.rates import rates
+    for p, sub in df.groupby("precision"):
+        peak_tflops = float(rates(hw, int(p)).peak_linear_flops_per_s) / 1e12
+        over = sub[sub["tflops"] > PEAK_SLACK * peak_tflops]
+        require(over.empty, "--gemm", "tflops",
+                f"`tflops <= {PEAK_SLACK:g} x peak` ({PEAK_SLACK * peak_tflops:.4g} for "
+                f"{over['dtype'].iloc[0] if len(over) else ''} on {hw.name}) must hold, but got "
+                f"{_plain(over['tflops'].iloc[0]) if len(over) else ''!r} (line {over.index[0] + 2 if len(over) else ''})")
 
 
 def _mape(model, meas) -> float:
@@ -267,11 +335,13 @@ def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
     keys: dict[str, float] = {}
     notes: list[str] = []
     if gemm is not None:
+        _check_below_peak(hw, gemm)
         for key, sel in (("eff_gemm", gemm["precision"] != 2), ("eff_gemm_fp8", gemm["precision"] == 2)):
             rows = gemm[sel]
             if rows.empty:
                 continue
             e = fit_gemm_eff(hw, rows)
+            _check_inside("--gemm", key, e, GEMM_EFF_BOX, "the GEMM rows")
             keys[key] = round(e, 4)
             hw = hw.replace(**{key: e})
             notes.append(f"{key} = {e:.4f}: least squares of ln(gemm_time_s) over {len(rows)} "
@@ -283,6 +353,11 @@ def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
         require(not pick or float(hw.nic_bw_bytes_per_s) > 0, "--nccl", "nic", "base has no NIC")
         bw, alpha = fit_link(hw, rs, link)
         eff = float(getattr(hw, f"eff_{link}"))
+        bw0 = float(getattr(hw, f"{link}_bw_bytes_per_s")) * eff
+        _check_inside("--nccl", f"{link}_gb_s", bw, (bw0 / LINK_BOX, bw0 * LINK_BOX),
+                      f"the {link} runs ({', '.join(r.path for r in rs)})")
+        _check_inside("--nccl", f"{link}_latency_us", alpha, ALPHA_BOX_S,
+                      f"the {link} runs ({', '.join(r.path for r in rs)})")
         hw = hw.replace(**{f"{link}_bw_bytes_per_s": bw / eff, f"{link}_latency_s": alpha})
         keys[f"{link}_gb_s"] = round(bw / eff / 1e9, 3)
         keys[f"{link}_latency_us"] = round(alpha * 1e6, 4)
@@ -320,20 +395,21 @@ def register(sub) -> None:
 
 def cmd_calibrate(a) -> int:
     require(bool(a.gemm or a.nccl), "command line", "--gemm/--nccl", "give at least one input")
-    out = Path(a.output)
-    require(not out.is_dir(), str(out), "-o", "must be a file path, but it is a directory")
-    require(out.parent.is_dir() if str(out.parent) else True, str(out), "-o",
-            "its folder must exist")
-    name = a.name or f"{a.base}-calibrated"
+    from dse.report.atomic import atomic_write, check_output_file
+    out = check_output_file(a.output, "-o")
+    name = f"{a.base}-calibrated" if a.name is None else a.name
     require(re.fullmatch(r"[A-Za-z0-9_.-]+", name) is not None, "--name", "name",
             f"must be letters, digits, '_', '.' or '-', but got {name!r}")
     gemm = read_gemm_csv(a.gemm) if a.gemm else None
     runs = [parse_nccl(p) for p in a.nccl]
     keys, notes, _ = calibrate(a.base, gemm, runs)
     text = toml_text(name, a.base, keys, notes, ([a.gemm] if a.gemm else []) + list(a.nccl))
-    write_text(out, text)
     from dse.spec.hardware import get_hardware
-    get_hardware(str(out))            # the file must load
+
+    def write_and_load(tmp):          # the file must load before it replaces anything
+        Path(tmp).write_text(text)
+        get_hardware(str(tmp), where=str(out))
+    atomic_write(out, write_and_load)
     for n in notes:
         print(n)
     print(f"wrote {out} ([{name}], base {a.base}); use --hardware {out}")

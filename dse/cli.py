@@ -139,13 +139,15 @@ def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
     print("  exposed per term: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in tot.items())
           + f"; sum {df['exposed_s'].sum():.3f} s = step {float(r.step_time_s):.3f} s")
     if csv_path:
-        df.to_csv(csv_path, index=False)
+        write_csv(df, csv_path, index=False)
         print(f"  wrote {csv_path}")
 
 
 def cmd_estimate(a) -> int:
     import jax
     from dse.train.step import train_step
+    if a.ops_csv is not None:
+        check_output_file(a.ops_csv, "--ops-csv")
     model, hw, wl, lay = resolve_layout(a)
     print_assumptions(a, model)
     from dse.train.memory_parts import memory_parts
@@ -170,7 +172,7 @@ def cmd_estimate(a) -> int:
     from dse.train.step import BREAKDOWN
     for f in BREAKDOWN:
         print(f"    {f[:-2]:<12} {float(getattr(r, f)):10.3f} s")
-    if getattr(a, "ops", False):
+    if getattr(a, "ops", False) or getattr(a, "ops_csv", None):     # --ops-csv implies --ops
         print_ops_table(model, wl, lay, hw, getattr(a, "ops_csv", None))
     return 0 if fits else 1
 
@@ -242,6 +244,12 @@ def cmd_study(a) -> int:
     return 0
 
 
+def _one_line(msg: str) -> str:
+    """A message as one line: a value quoted into it (a path or flag value holding a line
+    break) must not split the promised one-line error."""
+    return msg.replace("\r", "\\r").replace("\n", "\\n")
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults in every option's help (not for required options, flags, or a default of
     None); the description and epilog (the example) keep their line breaks."""
@@ -262,7 +270,7 @@ class _OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, formatter_class=formatter_class, **kw)
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message}\n")
+        self.exit(2, f"error: {self.prog}: {_one_line(message)}\n")
 
 
 def _version() -> str:
@@ -329,7 +337,9 @@ def cmd_dashboard(a) -> int:
             from dse.errors import InputError
             raise InputError(str(db), "storage", f"must exist: run `make study STUDY={d['name']}` first")
     from dse.search.dashboard import check_address
+    from dse.search.storage import open_storage
     check_address(a.host, a.port)
+    open_storage(url, create=False)          # a bad storage is refused before the banner
     print(f"optuna-dashboard on http://{a.host}:{a.port}/dashboard  (storage {url}); Ctrl-C to stop")
     serve(url, host=a.host, port=a.port)
     return 0
@@ -391,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     layout_args(s)
     s.add_argument("--ops", action="store_true",
                    help="also print the per-operator table (op, phase, count, FLOPs, bytes, time, bound)")
-    s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV")
+    s.add_argument("--ops-csv", default=None, help="write the per-operator table to this CSV (implies --ops)")
     margin_arg(s, "warn when the layout does not fit in")
     s.set_defaults(fn=cmd_estimate)
 
@@ -487,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return a.fn(a)
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
 
 

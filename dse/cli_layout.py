@@ -35,6 +35,17 @@ def _gpu_count(s: str) -> int:
     return _positive_int(s, GPUS_MAX)
 
 
+def _zero_stage(s: str) -> int:
+    """A ZeRO stage: 0, 1, 2 or 3 (an integer flag: never converted past C long)."""
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a ZeRO stage 0, 1, 2 or 3, but got {s!r}") from None
+    if v not in (0, 1, 2, 3):
+        raise argparse.ArgumentTypeError(f"must be a ZeRO stage 0, 1, 2 or 3, but got {s!r}")
+    return v
+
+
 def _tcp_port(s: str) -> int:
     v = _positive_int(s)
     if v > 65535:
@@ -111,7 +122,7 @@ def layout_args(s: argparse.ArgumentParser) -> None:
         s.add_argument(f"--{f}", type=_positive_int, default=None if f == "dp" else 1, help=helps[f])
     s.add_argument("--recompute", default="none",
                    help="none | selective | full | block (full on the fewest layers that fit)")
-    s.add_argument("--zero", type=int, default=1, help="ZeRO stage (0-3)")
+    s.add_argument("--zero", type=_zero_stage, default=1, help="ZeRO stage (0-3)")
     s.add_argument("--sp", action="store_true", help="sequence parallelism")
 
 
@@ -182,6 +193,18 @@ def least_memory(df) -> str:
             f"{r['recompute']} ZeRO-{r['zero']}{' SP' if r['sp'] else ''} on {r['hardware']}")
 
 
+def _bounded_float(s: str, lo: float, hi: float, lo_open: bool, what: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    ok = (lo < v if lo_open else lo <= v) and v <= hi          # False for nan
+    if not ok:
+        rule = f"`{lo:g} {'<' if lo_open else '<='} {what} <= {hi:g}` must hold"
+        raise argparse.ArgumentTypeError(f"{rule}, but got {s!r}")
+    return v
+
+
 def _positive_float(s: str) -> float:
     try:
         v = float(s)
@@ -192,13 +215,45 @@ def _positive_float(s: str) -> float:
     return v
 
 
+#: Upper bounds of the energy / cost flags, far beyond any real value, so a typo (an
+#: exponent too many) is bad input instead of a table of absurd figures: a GPU-hour at
+#: most USD 1,000 (list prices are USD 1-15); PUE at most 3 (Uptime Institute surveys:
+#: fleet averages 1.5-1.6, the worst sites ~2.5); a token budget at most 1e17 tokens
+#: (about 3,000x the largest published pre-training runs, ~36T tokens).
+MAX_GPU_HOUR_USD = 1000.0
+MAX_PUE = 3.0
+MAX_TRAIN_TOKENS = 1e17
+
+
+def _gpu_hour_usd(s: str) -> float:
+    return _bounded_float(s, 0.0, MAX_GPU_HOUR_USD, True, "USD per GPU-hour")
+
+
+def _pue(s: str) -> float:
+    return _bounded_float(s, 1.0, MAX_PUE, False, "pue")
+
+
+def _train_tokens(s: str) -> str:
+    """A token budget (``15T``, ``1e12``; dse.cost.energy.parse_tokens) of at least one
+    token and at most :data:`MAX_TRAIN_TOKENS`."""
+    from dse.cost.energy import parse_tokens
+    try:
+        v = parse_tokens(s)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(e.rule) from None
+    if not 1.0 <= v <= MAX_TRAIN_TOKENS:
+        raise argparse.ArgumentTypeError(f"`1 <= tokens <= {MAX_TRAIN_TOKENS:g}` must hold, "
+                                         f"but got {s!r}")
+    return s
+
+
 def energy_args(s: argparse.ArgumentParser) -> None:
     """Flags of the power / cost / time-to-train columns (dse.cost.energy)."""
-    s.add_argument("--gpu-hour-usd", type=_positive_float, nargs="+", default=None, metavar="USD",
+    s.add_argument("--gpu-hour-usd", type=_gpu_hour_usd, nargs="+", default=None, metavar="USD",
                    help="price per GPU-hour: one, or one per --hardware (adds usd_per_mtok)")
-    s.add_argument("--train-tokens", default=None, metavar="N",
+    s.add_argument("--train-tokens", type=_train_tokens, default=None, metavar="N",
                    help="token budget, e.g. 15T or 1e12 (adds train_days, train_mwh, train_usd)")
-    s.add_argument("--pue", type=float, default=1.0, help="facility power overhead (>= 1) on energy")
+    s.add_argument("--pue", type=_pue, default=1.0, help="facility power overhead (>= 1) on energy")
 
 
 def _margin(s: str) -> float:

@@ -143,11 +143,11 @@ def cmd_compare(a) -> int:
 
     from dse.cli_layout import per_variant
     from dse.cost.energy import parse_tokens
-    from dse.report.atomic import check_output_dir, write_csv
+    from dse.report.atomic import check_output_dir, make_output_dir, write_csv
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import attention_code, framework_code, precision_code
     from dse.spec.model import get_model
-    out = check_output_dir(a.output, "-o") if a.output is not None else None
+    out = check_output_dir(a.output, "-o", create=False) if a.output is not None else None
     model = get_model(a.model)
     hws = [get_hardware(h) for h in a.hardware]
     prec = precision_code(a.precision)
@@ -172,6 +172,7 @@ def cmd_compare(a) -> int:
     if out is not None:
         from dse.report.compare_plot import compare_plot
         from dse.report.manifest import write_manifest
+        out = make_output_dir(out, "-o")
         write_csv(df, Path(out) / "compare.csv", index=False)
         compare_plot(df, f"Best feasible layout per (hardware, GPUs), best = {OBJECTIVES[a.objective]}\n"
                      f"held fixed: {held}", Path(out) / "compare.png")

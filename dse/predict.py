@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import difflib
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -254,13 +253,45 @@ def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = MEM_MARGIN,
     return out
 
 
-def read_csv(path: str) -> pd.DataFrame:
-    p = Path(path)
-    require(p.exists(), path, "file", "must exist")
+def read_table(path: str, what: str = "CSV") -> pd.DataFrame:
+    """A CSV file as text columns' frame, or one :class:`InputError` naming the file: it
+    must be a readable UTF-8 file (dse.io.read_text: not a directory, not binary), parse
+    as CSV, hold a header of distinct, non-blank names and at least one row, and every
+    row must have as many fields as the header (pandas would otherwise shift a long row
+    into the index or pad a short one silently)."""
+    import csv
+    import io
+
+    from dse.io import read_text
+    require(str(path).strip() != "", repr(str(path)), "file", f"must be a {what} file path, but got an "
+            "empty string")
+    text = read_text(path)
+    require("\x00" not in text, path, "csv", f"must be a {what} text file, but it holds NUL bytes "
+            "(a binary file?)")
     try:
-        df = pd.read_csv(p)
+        recs = [r for r in csv.reader(io.StringIO(text)) if r]
+    except csv.Error as e:
+        raise InputError(path, "csv", f"must be a readable {what} ({' '.join(str(e).split())})") from None
+    require(bool(recs), path, "csv", f"must be a readable {what} with a header line, but the file is empty")
+    header = [h.strip() for h in recs[0]]
+    seen: set[str] = set()
+    for h in header:
+        require(h not in seen, path, h or "header", "column is given twice: give each column once")
+        seen.add(h)
+    require(len(recs) > 1, path, "rows", "must hold at least one row below the header")
+    for i, r in enumerate(recs[1:]):
+        require(len(r) == len(header), path, f"line {i + 2}",
+                f"must have {len(header)} fields like the header, but has {len(r)}")
+    try:
+        df = pd.read_csv(io.StringIO(text), skipinitialspace=False)
     except Exception as e:  # pandas raises many types for malformed CSV
-        raise InputError(path, "csv", f"must be a readable CSV ({type(e).__name__})") from None
+        raise InputError(path, "csv", f"must be a readable {what} ({type(e).__name__})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def read_csv(path: str) -> pd.DataFrame:
+    df = read_table(path)
     if "scenario" in df.columns:     # the inference schema (../shared/validation/inference/)
         from dse.infer.predict_rows import REQUIRED_INFERENCE
         for c in REQUIRED_INFERENCE:

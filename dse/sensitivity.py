@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dse.errors import InputError, require
+from dse.errors import require
 from dse.report.atomic import write_csv
 from dse.spec.hardware import GIB, KIB, MIB, Hardware
 
@@ -184,14 +184,11 @@ def infer_time_fn(model, iwl, tp: int, pp: int, metric: str = "decode_s_per_toke
 
 
 def out_dir(path: str) -> Path:
-    """``-o DIR``: created if missing; a file there is bad input (exit 2)."""
-    p = Path(path)
-    require(not p.exists() or p.is_dir(), str(p), "-o", "must be a directory, but it is a file")
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(str(p), "-o", f"must be a creatable directory ({e.strerror})") from None
-    return p
+    """``-o DIR``: checked now (a file there, or a folder that cannot be made, is bad
+    input, exit 2); created by :func:`dse.report.atomic.make_output_dir` only when the
+    point is valid, so bad input leaves no folder behind."""
+    from dse.report.atomic import check_output_dir
+    return check_output_dir(path, "-o", create=False)
 
 
 # ---------------------------------------------------------------------------- command line
@@ -201,7 +198,7 @@ _LAYOUT_FLAGS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero"
 
 def register(sub) -> None:
     """Add ``dse sensitivity`` to the CLI's subparsers."""
-    from dse.cli_layout import _gpu_count, _positive_int, seq_arg
+    from dse.cli_layout import _gpu_count, _positive_int, _zero_stage, seq_arg
     s = sub.add_parser("sensitivity", help="elasticity of step (or decode) time to every "
                        "hardware knob at one layout; CSV + tornado PNG")
     s.add_argument("--model", required=True, help="catalog name, config.json or .toml")
@@ -217,7 +214,7 @@ def register(sub) -> None:
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp"):
         s.add_argument(f"--{f}", type=_positive_int, default=None)
     s.add_argument("--recompute", default=None, help="none | selective | full | block")
-    s.add_argument("--zero", type=int, default=None)
+    s.add_argument("--zero", type=_zero_stage, default=None, help="ZeRO stage (0-3)")
     s.add_argument("--sp", action="store_true", help="sequence parallelism")
     s.add_argument("--infer", action="store_true",
                    help="differentiate serving time instead (--tp/--pp, --batch, --prompt, --gen)")
@@ -318,6 +315,8 @@ def cmd_sensitivity(a) -> int:
         print(e)
         return 1
     df = elasticities(fn, hw)
+    from dse.report.atomic import make_output_dir
+    out = make_output_dir(out, "-o")
     t = df.attrs["time_s"]
     fits = mem <= float(hw.hbm_bytes)
     gpus = f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}" + (" per replica" if a.infer else "")

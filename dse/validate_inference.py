@@ -22,6 +22,21 @@ def _pct(x):
     return f"{x:+.1%}" if x == x else "-"
 
 
+def _bad_measurements(pred: pd.DataFrame) -> int:
+    """Measured figures given (not blank) but not a finite number > 0: left out of every
+    error table (error_long), counted here so they are not dropped silently."""
+    import numpy as np
+    cols = ["measured_output_tok_s", "measured_output_tok_s_per_gpu", "measured_ttft_ms",
+            "measured_tpot_ms", "measured_e2e_latency_ms"]
+    n = 0
+    for c in cols:
+        if c in pred.columns:
+            raw = pred[c]
+            v = pd.to_numeric(raw, errors="coerce").astype(float)
+            n += int((raw.notna() & ~(np.isfinite(v) & (v > 0))).sum())
+    return n
+
+
 def serving_coverage(pred: pd.DataFrame) -> pd.DataFrame:
     """Per source and overall: measured system output tokens/s inside ``[lo, hi]``."""
     from dse.infer.predict_rows import measured_system_tok_s
@@ -60,6 +75,9 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     if len(cov):
         print("\noutput tokens/s inside the 80 % interval (dse.intervals), per source")
         print(cov.to_string(formatters={"inside": "{:.1%}".format}))
+    given_bad = _bad_measurements(pred)
+    if given_bad:
+        print(f"excluded from the errors: {given_bad} measured figure(s) that are not finite numbers > 0")
     bad = pred[~pred["status"].astype(str).str.startswith("ok")]
     if len(bad):
         print(f"not predicted: {len(bad)} of {len(pred)} rows")

@@ -78,7 +78,7 @@ def test_cli_writes_loadable_toml(tmp_path, capsys):
     (["--base", "tpu-v9", "--gemm", str(DATA / "gemm_mamf.csv")], "base"),
     (["--base", "h100-sxm-80gb"], "at least one"),
     (["--base", "h100-sxm-80gb", "--nccl", str(DATA / "README.md")], "ranks"),
-    (["--base", "h100-sxm-80gb", "--gemm", str(DATA / "README.md")], "csv"),
+    (["--base", "h100-sxm-80gb", "--gemm", str(DATA / "README.md")], "fields like the header"),
 ])
 def test_bad_input_exit_2(tmp_path, capsys, args, needle):
     rc = main(["calibrate", *args, "-o", str(tmp_path / "x.toml")])

@@ -98,12 +98,19 @@ def _num(row, col, default=None):
     return f
 
 
+#: upper bounds of the integer columns (dse.predict's training bounds): GPU counts and
+#: parallel degrees as `dse sweep --gpus`, requests in flight, tokens per request
+MAX_POSINT = {"batch_or_concurrency": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24}
+MAX_DEGREE = 1 << 20
+
+
 def _posint(row, col, default=None):
     f = _num(row, col, default)
     if f is None:
         return None
-    if not (math.isfinite(f) and f == int(f) and f > 0):
-        raise InputError("row", col, f"must be a positive integer, but got {row.get(col)!r}")
+    top = MAX_POSINT.get(col, MAX_DEGREE)
+    if not (math.isfinite(f) and f == int(f) and 0 < f <= top):
+        raise InputError("row", col, f"must be a positive integer <= {top}, but got {row.get(col)!r}")
     return int(f)
 
 
@@ -121,7 +128,11 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     """fp8 KV cache: the ``kv_precision`` column; else the source's words; else the
     engine's default for an fp8 / fp4 model (:mod:`dse.infer.engines`)."""
     if not _blank(row.get("kv_precision")):
-        return str(row["kv_precision"]).strip().lower() == "fp8"
+        kv = str(row["kv_precision"]).strip().lower()
+        if kv not in ("fp8", "bf16", "fp16"):
+            raise InputError("row", "kv_precision", f"must be fp8, bf16, fp16 or blank, but got "
+                             f"{row['kv_precision']!r}")
+        return kv == "fp8"
     text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
     low = prec in ("fp8", "nvfp4", "mxfp4")
     said = "fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text
@@ -185,7 +196,7 @@ def predict_inference_row(row: dict) -> dict:
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
-    S, O = _num(row, "input_len"), _num(row, "output_len")
+    S, O = _posint(row, "input_len"), _posint(row, "output_len")
     med_O = O
     if S is None or O is None:
         ds = _dataset_lengths(row)
@@ -205,7 +216,7 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
                 f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
-    n = _num(row, "batch_or_concurrency")
+    n = _posint(row, "batch_or_concurrency")
     if scen == "latency":
         res = fixed_batch(dep, 1.0, S, O, replicas)
     elif scen == "fixed_batch":
@@ -276,7 +287,7 @@ def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, d
     dis = D.Disaggregated(Deployment(model, hw, eng, tps["prefill"], pp, code, kvb, ep, 1),
                           Deployment(model, hw, eng, tps["decode"], pp, code, kvb, ep, 1), x, y)
     chosen["chosen_disagg"] = f"{x}P{y}D"
-    n = _num(row, "batch_or_concurrency")
+    n = _posint(row, "batch_or_concurrency")
     if scen in ("latency", "fixed_batch"):
         if scen == "fixed_batch" and n is None:
             raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")

@@ -74,10 +74,23 @@ def save_fig(fig, path, **kw) -> Path:
     return atomic_write(path, lambda t: fig.savefig(t, format=fmt, **kw))
 
 
+def _probe_writable(d: Path, path: str, field: str) -> None:
+    """Create and remove a temporary file in the directory ``d``: ``os.access`` says yes
+    to root on read-only or virtual file systems (``/proc``), where the rename-into-place
+    of :func:`atomic_write` would fail only after all the work."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dse-probe-", dir=d)
+    except OSError as e:
+        raise InputError(path, field, f"its directory {str(d)!r} must be writable "
+                         f"({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def check_output_file(path: str | os.PathLike, field: str) -> Path:
     """Raise :class:`InputError` unless ``path`` can be written as a file: not a
-    directory, its parent an existing writable directory, the file itself (if present)
-    writable."""
+    directory, its parent an existing writable directory (a file can be created there),
+    the file itself (if present) writable."""
     p = Path(path)
     require(str(path).strip() != "", str(path), field, "must be a file path, but got an empty string")
     require(not p.is_dir(), str(p), field, "must be a file path, but it is a directory")
@@ -86,20 +99,48 @@ def check_output_file(path: str | os.PathLike, field: str) -> Path:
     require(os.access(parent, os.W_OK | os.X_OK), str(p), field,
             f"its directory {str(parent)!r} must be writable")
     require(not p.exists() or os.access(p, os.W_OK), str(p), field, "must be writable")
+    _probe_writable(parent, str(p), field)
     return p
 
 
 def check_output_dir(path: str | os.PathLike, field: str, create: bool = True) -> Path:
-    """Raise :class:`InputError` unless ``path`` is (or, with ``create``, can be made) a
-    writable directory; creates it."""
+    """Raise :class:`InputError` unless ``path`` is (or can be made) a writable directory.
+
+    ``create=True`` makes it now; ``create=False`` only checks -- an existing directory
+    must be writable, a missing one must have a writable nearest existing ancestor -- so a
+    command can check its ``--out`` before any other input and create it
+    (:func:`make_output_dir`) only once it has something to write: bad input then
+    leaves no empty folder behind."""
     p = Path(path)
     require(str(path).strip() != "", str(path), field, "must be a directory path, but got an empty string")
     require(not p.exists() or p.is_dir(), str(p), field, "must be a directory, but it is a file")
-    if create and not p.exists():
+    if not create:
+        anc = p
+        while not anc.exists():
+            if anc.parent == anc:
+                break
+            anc = anc.parent
+        where = "" if anc == p else f" (its nearest existing folder {str(anc)!r})"
+        require(anc.is_dir(), str(p), field, f"must be a directory that can be created, but "
+                f"{str(anc)!r} is a file")
+        require(os.access(anc, os.W_OK | os.X_OK), str(p), field,
+                f"must be a writable directory{where}")
+        _probe_writable(anc, str(p), field)
+        return p
+    return make_output_dir(p, field)
+
+
+def make_output_dir(path: str | os.PathLike, field: str) -> Path:
+    """Create the output directory ``path`` (parents too); an :class:`InputError` if it
+    cannot be made or written."""
+    p = Path(path)
+    require(not p.exists() or p.is_dir(), str(p), field, "must be a directory, but it is a file")
+    if not p.exists():
         try:
             p.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(str(p), field, f"must be a directory that can be created ({e.strerror})") from None
     require(p.is_dir(), str(p), field, "must be an existing directory")
     require(os.access(p, os.W_OK | os.X_OK), str(p), field, "must be a writable directory")
+    _probe_writable(p, str(p), field)
     return p

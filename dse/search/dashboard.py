@@ -38,7 +38,7 @@ def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080) -> None:
     import optuna_dashboard
 
     check_address(host, port)
-    storage = open_storage(storage_url)
+    storage = open_storage(storage_url, create=False)
     try:
         optuna_dashboard.run_server(storage, host=host, port=port)
     except OSError as e:

@@ -59,9 +59,13 @@ def grace_period_s(heartbeat_interval_s: int) -> int:
     return 2 * heartbeat_interval_s + 1
 
 
-def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_INTERVAL_S
-                 ) -> optuna.storages.RDBStorage:
+def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_INTERVAL_S,
+                 create: bool = True) -> optuna.storages.RDBStorage:
     """Open (creating tables if needed) the Optuna RDB storage at ``url``.
+
+    ``create=False`` (readers such as the dashboard): a SQLite file that does not exist is
+    bad input instead of a new, empty storage.  A bad existing file (empty, a directory,
+    foreign, damaged) is refused before anything is written beside it.
 
     ``heartbeat_interval_s`` enables Optuna's heartbeat so trials of a killed worker
     can be failed later (``None`` disables it; in-memory SQLite never has one).
@@ -82,6 +86,14 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
     kwargs: dict = dict(heartbeat_interval=heartbeat_interval_s,
                         grace_period=grace_period_s(heartbeat_interval_s)
                         if heartbeat_interval_s else None)
+    if db_path is not None:
+        if db_path.is_dir():
+            raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
+        if not create and not db_path.exists():
+            raise InputError("--storage", shown, f"{db_path} must exist (an existing study "
+                             "storage: run the study first)")
+    lock = Path(f"{db_path}.lock") if db_path is not None else None
+    lock_existed = lock is not None and lock.exists()
     try:
         if db_path is not None:
             db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,12 +112,16 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
         else:
             with _init_lock(url), quiet():
                 storage = optuna.storages.RDBStorage(url, **kwargs)
-    except ImportError as e:
-        raise InputError("--storage", shown, f"needs its database driver ({e})") from None
-    except (exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.Error,
-            OSError) as e:
-        reason = str(e.__cause__ or e).strip().splitlines()[0]
-        raise InputError("--storage", shown, f"could not be opened: {reason}") from None
+    except BaseException as e:
+        if lock is not None and not lock_existed:   # a refused file leaves nothing beside it
+            lock.unlink(missing_ok=True)
+        if isinstance(e, ImportError):
+            raise InputError("--storage", shown, f"needs its database driver ({e})") from None
+        if isinstance(e, (exc.SQLAlchemyError, optuna.exceptions.StorageInternalError,
+                          sqlite3.Error, OSError)):
+            reason = str(e.__cause__ or e).strip().splitlines()[0]
+            raise InputError("--storage", shown, f"could not be opened: {reason}") from None
+        raise
     return storage
 
 
@@ -119,9 +135,15 @@ def _check_sqlite_file(db_path: Path, shown: str) -> None:
         return                                   # a new study: created here
     if db_path.is_dir():
         raise InputError("--storage", shown, "must be a SQLite file, but it is a directory")
-    if db_path.stat().st_size == 0:
+    size = db_path.stat().st_size
+    if size == 0:
         raise InputError("--storage", shown, f"{db_path} is an empty file, not a study storage: "
                          "delete it to start a new study")
+    if size % 512:       # SQLite files are whole pages (512 B to 64 KiB); SQLite itself
+        # would take a short file for a new database and overwrite it
+        raise InputError("--storage", shown, f"{db_path}: file is not a database (a SQLite file "
+                         f"is whole pages of >= 512 B, sqlite.org/fileformat.html, but its size is "
+                         f"{size} B)")
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -328,7 +328,9 @@ def _rank_ranges(rank_role: list[str]) -> list[list]:
 
 def write_trace_set(ts: TraceSet, out_dir: Path) -> list[Path]:
     """Write one ``<role>.et`` per role and ``roles.json`` into ``out_dir``; return the
-    paths written (role files in ``ts.roles`` order, then ``roles.json``)."""
+    paths written (role files in ``ts.roles`` order, then ``roles.json``).  Each file is
+    written atomically (dse.report.atomic): a killed run leaves the previous files."""
+    from dse.report.atomic import atomic_write
     out_dir = Path(out_dir)
     unknown = sorted(set(ts.rank_role) - set(ts.roles))
     require(not unknown, str(out_dir), "rank_role",
@@ -345,13 +347,14 @@ def write_trace_set(ts: TraceSet, out_dir: Path) -> list[Path]:
         for node in trace.nodes:
             buf = node_to_chakra(node, trace.rank, f"role {role!r}").SerializeToString()
             chunks += [_varint(len(buf)), buf]
-        path.write_bytes(b"".join(chunks))
+        data = b"".join(chunks)
+        atomic_write(path, lambda t, data=data: Path(t).write_bytes(data))
         paths.append(path)
         roles[role] = {"file": path.name, "rank": trace.rank}
     index = {"format": ROLES_FORMAT, "meta": ts.meta, "roles": roles,
              "rank_role": _rank_ranges(ts.rank_role)}
-    (out_dir / ROLES_FILE).write_text(json.dumps(index, indent=1, ensure_ascii=False) + "\n",
-                                      encoding="utf-8")
+    text = json.dumps(index, indent=1, ensure_ascii=False) + "\n"
+    atomic_write(out_dir / ROLES_FILE, lambda t: Path(t).write_text(text, encoding="utf-8"))
     return paths + [out_dir / ROLES_FILE]
 
 

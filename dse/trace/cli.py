@@ -5,7 +5,6 @@ topology with faults.  Bad input exits with status 2 and one line (dse.errors)."
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 
 def _summary_links(res, k: int = 5) -> list[str]:
@@ -35,6 +34,8 @@ def cmd_trace(a) -> int:
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
     from dse.train.step import train_step
 
+    from dse.report.atomic import check_output_dir, make_output_dir
+    check_output_dir(a.out, "--out", create=False)       # before any work; created below
     model, hw, wl, lay = resolve_layout(a)
     from dse.cli_layout import print_assumptions
     print_assumptions(a, model)
@@ -49,8 +50,8 @@ def cmd_trace(a) -> int:
         require(topo.num_gpus == a.gpus, str(a.topology or "topology"), "num_gpus",
                 f"`topology GPUs == --gpus` must hold, but got ({topo.num_gpus}, {a.gpus})")
         faults = load_faults(a.faults, topo) if a.faults else None
-    out = Path(a.out)
     ts = generate_trace_set(model, wl, lay, hw)
+    out = make_output_dir(a.out, "--out")
     paths = write_trace_set(ts, out)
     ts = read_trace_set(out)          # replay what was written (round trip)
     vec = float(jax.jit(train_step)(model, wl, lay, hw).step_time_s)

@@ -83,8 +83,9 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
     if meta:
         doc["otherData"] = dict(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    return path
+    from dse.report.atomic import atomic_write
+    text = json.dumps(doc, ensure_ascii=False)
+    return atomic_write(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
 
 
 def schedule_rank_trace(trace: RankTrace, where: str = "trace") -> dict[int, tuple[float, float]]:

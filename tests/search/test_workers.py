@@ -86,6 +86,8 @@ def _resume_reaches_the_target(url: str, study: str, n_trials: int, failed: set[
     assert (df.loc[sorted(failed), "reason"].str.len() > 0).all()
     assert "fail_reason" not in {k for t in trials if t.state == TrialState.COMPLETE
                                  for k in t.user_attrs}
+    complete = [tuple(sorted(t.params.items())) for t in trials if t.state == TrialState.COMPLETE]
+    assert len(set(complete)) == len(complete) == n_trials    # zero duplicated, zero lost
 
 
 def test_killed_run_resumes(tmp_path):
