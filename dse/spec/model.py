@@ -119,7 +119,7 @@ ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_h
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
-_LABELS = ("description", "source", "norm", "name", "hf_ids")
+_LABELS = ("description", "source", "norm", "name", "hf_ids", "aliases")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
@@ -361,11 +361,14 @@ _HF_IDS: dict[str, str] | None = None
 
 
 def hf_id_index() -> dict[str, str]:
-    """Lower-cased Hugging Face repo id -> catalog name (the catalog's ``hf_ids``)."""
+    """Lower-cased Hugging Face repo id or short alias -> catalog name (the catalog's
+    ``hf_ids`` and ``aliases``: point releases with the same layer shapes, e.g.
+    ``llama3.1-70b``)."""
     global _HF_IDS
     if _HF_IDS is None:
         data = load_toml(CATALOG)
-        _HF_IDS = {str(i).lower(): n for n, t in data.items() for i in t.get("hf_ids", [])}
+        _HF_IDS = {str(i).lower(): n for n, t in data.items()
+                   for i in [*t.get("hf_ids", []), *t.get("aliases", [])]}
     return _HF_IDS
 
 
