@@ -1,4 +1,5 @@
-"""A Hugging Face ``config.json`` as a :class:`dse.spec.model.Model`.
+"""A Hugging Face ``config.json`` as a model table of the catalog schema (validated and
+built into a :class:`dse.spec.model.Model` by :func:`dse.spec.model.model_from_hf_config`).
 
 Keys read (the ``transformers`` configuration classes named; the first key present wins):
 
@@ -37,7 +38,6 @@ from pathlib import Path
 
 from dse.errors import InputError, require
 from dse.io import load_json
-from dse.spec.model import Model, model_from_dict
 
 GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
 
@@ -61,8 +61,9 @@ def text_config(c: dict) -> dict:
     return c
 
 
-def model_from_hf_config(path: Path) -> Model:
-    """A Hugging Face ``config.json`` (module docstring for the keys)."""
+def hf_config_table(path: Path) -> tuple[dict, str]:
+    """(catalog-schema table, model name) of a Hugging Face ``config.json`` (module
+    docstring for the keys)."""
     where = str(path)
     top = load_json(path, where)
     c = text_config(top)
@@ -109,7 +110,7 @@ def model_from_hf_config(path: Path) -> Model:
                            or model_type or Path(path).parent.name),
         **{k: v for k, v in arch.items() if v},
     }
-    return model_from_dict(d, where, Path(path).parent.name or "hf-model")
+    return d, Path(path).parent.name or "hf-model"
 
 
 def _moe_fields(c: dict, where: str, h, experts, model_type: str) -> dict:

@@ -39,6 +39,7 @@ import numpy as np
 
 from dse.errors import InputError, require
 from dse.io import load_toml
+from dse.spec.hf_config import hf_config_table
 from dse.spec.pytree import pytree_dataclass
 
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
@@ -341,9 +342,9 @@ def validate_model(m: Model, where: str) -> None:
 
 
 def model_from_hf_config(path: Path) -> Model:
-    """A Hugging Face ``config.json`` (:func:`dse.spec.hf_config.model_from_hf_config`)."""
-    from dse.spec.hf_config import model_from_hf_config as parse
-    return parse(path)
+    """A Hugging Face ``config.json`` (keys read: :mod:`dse.spec.hf_config`)."""
+    table, name = hf_config_table(path)
+    return model_from_dict(table, str(path), name)
 
 
 _CACHE: dict[str, Model] | None = None
