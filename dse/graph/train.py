@@ -26,6 +26,23 @@ replicated regions).  Backward moves twice the forward bytes.  FP8 (Transformer
 Engine): each fp8 GEMM input is produced by a cast that reads bf16 and writes fp8
 (3 bytes/element, amax reduction folded in).
 
+MLA (DeepSeek-V2/V3, Megatron-Core ``MLASelfAttention``): QKV is replaced by q down
+(T, q_lora, h) and kv down (T, r + rho, h), not split over TP (Megatron "duplicated"
+linears), q up (T, a (n + rho)/t, q_lora) (K = h without a q latent) and kv up
+(T, a (n + v)/t, r); out proj is (T, h, a v/t); the attention core is MHA over the
+decompressed heads with the mean head dim of :func:`dse.spec.model.head_dim_of`; the two
+lora RMSNorms add their bytes, rotary runs on the ``rho`` dims of the a/t query heads and
+the one shared rotary key.  Shared experts (DeepSeekMoE, Qwen2-MoE, Llama 4) are an
+always-active MLP (T, f_s (1+gated)/t, h), (T, h, f_s/t) beside the routed experts.
+Dense layers of a MoE model (``first_k_dense``, ``moe_layer_step``): the layer is the
+mean layer of the model, MoE operators (router, experts, shared experts, all-to-all)
+``1 - x`` times and a dense MLP of ``ffn_hidden_size`` ``x`` times, x the dense share
+(:func:`dse.spec.model.dense_layer_fraction`); the step multiplies it by the stage's
+layers, so with PP the heaviest stage's time uses the mean per layer (exact for pp = 1;
+for DeepSeek-V3 the dense MLP and the 8 + 1 active experts have equal FLOPs, so only the
+all-to-all and router differ), while its memory counts the heaviest stage's real kinds
+(:func:`dse.train.memory.params_per_gpu`).
+
 TP: 2 all-reduces forward + 2 backward, or with SP 2 all-gathers + 2 reduce-scatters
 each way, of the T*h activations.  With ``--tp-comm-overlap`` (TE userbuffers) the GEMMs
 next to a ring exchange run as ``tp`` chunks (QKV and FC1 forward, proj and FC2 dgrad),
@@ -45,7 +62,8 @@ from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
+                            kv_heads_per_rank, select, shared_ffn)
 
 CE_FWD_BYTES_PER_LOGIT = 42.0
 CE_BWD_BYTES_PER_LOGIT = 18.0
@@ -69,7 +87,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     docstring); ``act_bytes`` bytes per activation element."""
     t = lay.tp * 1.0
     h = model.hidden_size * 1.0
-    f = model.ffn_hidden_size * 1.0
+    f = expert_ffn(model) * 1.0
     a = model.num_attention_heads * 1.0
     g = model.num_kv_heads * 1.0
     d = head_dim_of(model)
@@ -84,11 +102,18 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     ring = jnp.where(on, t, 1.0)
     pipe = jnp.where(on, TP_OVERLAP_SPLITS, 1.0)
 
-    ops = [*_linear("qkv", T, (a + 2 * g) * d / t, h, 1.0, ring, 1.0),
-           *_linear("out proj", T, h, a * d / t, 1.0, pipe, ring),
-           *_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
-           *_linear("fc2", tpe, h, f / t, n_local, pipe, ring)]
-    router = [op.replace(calls=jnp.where(moe, 1.0, 0.0))
+    mla = is_mla(model)
+    x_dense = dense_layer_fraction(model)          # dense share of the layers (0: one kind)
+    w_moe = 1.0 - x_dense
+    o_in = select(mla, a * model.v_head_dim, a * d)  # out proj input width
+    ops = [*(op.replace(calls=select(mla, 0.0, 1.0))
+             for op in _linear("qkv", T, (a + 2 * g) * d / t, h, 1.0, ring, 1.0)),
+           *_linear("out proj", T, h, o_in / t, 1.0, pipe, ring),
+           *(op.replace(calls=w_moe)
+             for op in (*_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
+                        *_linear("fc2", tpe, h, f / t, n_local, pipe, ring)))]
+    ops += mla_linears(model, T, t) + mlp_kind_linears(model, T, t, ring, pipe)
+    router = [op.replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe)
               for op in _linear("router", T, E, h, 1.0, 1.0, 1.0)]
 
     # attention core: FlashAttention where a fused kernel exists (and the workload uses
@@ -105,12 +130,18 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
     ffn_el = tpe * n_local * f / t
+    # the mean layer's activation elements: routed + shared experts, or the dense MLP
+    ffn_el = w_moe * (ffn_el + T * shared_ffn(model) / t) + x_dense * T * model.ffn_hidden_size / t
+    rope = model.qk_rope_head_dim
     fwd_bytes = el * (2 * 2 * rep                              # two norms: read + write
                       + 2 * 3 * rep                            # two residual adds
-                      + 2 * T * (a + g) * d / t                # rotary on Q and K
+                      + select(mla, 2 * T * (a / t + 1.0) * rope,
+                               2 * T * (a + g) * d / t)        # rotary on Q and K
                       + ffn_el * (2 + gated) + ffn_el          # activation: read, write
-                      + model.dropout * 2 * 2.5 * rep)         # two dropouts + 1-byte mask
-    fp8_cast = jnp.where(wl.precision == PRECISION_FP8, 3.0 * (2 * T * h + T * a * d / t + ffn_el), 0.0)
+                      + model.dropout * 2 * 2.5 * rep          # two dropouts + 1-byte mask
+                      + select(mla, 2.0 * T * (model.q_lora_rank + model.kv_lora_rank), 0.0))  # lora norms
+    mla_in = select(mla, T * (model.q_lora_rank + model.kv_lora_rank), 0.0)  # q up, kv up inputs
+    fp8_cast = jnp.where(wl.precision == PRECISION_FP8, 3.0 * (2 * T * h + T * o_in / t + ffn_el + mla_in), 0.0)
     ew_kernels = 8.0 + 2.0 * model.dropout
     elementwise = [MemPass(fwd_bytes + fp8_cast, ew_kernels, name="norms/rotary/act/residual", phase="fwd"),
                    MemPass(2.0 * (fwd_bytes + fp8_cast), 2.0 * ew_kernels,
@@ -134,9 +165,50 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                         name="cp kv exchange", phase=phase, group="cp"))
     a2a = T * k_top * h * el
     for phase in ("fwd", "bwd"):
-        comm.append(Collective(a2a, lay.ep * 1.0, t * lay.cp, calls=jnp.where(moe, 2.0, 0.0),
+        comm.append(Collective(a2a, lay.ep * 1.0, t * lay.cp, calls=jnp.where(moe, 2.0, 0.0) * w_moe,
                                name="ep all-to-all", phase=phase, kind="all_to_all", group="ep"))
     return tuple(ops + router + attn + elementwise + comm)
+
+
+def mla_linears(model: Model, T, t) -> list:
+    """The MLA projections of one layer (module docstring), each with its dgrad and wgrad;
+    ``calls`` 0 without MLA."""
+    h = model.hidden_size * 1.0
+    a = model.num_attention_heads * 1.0
+    mla = is_mla(model)
+    if mla is False:
+        return []
+    ql, r = model.q_lora_rank * 1.0, model.kv_lora_rank * 1.0
+    rope, nope, v = model.qk_rope_head_dim * 1.0, model.qk_nope_head_dim * 1.0, model.v_head_dim * 1.0
+    has_q = model.q_lora_rank > 0
+    on = jnp.where(mla, 1.0, 0.0)
+    one = lambda x: jnp.maximum(x, 1.0)           # benign shapes while switched off
+    lins = [(_linear("q down", T, one(ql), h, 1.0, 1.0, 1.0), on * jnp.where(has_q, 1.0, 0.0)),
+            (_linear("q up", T, one(a * (nope + rope) / t), jnp.where(has_q, one(ql), h), 1.0, 1.0, 1.0), on),
+            (_linear("kv down", T, one(r + rope), h, 1.0, 1.0, 1.0), on),
+            (_linear("kv up", T, one(a * (nope + v) / t), one(r), 1.0, 1.0, 1.0), on)]
+    return [op.replace(calls=c) for ops, c in lins for op in ops]
+
+
+def mlp_kind_linears(model: Model, T, t, ring, pipe) -> list:
+    """The shared experts of a MoE layer (calls ``1 - x``) and the dense MLP of a MoE
+    model's dense layers (calls ``x``), x = :func:`dse.spec.model.dense_layer_fraction`
+    (module docstring); none for models without them."""
+    h = model.hidden_size * 1.0
+    gated = model.gated_mlp * 1.0
+    x_dense = dense_layer_fraction(model)
+    fs = shared_ffn(model) * 1.0
+    out = []
+    if not (isinstance(fs, float) and fs == 0.0):
+        fs1 = jnp.maximum(fs, 1.0)
+        c = (1.0 - x_dense) * jnp.where(fs > 0, 1.0, 0.0)
+        out += [op.replace(calls=c) for op in (*_linear("shared fc1", T, fs1 * (1 + gated) / t, h, 1.0, ring, 1.0),
+                                               *_linear("shared fc2", T, h, fs1 / t, 1.0, pipe, ring))]
+    if not (isinstance(x_dense, float) and x_dense == 0.0):
+        fd = model.ffn_hidden_size * 1.0
+        out += [op.replace(calls=x_dense) for op in (*_linear("dense fc1", T, fd * (1 + gated) / t, h, 1.0, ring, 1.0),
+                                                     *_linear("dense fc2", T, h, fd / t, 1.0, pipe, ring))]
+    return out
 
 
 def head_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:

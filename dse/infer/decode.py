@@ -35,15 +35,16 @@ from dse.graph.ops import KVRead
 from dse.infer.forward import OpTimes, micro_batches, stage_time
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import Model, decode_kv_geometry
 from dse.cost.rates import Rates
 
 
 def decode_attention(model: Model, batch, context_len, tp) -> KVRead:
     """FlashDecoding over a ``context_len``-token KV cache for ``batch`` sequences
-    (:func:`dse.cost.attention.decode_attention_time_s`)."""
-    return KVRead(batch * 1.0, model.num_attention_heads / tp, kv_heads_per_rank(model, tp),
-                  context_len * 1.0, head_dim_of(model))
+    (:func:`dse.cost.attention.decode_attention_time_s`); MLA reads its latent cache
+    (:func:`dse.spec.model.decode_kv_geometry`)."""
+    g, d = decode_kv_geometry(model, tp)
+    return KVRead(batch * 1.0, model.num_attention_heads / tp, g, context_len * 1.0, d)
 
 
 def decode_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,

@@ -44,7 +44,7 @@ from typing import NamedTuple
 from dse.graph.ops import P2P, time_s
 from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
                                kv_slots, prefill_s, streams)
-from dse.spec.model import head_dim_of
+from dse.spec.model import head_dim_of, is_mla, kv_cache_elems_per_token
 from dse.cost.rates import rates
 
 
@@ -62,6 +62,8 @@ class Disaggregated(NamedTuple):
 def kv_request_bytes(dep: Deployment, tokens: float) -> float:
     """Whole KV cache of one request of ``tokens`` tokens (no TP replication)."""
     m = dep.model
+    if is_mla(m):   # the latent cache (dse.spec.model.kv_cache_elems_per_token)
+        return m.num_layers * float(kv_cache_elems_per_token(m, 1)) * dep.kv_bytes * tokens
     return 2.0 * m.num_layers * m.num_kv_heads * float(head_dim_of(m)) * dep.kv_bytes * tokens
 
 

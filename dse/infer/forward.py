@@ -59,6 +59,21 @@ experts' weights are read (decode with small T reads a fraction of the experts).
   (:func:`dse.cost.collectives.group_collective_s` "all_to_all" over the ``ep`` ranks,
   DeepEP-style), replacing the MoE-side TP all-reduce.
 
+**MLA, shared experts, dense layers** (the training graph's conventions,
+:mod:`dse.graph.train`): with MLA the QKV linear becomes q down (T, q_lora, h) and kv down
+(T, r + rho, h), replicated on every TP rank (vLLM ``ReplicatedLinear``
+``fused_qkv_a_proj``), and q up (T, a (n + rho)/t, q_lora) and kv up (T, a (n + v)/t, r);
+out proj is (T, h, a v/t).  In prefill kv up decompresses the prompt's latents (vLLM
+``MLACommonImpl._forward_prefill``, MHA over the decompressed heads); in decode the same
+weights are absorbed into the query and output (``W_UK``, ``W_UV`` batched over the local
+heads, DeepSeek-V2 arXiv:2405.04434 §2.1.2; vLLM ``_forward_decode``): the same weight
+bytes and FLOPs as the one (T, a (n + v)/t, r) GEMM charged here.  The KV-cache append
+writes the ``r + rho`` latent (:func:`dse.spec.model.kv_cache_elems_per_token`).  Shared
+experts are an always-active MLP on the rank's T tokens, split over ``tp``.  A MoE
+model's dense layers enter as the mean layer (MoE operators ``1 - x`` times, a dense MLP
+``x`` times, :func:`dse.spec.model.dense_layer_fraction`): exact for pp = 1, the mean per
+layer with pp > 1.
+
 **Memory-bound bytes** (per layer, T tokens, element size el): two fused add+norm
 (read x and residual, write both: 4Th), rotary on Q and K (read + write),
 KV append (write 2 T g_t d), activation (read (1+gated) f/t, write f/t per token);
@@ -83,7 +98,8 @@ import jax.numpy as jnp
 from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, time_s
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
+                            kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
@@ -159,7 +175,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     sequences, with the caller's attention operator (prefill: causal FlashAttention over
     the prompt; decode: the KV-cache read).  Shapes and bytes: module docstring."""
     h = model.hidden_size * 1.0
-    f = model.ffn_hidden_size * 1.0
+    f = expert_ffn(model) * 1.0
     d = head_dim_of(model)
     heads = model.num_attention_heads / tp
     kv = kv_heads_per_rank(model, tp)
@@ -174,25 +190,38 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     per_expert = jnp.where(moe, t_moe * model.top_k / (e_div * hit), tokens)
     lin = lambda name, m, n, k, c=1.0: Gemm(m, n, k, c, name=name, skinny=True)
     ffn = f * model.top_k / tp
+    mla = is_mla(model)
+    x_dense = dense_layer_fraction(model)
+    w_moe = 1.0 - x_dense
+    fs = shared_ffn(model)
+    if not (_zero(fs) and _zero(x_dense)):             # the mean layer's MLP width
+        ffn = w_moe * (ffn + fs / tp) + x_dense * model.ffn_hidden_size / tp
+    o_in = select(mla, heads * model.v_head_dim, heads * d)
     ew = el * tokens * (2.0 * 4.0 * h                    # two fused add + norm
-                        + 2.0 * (heads + kv) * d         # rotary on Q, K
-                        + 2.0 * kv * d                   # KV-cache append
-                        + ffn * (1.0 + gated) + ffn)     # activation
+                        + select(mla, 2.0 * (heads + 1.0) * model.qk_rope_head_dim,
+                                 2.0 * (heads + kv) * d)  # rotary on Q, K
+                        + kv_cache_elems_per_token(model, tp)  # KV-cache append
+                        + ffn * (1.0 + gated) + ffn      # activation
+                        + select(mla, 2.0 * (model.q_lora_rank + model.kv_lora_rank), 0.0))  # lora norms
     # quantizing each GEMM input: read 2 bytes, write 1 (fp8) or 0.5 + scales (fp4)
     q = linear_el_bytes(precision, el)
-    fp8_cast = jnp.where(precision >= PRECISION_FP8, (2.0 + q) * tokens * (2.0 * h + heads * d + ffn), 0.0)
+    mla_in = select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
+    fp8_cast = jnp.where(precision >= PRECISION_FP8, (2.0 + q) * tokens * (2.0 * h + o_in + ffn + mla_in), 0.0)
     act = tokens * h * el
     a2a = moe & (dp > 1)                                   # attention DP: all-to-all
-    layer = (lin("qkv", tokens, (heads + 2.0 * kv) * d, h),
-             lin("out proj", tokens, h, heads * d),
-             lin("fc1", per_expert, f * (1.0 + gated) / moe_tp, h, hit),
-             lin("fc2", per_expert, h, f / moe_tp, hit),
-             lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0)),
+    qkv = lin("qkv", tokens, (heads + 2.0 * kv) * d, h)
+    layer = (qkv if mla is False else qkv.replace(calls=select(mla, 0.0, 1.0)),
+             lin("out proj", tokens, h, o_in),
+             lin("fc1", per_expert, f * (1.0 + gated) / moe_tp, h, hit * w_moe),
+             lin("fc2", per_expert, h, f / moe_tp, hit * w_moe),
+             lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe),
+             *mla_serving_linears(model, tokens, tp),
+             *mlp_kind_serving_linears(model, tokens, tp),
              attention,
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
-             Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0),
+             Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0) * w_moe,
                         name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"))
     V = model.vocab_size * 1.0
     logits = sequences * V * LOGIT_BYTES
@@ -213,6 +242,51 @@ def collective_fixed_s(op, hw: Hardware):
     ``NCCL_BASE_LATENCY_S``; 0 for a group of one.  Decode all-reduces carry a few KB,
     so this fixed part is most of their time."""
     return jnp.where(op.n > 1, op.calls * (hw.kernel_launch_s + NCCL_BASE_LATENCY_S), 0.0)
+
+
+def _zero(x) -> bool:
+    """Whether ``x`` is a concrete (Python) zero: the optional operators are then left out."""
+    return isinstance(x, (int, float)) and x == 0
+
+
+def mla_serving_linears(model: Model, tokens, tp) -> tuple:
+    """MLA's projections of one serving layer (module docstring); none without MLA."""
+    mla = is_mla(model)
+    if mla is False:
+        return ()
+    h = model.hidden_size * 1.0
+    heads = model.num_attention_heads / tp
+    ql, r = model.q_lora_rank * 1.0, model.kv_lora_rank * 1.0
+    rope, nope, v = model.qk_rope_head_dim * 1.0, model.qk_nope_head_dim * 1.0, model.v_head_dim * 1.0
+    has_q = model.q_lora_rank > 0
+    on = jnp.where(mla, 1.0, 0.0)
+    one = lambda x: jnp.maximum(x, 1.0)           # benign shapes while switched off
+    lin = lambda name, m, n, k, c: Gemm(m, n, k, 1.0, calls=c, name=name, skinny=True)
+    return (lin("q down", tokens, one(ql), h, on * jnp.where(has_q, 1.0, 0.0)),
+            lin("q up", tokens, one(heads * (nope + rope)), jnp.where(has_q, one(ql), h), on),
+            lin("kv down", tokens, one(r + rope), h, on),
+            lin("kv up", tokens, one(heads * (nope + v)), one(r), on))
+
+
+def mlp_kind_serving_linears(model: Model, tokens, tp) -> tuple:
+    """Shared experts (``1 - x`` times) and the dense layers' MLP (``x`` times) of a MoE
+    model (module docstring); none for models without them."""
+    h = model.hidden_size * 1.0
+    gated = model.gated_mlp * 1.0
+    x_dense = dense_layer_fraction(model)
+    fs = shared_ffn(model)
+    lin = lambda name, m, n, k, c: Gemm(m, n, k, 1.0, calls=c, name=name, skinny=True)
+    out = ()
+    if not _zero(fs):
+        fs1 = jnp.maximum(fs * 1.0, 1.0)
+        c = (1.0 - x_dense) * jnp.where(fs > 0, 1.0, 0.0)
+        out += (lin("shared fc1", tokens, fs1 * (1.0 + gated) / tp, h, c),
+                lin("shared fc2", tokens, h, fs1 / tp, c))
+    if not _zero(x_dense):
+        fd = model.ffn_hidden_size * 1.0
+        out += (lin("dense fc1", tokens, fd * (1.0 + gated) / tp, h, x_dense),
+                lin("dense fc2", tokens, h, fd / tp, x_dense))
+    return out
 
 
 def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:

@@ -10,6 +10,11 @@ hold the layers they run; the heaviest holds ``ceil(L / pp)``:
 
     kv_bytes = 2 * ceil(L / pp) * batch * context_len * kv_heads_per_gpu * head_dim * kv_bytes_per_el
 
+MLA (DeepSeek-V2/V3) caches one latent of ``kv_lora_rank + qk_rope_head_dim`` elements
+per token per layer, whole on every TP rank (:func:`dse.spec.model.kv_cache_elems_per_token`):
+
+    kv_bytes = ceil(L / pp) * batch * context_len * (r + rho) * kv_bytes_per_el
+
 Units: bytes.  All arguments may be JAX arrays.
 """
 
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import Model, head_dim_of, is_mla, kv_cache_elems_per_token, kv_heads_per_rank, select
 
 # the one definitions live with the model spec
 kv_heads_per_gpu = kv_heads_per_rank
@@ -28,5 +33,9 @@ def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):
     """Bytes of K and V cache on one GPU of the heaviest pipeline stage (formula above);
     ``kv_bytes`` is the bytes per cached element (2 for bf16, 1 for an fp8 cache)."""
     layers = jnp.ceil(model.num_layers / pp)
-    return (2.0 * layers * batch * context_len * kv_heads_per_gpu(model, tp)
-            * head_dim(model) * kv_bytes)
+    plain = (2.0 * layers * batch * context_len * kv_heads_per_gpu(model, tp)
+             * head_dim(model) * kv_bytes)
+    mla = is_mla(model)
+    if mla is False:
+        return plain
+    return select(mla, layers * batch * context_len * kv_cache_elems_per_token(model, tp) * kv_bytes, plain)

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 from dse.infer.forward import LOGIT_BYTES, micro_batches
 from dse.infer.kv_cache import head_dim, kv_cache_bytes, kv_heads_per_gpu
 from dse.infer.workload import InferenceWorkload
-from dse.spec.model import Model
+from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, is_mla, mla_attention_params,
+                            select, shared_ffn, stage_layer_counts)
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import Rates
 
@@ -48,20 +49,41 @@ def weight_params_per_gpu(model: Model, tp, pp, ep=1, dp=1):
     """(linear parameters, other parameters) on one GPU of the heaviest stage.  MoE
     experts live on the stage's ``tp x dp`` MoE group (``E/ep`` experts each split over
     ``tp dp / ep``: ``E f / (tp dp)`` per GPU whatever ``ep``, :mod:`dse.infer.forward`);
-    attention, norms and embeddings are per DP rank (TP over ``tp``)."""
+    attention, norms and embeddings are per DP rank (TP over ``tp``).  MLA: the down
+    projections whole on every rank, the up and output projections over ``tp``
+    (:func:`dse.spec.model.mla_attention_params`); shared experts over ``tp``; a MoE model
+    with dense layers counts the heaviest stage's MoE and dense layers
+    (:func:`dse.spec.model.stage_layer_counts`)."""
     h = model.hidden_size * 1.0
-    f = model.ffn_hidden_size * 1.0
+    f = expert_ffn(model) * 1.0
     d = head_dim(model)
     heads = model.num_attention_heads / tp
     kv = kv_heads_per_gpu(model, tp)
     E = model.num_experts * 1.0
     attn = 2.0 * h * heads * d + 2.0 * h * kv * d
+    mla = is_mla(model)
+    norms = 2.0 * h
+    if mla is not False:
+        down, up = mla_attention_params(model)
+        attn = select(mla, down + up / tp, attn)
+        norms = norms + select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
     mlp = (2.0 + model.gated_mlp) * h * f * E / (tp * jnp.where(E > 1, dp * 1.0, 1.0))
+    fs = shared_ffn(model)
+    if not (isinstance(fs, (int, float)) and fs == 0):
+        mlp = mlp + (2.0 + model.gated_mlp) * h * fs / tp
     router = jnp.where(E > 1, h * E / tp, 0.0)
     layers = jnp.ceil(model.num_layers / pp)
     emb_mats = jnp.where(pp > 1, 1.0, 2.0 - model.tied_embeddings)
     linear = layers * (attn + mlp)
-    other = layers * (router + 2.0 * h) + emb_mats * model.vocab_size * h / tp
+    other = layers * (router + norms) + emb_mats * model.vocab_size * h / tp
+    x_dense = dense_layer_fraction(model)
+    if not (isinstance(x_dense, float) and x_dense == 0.0):
+        n_moe, n_dense = stage_layer_counts(model, layers)
+        dense_mlp = (2.0 + model.gated_mlp) * h * model.ffn_hidden_size / tp
+        mixed = x_dense > 0
+        linear = jnp.where(mixed, n_moe * (attn + mlp) + n_dense * (attn + dense_mlp), linear)
+        other = jnp.where(mixed, n_moe * router + layers * norms + emb_mats * model.vocab_size * h / tp,
+                          other)
     return linear, other
 
 
@@ -73,7 +95,10 @@ def activation_workspace_bytes(model: Model, wl: InferenceWorkload, tp, pp, act_
     d = head_dim(model)
     heads = model.num_attention_heads / tp
     kv = kv_heads_per_gpu(model, tp)
-    fk = model.ffn_hidden_size * model.top_k / tp
+    fk = expert_ffn(model) * model.top_k / tp
+    fs = shared_ffn(model)
+    if not (isinstance(fs, (int, float)) and fs == 0):
+        fk = fk + fs / tp                                  # shared experts
     per_token = 2.0 * h + (heads + 2.0 * kv) * d + heads * d + fk * (1.0 + model.gated_mlp) + fk
     return act_bytes * T * per_token + LOGIT_BYTES * b * model.vocab_size
 

@@ -78,7 +78,8 @@ from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import (Model, decode_kv_geometry, head_dim_of, is_mla,
+                            kv_cache_elems_per_token, kv_heads_per_rank)
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
@@ -137,8 +138,9 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     bs, ps = b / micro, p / micro
     seqs = bs + ps / max(prompt_len, 1.0)
     heads = m.num_attention_heads / dep.tp
-    kv_read = kv_heads_per_rank(m, dep.tp) if dep.engine.gqa_shared_kv else heads
-    att = KVRead(bs, heads, kv_read, context, head_dim_of(m), kv_bytes=dep.kv_bytes)
+    g_dec, d_dec = decode_kv_geometry(m, dep.tp)         # MLA: the latent cache
+    kv_read = g_dec if (dep.engine.gqa_shared_kv or is_mla(m)) else heads
+    att = KVRead(bs, heads, kv_read, context, d_dec, kv_bytes=dep.kv_bytes)
     t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r,
                    dep.ep, dep.dp).total_s
     if p > 0:
@@ -164,8 +166,12 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
 
 
 def kv_bytes_per_token(dep: Deployment) -> float:
-    """KV bytes one token holds on one GPU of the heaviest stage: ``2 ceil(L/pp) g_t d el``."""
+    """KV bytes one token holds on one GPU of the heaviest stage: ``2 ceil(L/pp) g_t d el``
+    (MLA: ``ceil(L/pp) (r + rho) el``, :func:`dse.spec.model.kv_cache_elems_per_token`)."""
     m = dep.model
+    if is_mla(m):
+        return (math.ceil(m.num_layers / dep.pp) * float(kv_cache_elems_per_token(m, dep.tp))
+                * dep.kv_bytes)
     return (2.0 * math.ceil(m.num_layers / dep.pp) * float(kv_heads_per_rank(m, dep.tp))
             * float(head_dim_of(m)) * dep.kv_bytes)
 

@@ -11,7 +11,21 @@ norm weights which are O(h)):
                                              --kv-channels and HF's head_dim do: Qwen3,
                                              Gemma)
   MLP        (3 if gated else 2) * h * f      (SwiGLU has gate, up and down)
-  MoE        MLP x num_experts, plus the h*E router
+  MoE        MLP x num_experts (each of width ``moe_ffn_hidden_size``, else
+             ``ffn_hidden_size``), plus the h*E router, plus ``num_shared_experts``
+             always-active shared experts (DeepSeekMoE, Dai et al. 2024, arXiv:2401.06066;
+             Qwen2-MoE ``shared_expert_intermediate_size``; Llama 4)
+  MLA        (DeepSeek-V2 multi-head latent attention, arXiv:2405.04434 §2.1; HF
+             ``DeepseekV3Attention``) with q_l = q_lora_rank, r = kv_lora_rank,
+             rho = qk_rope_head_dim, n = qk_nope_head_dim, v = v_head_dim:
+             q_a h q_l + q_b q_l a (n + rho)   (or h a (n + rho) when q_l = 0)
+             + kv_a h (r + rho) + kv_b r a (n + v) + o a v h, plus the q_l + r lora norms
+
+Layer kinds: the first ``first_k_dense`` layers (DeepSeek ``first_k_dense_replace``) and,
+with ``moe_layer_step`` = s > 1, every layer whose index i has ``(i + 1) % s != 0``
+(Llama 4 ``interleave_moe_layer_step``) are dense layers of width ``ffn_hidden_size``;
+the rest are MoE layers (:func:`layer_counts`).  Every new field defaults to 0 = absent,
+so models without them keep their exact arithmetic.
 """
 
 from __future__ import annotations
@@ -21,9 +35,11 @@ from typing import NamedTuple
 from pathlib import Path
 
 import jax.numpy as jnp
+import numpy as np
 
 from dse.errors import InputError, require
-from dse.io import load_json, load_toml
+from dse.io import load_toml
+from dse.spec.hf_config import hf_config_table
 from dse.spec.pytree import pytree_dataclass
 
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
@@ -44,6 +60,16 @@ class Model:
     num_experts: int = 1
     top_k: int = 1
     kv_channels: int = 0
+    moe_ffn_hidden_size: int = 0            # one routed expert's FFN width; 0 = ffn_hidden_size
+    num_shared_experts: int = 0             # always-active shared experts (DeepSeekMoE, Llama 4)
+    shared_expert_ffn_hidden_size: int = 0  # one shared expert's width; 0 = the expert width
+    first_k_dense: int = 0                  # leading dense layers (width ffn_hidden_size)
+    moe_layer_step: int = 0                 # every s-th layer is MoE (Llama 4); 0 or 1 = all
+    kv_lora_rank: int = 0                   # MLA latent KV width r; 0 = no MLA
+    q_lora_rank: int = 0                    # MLA query latent; 0 = plain q projection
+    qk_rope_head_dim: int = 0               # MLA decoupled rotary key/query dims per head
+    qk_nope_head_dim: int = 0               # MLA non-rotary key/query dims per head
+    v_head_dim: int = 0                     # MLA value dims per head
     name: str = ""
     description: str = ""
     norm: str = "layernorm"
@@ -56,25 +82,50 @@ class Model:
     def replace(self, **kw) -> "Model":
         return dataclasses.replace(self, **kw)
 
-    def params_per_layer(self) -> int:
-        """Parameters of one layer (:func:`layer_params`, the one definition)."""
-        p = layer_params(self)
-        return int(round(float(p.attention + p.router + p.experts + p.norms)))
+    def params_per_layer(self, dense: bool = False) -> int:
+        """Parameters of one (MoE, or with ``dense`` the dense) layer (:func:`layer_params`,
+        the one definition)."""
+        p = layer_params(self, dense)
+        return int(round(float(p.attention + p.router + p.experts + p.norms + p.shared)))
 
     def num_params(self) -> int:
         emb = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
-        return self.num_layers * self.params_per_layer() + emb + self.hidden_size
+        if not _mixed_layers(self):
+            return self.num_layers * self.params_per_layer() + emb + self.hidden_size
+        moe, dense = layer_counts(self)
+        return (int(moe) * self.params_per_layer() + int(dense) * self.params_per_layer(True)
+                + emb + self.hidden_size)
+
+    def active_params(self, input_embedding: bool = True) -> int:
+        """Parameters one token uses: per layer the attention, router, shared experts,
+        norms and ``top_k`` of the routed experts; plus the LM head, the final norm and
+        (unless ``input_embedding`` is False, the convention of OpenAI's gpt-oss model
+        card, which counts only the unembedding) the input embedding lookup."""
+        emb = self.vocab_size * self.hidden_size
+        emb *= (1 if self.tied_embeddings or not input_embedding else 2)
+        total = 0.0
+        for kind, n in zip((False, True), layer_counts(self)):
+            p = layer_params(self, kind)
+            E = 1.0 if kind else float(self.num_experts)
+            k = 1.0 if kind else float(self.top_k)
+            total += float(n) * float(p.attention + p.router + p.norms + p.shared
+                                      + p.experts * k / E)
+        return int(round(total)) + emb + self.hidden_size
 
 
 _INT_FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k", "kv_channels")
+# MoE / MLA architecture fields: optional, 0 = absent (module docstring)
+ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size",
+               "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
+               "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
-_LABELS = ("description", "source", "norm", "name", "hf_ids")
+_LABELS = ("description", "source", "norm", "name", "hf_ids", "aliases")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
     """Validate a TOML table (catalog schema) and build a :class:`Model`."""
-    allowed = set(_INT_FIELDS) | set(_BOOL_FIELDS) | set(_LABELS)
+    allowed = set(_INT_FIELDS) | set(_BOOL_FIELDS) | set(_LABELS) | set(ARCH_FIELDS)
     unknown = sorted(set(d) - allowed)
     require(not unknown, where, f"{name}.{unknown[0] if unknown else ''}",
             f"unknown key; allowed keys are {sorted(allowed)}")
@@ -91,6 +142,13 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
         v = d.get(k, False)
         require(isinstance(v, bool), where, f"{name}.{k}", f"must be true or false, but got {v!r}")
         kw[k] = int(v)
+    for k in ARCH_FIELDS:
+        if k not in d:
+            continue
+        v = d[k]
+        require(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                where, f"{name}.{k}", f"must be a non-negative integer (0 = absent), but got {v!r}")
+        kw[k] = v
     m = Model(name=name, description=str(d.get("description", name)),
               norm=str(d.get("norm", "layernorm")), **kw)
     validate_model(m, where)
@@ -100,23 +158,119 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
 class LayerParams(NamedTuple):
     """Parameters of one layer by part (module docstring); the dense MLP is ``experts``
     with ``num_experts == 1``."""
-    attention: object     # h(a d + 2 g d) + a d h
+    attention: object     # h(a d + 2 g d) + a d h, or the MLA projections
     router: object        # h E for MoE, else 0
     experts: object       # (2 + gated) h f per expert, times E
-    norms: object         # 2 h
+    norms: object         # 2 h (+ the MLA lora norms)
+    shared: object = 0.0  # (2 + gated) h f_s per shared expert, times their number
 
 
-def layer_params(model: Model) -> LayerParams:
-    """The one parameter count of a layer (works on traced leaves)."""
+def select(cond, a, b):
+    """``a`` where ``cond`` else ``b``: a plain Python choice when ``cond`` is concrete
+    (a Python or NumPy bool), so that a model without the optional fields keeps its
+    exact arithmetic; ``jnp.where`` for traced leaves."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    return jnp.where(cond, a, b)
+
+
+def is_mla(model: Model):
+    """Whether the model uses multi-head latent attention (``kv_lora_rank`` > 0)."""
+    return model.kv_lora_rank > 0
+
+
+def expert_ffn(model: Model):
+    """Width of one routed expert: ``moe_ffn_hidden_size``, else ``ffn_hidden_size``."""
+    return select(model.moe_ffn_hidden_size > 0, model.moe_ffn_hidden_size, model.ffn_hidden_size)
+
+
+def shared_ffn(model: Model):
+    """Total width of the always-active shared experts of a MoE layer (0 without):
+    ``num_shared_experts x (shared_expert_ffn_hidden_size or the expert width)``; DeepSeek
+    runs them as one MLP of that width (HF ``DeepseekV3MoE.shared_experts``)."""
+    each = select(model.shared_expert_ffn_hidden_size > 0, model.shared_expert_ffn_hidden_size,
+                  expert_ffn(model))
+    return select((model.num_shared_experts > 0) & (model.num_experts > 1),
+                  model.num_shared_experts * each, 0)
+
+
+def mla_attention_params(model: Model):
+    """(down, up) parameters of one MLA block (module docstring): ``down`` = q_a + kv_a,
+    which Megatron-Core (``MLASelfAttention``, ``linear_q_down_proj`` /
+    ``linear_kv_down_proj`` not split) and vLLM (``ReplicatedLinear``
+    ``fused_qkv_a_proj``) replicate on every TP rank; ``up`` = q_b + kv_b + o, split over
+    TP."""
+    h = model.hidden_size * 1.0
+    a = model.num_attention_heads * 1.0
+    ql, r = model.q_lora_rank * 1.0, model.kv_lora_rank * 1.0
+    rope, nope, v = model.qk_rope_head_dim * 1.0, model.qk_nope_head_dim * 1.0, model.v_head_dim * 1.0
+    has_q = model.q_lora_rank > 0
+    down = select(has_q, h * ql, 0.0) + h * (r + rope)
+    up = select(has_q, ql, h) * a * (nope + rope) + r * a * (nope + v) + a * v * h
+    return down, up
+
+
+def layer_params(model: Model, dense: bool = False) -> LayerParams:
+    """The one parameter count of a layer (works on traced leaves): the MoE layer of a
+    MoE model (its dense MLP for dense models), or with ``dense`` a dense layer of width
+    ``ffn_hidden_size`` (the first / interleaved dense layers, :func:`layer_counts`)."""
     h = model.hidden_size * 1.0
     d = head_dim_of(model)
     q = model.num_attention_heads * d
     kv = model.num_kv_heads * d
+    mla = is_mla(model)
+    down, up = mla_attention_params(model) if not (mla is False) else (0.0, 0.0)
+    attention = select(mla, down + up, h * (q + 2 * kv) + q * h)
+    norms = 2.0 * h + select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
+    if dense:
+        return LayerParams(attention=attention, router=0.0,
+                           experts=(2.0 + model.gated_mlp) * h * model.ffn_hidden_size,
+                           norms=norms, shared=0.0)
     E = model.num_experts * 1.0
-    return LayerParams(attention=h * (q + 2 * kv) + q * h,
+    return LayerParams(attention=attention,
                        router=jnp.where(E > 1, h * E, 0.0),
-                       experts=(2.0 + model.gated_mlp) * h * model.ffn_hidden_size * E,
-                       norms=2.0 * h)
+                       experts=(2.0 + model.gated_mlp) * h * expert_ffn(model) * E,
+                       norms=norms,
+                       shared=(2.0 + model.gated_mlp) * h * shared_ffn(model))
+
+
+def _mixed_layers(model: Model) -> bool:
+    """Whether a (concrete) MoE model also has dense layers (:func:`layer_counts`)."""
+    return model.num_experts > 1 and (model.first_k_dense > 0 or model.moe_layer_step > 1)
+
+
+def layer_counts(model: Model):
+    """(MoE layers, dense layers): layers ``i`` in ``[first_k_dense, L)`` with ``(i + 1) %
+    s == 0`` (s = ``moe_layer_step`` or 1) are MoE -- HF ``DeepseekV3DecoderLayer``
+    (``layer_idx >= first_k_dense_replace``) and ``Llama4TextConfig.moe_layers``
+    (``range(s - 1, L, s)``) -- so there are ``floor(L/s) - floor(k/s)`` of them; a dense
+    model has ``(0, L)``, a MoE model without dense layers ``(L, 0)``."""
+    L = model.num_layers
+    s = jnp.maximum(model.moe_layer_step, 1)
+    moe = jnp.floor(L / s) - jnp.floor(model.first_k_dense / s)
+    moe = jnp.where(model.num_experts > 1, moe, 0.0)
+    return moe, L - moe
+
+
+def dense_layer_fraction(model: Model):
+    """Share of a MoE model's layers that are dense (0 for dense models and for MoE models
+    without dense layers, where the one repeated layer is exact): the operator graphs
+    carry both layer kinds as one mean layer, MoE operators ``1 - x`` times and dense
+    operators ``x`` times per layer (:mod:`dse.graph.train`, :mod:`dse.infer.forward`)."""
+    mixed = (model.num_experts > 1) & ((model.first_k_dense > 0) | (model.moe_layer_step > 1))
+    if isinstance(mixed, (bool, np.bool_)) and not mixed:
+        return 0.0
+    moe, dense = layer_counts(model)
+    return jnp.where(mixed, dense / model.num_layers, 0.0)
+
+
+def stage_layer_counts(model: Model, layers_on_stage):
+    """(MoE, dense) layers on the heaviest pipeline stage of ``layers_on_stage`` layers:
+    the dense layers are few and leading (or interleaved), so the heaviest stage holds
+    ``min(layers_on_stage, MoE layers)`` MoE layers and the rest dense."""
+    moe, _ = layer_counts(model)
+    n_moe = jnp.minimum(layers_on_stage * 1.0, moe)
+    return n_moe, layers_on_stage - n_moe
 
 
 def kv_heads_per_rank(model: Model, tp):
@@ -128,9 +282,44 @@ def kv_heads_per_rank(model: Model, tp):
 
 def head_dim_of(model: Model):
     """Head dimension as a float that works on traced leaves: ``kv_channels`` when set,
-    else ``hidden_size / num_attention_heads``."""
-    return jnp.where(model.kv_channels > 0, model.kv_channels * 1.0,
-                     model.hidden_size / model.num_attention_heads)
+    else ``hidden_size / num_attention_heads``.  With MLA, the mean of the q.k head dim
+    (``qk_nope + qk_rope``) and the value head dim: the (decompressed, MHA) attention
+    core's FLOPs ``2 s^2 (d_qk + d_v)`` per head and its Q, K, V, O bytes are then those
+    of the real kernel (FlashAttention-3 runs d_qk = 192, d_v = 128 for DeepSeek)."""
+    plain = jnp.where(model.kv_channels > 0, model.kv_channels * 1.0,
+                      model.hidden_size / model.num_attention_heads)
+    return select(is_mla(model), (model.qk_nope_head_dim + model.qk_rope_head_dim
+                                  + model.v_head_dim) / 2.0, plain)
+
+
+def kv_cache_elems_per_token(model: Model, tp):
+    """KV-cache elements one token holds per layer on one GPU: ``2 g_t d`` (K and V of the
+    ``g_t`` local KV heads), or with MLA the latent ``kv_lora_rank + qk_rope_head_dim``
+    (the compressed c_KV plus the shared rotary key, DeepSeek-V2 arXiv:2405.04434 §2.1.2
+    and Table 1), which every TP rank holds whole: vLLM's MLA backends
+    (``vllm/v1/attention/backends/mla/common.py``: one latent "head" of
+    ``kv_lora_rank + qk_rope_head_dim`` per token) and SGLang's ``MLATokenToKVPool``."""
+    plain = 2.0 * kv_heads_per_rank(model, tp) * head_dim_of(model)
+    return select(is_mla(model), (model.kv_lora_rank + model.qk_rope_head_dim) * 1.0, plain)
+
+
+def decode_kv_geometry(model: Model, tp):
+    """(KV heads, head dim) of the decode attention kernel (:class:`dse.graph.ops.KVRead`,
+    which reads ``2 c g d`` cached elements and does ``4 a c d`` FLOPs per sequence).
+    MLA decodes with the up-projections absorbed (DeepSeek-V2 §2.1.2 "absorbed into W^Q /
+    W^O"; vLLM ``MLACommonImpl._forward_decode``, FlashMLA): each of the ``a/tp`` query
+    heads attends over the shared latent, q.k over ``r + rho`` and p.v over ``r`` dims,
+    so ``d = r + rho/2`` makes the FLOPs ``2 a c (2r + rho)`` exact and ``g = (r + rho) /
+    (2 d)`` makes the bytes the latent's ``c (r + rho)``."""
+    d_plain = head_dim_of(model)
+    g_plain = kv_heads_per_rank(model, tp)
+    if is_mla(model) is False:
+        return g_plain, d_plain
+    r, rope = model.kv_lora_rank * 1.0, model.qk_rope_head_dim * 1.0
+    d_abs = r + rope / 2.0
+    mla = is_mla(model)
+    return (select(mla, (r + rope) / (2.0 * jnp.maximum(d_abs, 1.0)), g_plain),
+            select(mla, d_abs, d_plain))
 
 
 def validate_model(m: Model, where: str) -> None:
@@ -143,47 +332,19 @@ def validate_model(m: Model, where: str) -> None:
     require(m.top_k <= m.num_experts, where, "top_k",
             f"`top_k <= num_experts` must hold, but got (top_k={m.top_k}, "
             f"num_experts={m.num_experts})")
+    if m.kv_lora_rank > 0:
+        for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            require(getattr(m, k) > 0, where, k, f"`{k} > 0` must hold with MLA (kv_lora_rank="
+                    f"{m.kv_lora_rank}), but got ({k}={getattr(m, k)})")
+    require(m.first_k_dense < m.num_layers, where, "first_k_dense",
+            f"`first_k_dense < num_layers` must hold, but got (first_k_dense={m.first_k_dense}, "
+            f"num_layers={m.num_layers})")
 
 
 def model_from_hf_config(path: Path) -> Model:
-    """A Hugging Face ``config.json`` (Llama/Mistral/Mixtral/Qwen keys, or GPT-2 keys)."""
-    where = str(path)
-    c = load_json(path, where)
-
-    def get(*keys, default=None):
-        for k in keys:
-            if k in c and c[k] is not None:
-                return c[k]
-        if default is None:
-            raise InputError(where, keys[0], "is required in a Hugging Face config.json")
-        return default
-
-    h = get("hidden_size", "n_embd")
-    heads = get("num_attention_heads", "n_head")
-    act = get("hidden_act", "activation_function", default="gelu")
-    require(isinstance(act, str), where, "hidden_act", f"must be a string, but got {act!r}")
-    tied = get("tie_word_embeddings", default=False)
-    require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
-    head_dim = c.get("head_dim") or 0
-    require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
-            "head_dim", f"must be a positive integer, but got {head_dim!r}")
-    d = {
-        "num_layers": get("num_hidden_layers", "n_layer"),
-        "hidden_size": h,
-        "ffn_hidden_size": get("intermediate_size", "n_inner", default=4 * h),
-        "num_attention_heads": heads,
-        "num_kv_heads": get("num_key_value_heads", default=heads),
-        "vocab_size": get("vocab_size"),
-        "seq_length": get("max_position_embeddings", "n_positions", default=2048),
-        "gated_mlp": act in ("silu", "swiglu", "swish", "geglu"),
-        "tied_embeddings": tied,
-        "num_experts": get("num_local_experts", "num_experts", default=1),
-        "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
-        "top_k": get("num_experts_per_tok", default=1),
-        "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
-        "description": str(get("_name_or_path", "model_type", default=Path(path).parent.name)),
-    }
-    return model_from_dict(d, where, Path(path).parent.name or "hf-model")
+    """A Hugging Face ``config.json`` (keys read: :mod:`dse.spec.hf_config`)."""
+    table, name = hf_config_table(path)
+    return model_from_dict(table, str(path), name)
 
 
 _CACHE: dict[str, Model] | None = None
@@ -201,11 +362,14 @@ _HF_IDS: dict[str, str] | None = None
 
 
 def hf_id_index() -> dict[str, str]:
-    """Lower-cased Hugging Face repo id -> catalog name (the catalog's ``hf_ids``)."""
+    """Lower-cased Hugging Face repo id or short alias -> catalog name (the catalog's
+    ``hf_ids`` and ``aliases``: point releases with the same layer shapes, e.g.
+    ``llama3.1-70b``)."""
     global _HF_IDS
     if _HF_IDS is None:
         data = load_toml(CATALOG)
-        _HF_IDS = {str(i).lower(): n for n, t in data.items() for i in t.get("hf_ids", [])}
+        _HF_IDS = {str(i).lower(): n for n, t in data.items()
+                   for i in [*t.get("hf_ids", []), *t.get("aliases", [])]}
     return _HF_IDS
 
 

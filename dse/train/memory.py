@@ -56,7 +56,9 @@ from dse.cost.attention import flash_available
 from dse.spec.frameworks import profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
-from dse.spec.model import Model, head_dim_of, layer_params
+from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
+                            layer_params, mla_attention_params, select, shared_ffn,
+                            stage_layer_counts)
 
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
@@ -82,13 +84,26 @@ def layers_per_stage(model: Model, lay: Layout):
 
 def params_per_gpu(model: Model, lay: Layout):
     """Parameters held by one GPU of the heaviest stage (before ZeRO sharding): dense
-    weights /tp, expert weights /(tp*ep) (:func:`dse.spec.model.layer_params`)."""
+    weights (shared experts included) /tp, expert weights /(tp*ep)
+    (:func:`dse.spec.model.layer_params`); MLA's down projections are replicated on every
+    TP rank (:func:`dse.spec.model.mla_attention_params`).  A MoE model with dense layers
+    counts the heaviest stage's MoE and dense layers (:func:`dse.spec.model.stage_layer_counts`)."""
     p = layer_params(model)
     moe = model.num_experts > 1
-    dense = p.attention + p.router + jnp.where(moe, 0.0, p.experts)
+    dense = p.attention + p.router + p.shared + jnp.where(moe, 0.0, p.experts)
     experts = jnp.where(moe, p.experts / lay.ep, 0.0)
-    per_layer = (dense + experts) / lay.tp + p.norms
-    return layers_per_stage(model, lay) * per_layer + embedding_params_per_gpu(model, lay)
+    down = mla_attention_params(model)[0]
+    replicated = select(is_mla(model), down - down / lay.tp, 0.0)
+    per_layer = (dense + experts) / lay.tp + p.norms + replicated
+    L_st = layers_per_stage(model, lay)
+    layers = L_st * per_layer
+    x_dense = dense_layer_fraction(model)
+    if not (isinstance(x_dense, float) and x_dense == 0.0):
+        pd = layer_params(model, dense=True)
+        per_dense = (pd.attention + pd.experts) / lay.tp + pd.norms + replicated
+        n_moe, n_dense = stage_layer_counts(model, L_st)
+        layers = jnp.where(x_dense > 0, n_moe * per_layer + n_dense * per_dense, layers)
+    return layers + embedding_params_per_gpu(model, lay)
 
 
 def embedding_params_per_gpu(model: Model, lay: Layout):
@@ -107,7 +122,7 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     a = model.num_attention_heads * 1.0
     g = model.num_kv_heads * 1.0
     d = head_dim_of(model)
-    f = model.ffn_hidden_size * model.top_k * 1.0
+    f = expert_ffn(model) * model.top_k * 1.0 + shared_ffn(model)   # routed + shared experts
     t = lay.tp * 1.0
     el = act_bytes / 2.0     # formulas below are in 2-byte units
     replicated = (8.0 + 2.0 * model.dropout) * s * b * h * el

@@ -1,0 +1,163 @@
+"""A Hugging Face ``config.json`` as a model table of the catalog schema (validated and
+built into a :class:`dse.spec.model.Model` by :func:`dse.spec.model.model_from_hf_config`).
+
+Keys read (the ``transformers`` configuration classes named; the first key present wins):
+
+* shape: ``num_hidden_layers`` / ``n_layer``, ``hidden_size`` / ``n_embd``,
+  ``num_attention_heads`` / ``n_head``, ``num_key_value_heads`` (default: the heads, MHA),
+  ``vocab_size``, ``max_position_embeddings`` / ``n_positions``, ``head_dim`` (Qwen3,
+  Gemma, gpt-oss: when it differs from hidden / heads), ``hidden_act`` (silu / swiglu /
+  geglu = a gated MLP), ``tie_word_embeddings``, ``rms_norm_eps`` (RMSNorm).
+* MoE: routed experts ``n_routed_experts`` (DeepseekV3Config) / ``num_local_experts``
+  (MixtralConfig, Llama4TextConfig, GptOssConfig) / ``num_experts`` (Qwen2MoeConfig,
+  Qwen3MoeConfig); ``num_experts_per_tok``; the expert width ``moe_intermediate_size``
+  (DeepSeek, Qwen-MoE: ``intermediate_size`` is then the dense-layer / dense-model width),
+  or for Llama 4 ``intermediate_size`` (experts) beside ``intermediate_size_mlp`` (dense
+  layers); shared experts ``n_shared_experts`` (DeepSeek, each of the expert width),
+  ``shared_expert_intermediate_size`` (Qwen2-MoE, one shared expert of that width), and
+  Llama 4's one shared expert per MoE layer (``Llama4TextMoe.shared_expert``, the expert
+  width; not a config key); dense layers ``first_k_dense_replace`` (DeepSeek; requires
+  ``moe_layer_freq`` = 1), ``interleave_moe_layer_step`` (Llama 4) /
+  ``decoder_sparse_step`` (Qwen-MoE; both: layer i is MoE when ``(i + 1) % step == 0``),
+  ``mlp_only_layers`` (Qwen-MoE) only as a leading run of layers.
+* MLA (DeepseekV2Config / DeepseekV3Config): ``kv_lora_rank``, ``q_lora_rank`` (null =
+  a plain q projection, DeepSeek-V2-Lite), ``qk_rope_head_dim``, ``qk_nope_head_dim``,
+  ``v_head_dim``.
+* Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
+  ``text_config`` is read when the top level has no ``hidden_size``.
+
+Not modelled (small in parameters, or a different attention pattern): biases, attention
+sinks (gpt-oss), the Qwen2-MoE shared-expert gate (h parameters per layer), sliding-window
+and chunked attention layers (gpt-oss, Llama 4: costed as full causal attention), the
+DeepSeek-V3 multi-token-prediction module (not part of the 671 B main model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dse.errors import InputError, require
+from dse.io import load_json
+
+GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
+
+
+def _int_or_zero(c: dict, key: str, where: str) -> int:
+    """An optional non-negative integer key (null or absent = 0)."""
+    v = c.get(key)
+    if v is None:
+        return 0
+    require(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where, key,
+            f"must be a non-negative integer, but got {v!r}")
+    return v
+
+
+def text_config(c: dict) -> dict:
+    """The language model's keys: ``text_config`` of a multimodal wrapper (Llama 4) when
+    the top level has no ``hidden_size``, else the config itself."""
+    t = c.get("text_config")
+    if "hidden_size" not in c and "n_embd" not in c and isinstance(t, dict):
+        return t
+    return c
+
+
+def hf_config_table(path: Path) -> tuple[dict, str]:
+    """(catalog-schema table, model name) of a Hugging Face ``config.json`` (module
+    docstring for the keys)."""
+    where = str(path)
+    top = load_json(path, where)
+    c = text_config(top)
+
+    def get(*keys, default=None):
+        for k in keys:
+            if k in c and c[k] is not None:
+                return c[k]
+        if default is None:
+            raise InputError(where, keys[0], "is required in a Hugging Face config.json")
+        return default
+
+    h = get("hidden_size", "n_embd")
+    heads = get("num_attention_heads", "n_head")
+    act = get("hidden_act", "activation_function", default="gelu")
+    require(isinstance(act, str), where, "hidden_act", f"must be a string, but got {act!r}")
+    tied = get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))
+    require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
+    head_dim = c.get("head_dim") or 0
+    require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
+            "head_dim", f"must be a positive integer, but got {head_dim!r}")
+    experts = get("n_routed_experts", "num_local_experts", "num_experts", default=1)
+    top_k = get("num_experts_per_tok", default=1) if experts != 1 else 1
+    model_type = str(top.get("model_type", c.get("model_type", "")))
+    arch = _moe_fields(c, where, h, experts, model_type)
+    arch.update(_mla_fields(c, where))
+    if arch.get("kv_lora_rank", 0) > 0:
+        head_dim = 0                      # MLA: the head dims are the qk/v fields
+    d = {
+        "num_layers": get("num_hidden_layers", "n_layer"),
+        "hidden_size": h,
+        "ffn_hidden_size": arch.pop("ffn_hidden_size"),
+        "num_attention_heads": heads,
+        "num_kv_heads": get("num_key_value_heads", default=heads),
+        "vocab_size": get("vocab_size"),
+        "seq_length": get("max_position_embeddings", "n_positions", default=2048),
+        "gated_mlp": act in GATED_ACTS,
+        "tied_embeddings": tied,
+        "num_experts": experts,
+        "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
+        "top_k": top_k,
+        "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
+        "description": str(top.get("_name_or_path") or c.get("_name_or_path")
+                           or model_type or Path(path).parent.name),
+        **{k: v for k, v in arch.items() if v},
+    }
+    return d, Path(path).parent.name or "hf-model"
+
+
+def _moe_fields(c: dict, where: str, h, experts, model_type: str) -> dict:
+    """The FFN widths and the MoE layer structure (module docstring); ``ffn_hidden_size``
+    is the dense width, ``moe_ffn_hidden_size`` the routed expert's."""
+    inter = c.get("intermediate_size", c.get("n_inner"))
+    out = {"ffn_hidden_size": inter if inter is not None else 4 * h}
+    if experts == 1:
+        return out
+    moe_inter = _int_or_zero(c, "moe_intermediate_size", where)
+    mlp_inter = _int_or_zero(c, "intermediate_size_mlp", where)
+    if moe_inter:
+        out["moe_ffn_hidden_size"] = moe_inter
+    elif mlp_inter:                                   # Llama 4: experts / dense layers
+        out["moe_ffn_hidden_size"] = out["ffn_hidden_size"]
+        out["ffn_hidden_size"] = mlp_inter
+    shared_w = _int_or_zero(c, "shared_expert_intermediate_size", where)
+    n_shared = _int_or_zero(c, "n_shared_experts", where)
+    if shared_w:                                      # Qwen2-MoE: one shared expert
+        out["num_shared_experts"] = max(n_shared, 1)
+        out["shared_expert_ffn_hidden_size"] = shared_w
+    elif n_shared:
+        out["num_shared_experts"] = n_shared          # DeepSeek: of the expert width
+    elif model_type.startswith("llama4"):
+        out["num_shared_experts"] = 1                 # Llama4TextMoe.shared_expert
+    freq = c.get("moe_layer_freq", 1)
+    require(freq == 1, where, "moe_layer_freq", f"must be 1 (every layer after "
+            f"first_k_dense_replace is MoE), but got {freq!r}")
+    out["first_k_dense"] = _int_or_zero(c, "first_k_dense_replace", where)
+    step = _int_or_zero(c, "interleave_moe_layer_step", where) or _int_or_zero(c, "decoder_sparse_step", where)
+    out["moe_layer_step"] = step if step > 1 else 0
+    only = c.get("mlp_only_layers") or []
+    require(isinstance(only, list) and only == list(range(len(only))), where, "mlp_only_layers",
+            f"must be empty or a leading run [0, 1, ..., k-1] of dense layers, but got {only!r}")
+    if only:
+        require(not out["first_k_dense"], where, "mlp_only_layers",
+                "must not be combined with first_k_dense_replace")
+        out["first_k_dense"] = len(only)
+    return out
+
+
+def _mla_fields(c: dict, where: str) -> dict:
+    """Multi-head latent attention dims (DeepSeek-V2/V3), all 0 without MLA."""
+    r = _int_or_zero(c, "kv_lora_rank", where)
+    if not r:
+        return {}
+    return {"kv_lora_rank": r, "q_lora_rank": _int_or_zero(c, "q_lora_rank", where),
+            "qk_rope_head_dim": _int_or_zero(c, "qk_rope_head_dim", where),
+            "qk_nope_head_dim": _int_or_zero(c, "qk_nope_head_dim", where),
+            "v_head_dim": _int_or_zero(c, "v_head_dim", where)}
