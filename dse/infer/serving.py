@@ -71,6 +71,8 @@ import dataclasses
 import math
 from typing import NamedTuple
 
+import jax
+
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import stage_time
@@ -122,6 +124,19 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
     return dataclasses.replace(dep.hw, kernel_launch_s=launch)
 
 
+@jax.jit
+def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
+            prompt_layers, tp, pp, ep, dp):
+    """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
+    ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
+    FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
+    (every argument is a pytree leaf or a scalar), so the scalar scenario code below
+    costs a dispatch per pass instead of a few hundred eager JAX ops."""
+    r = rates(hw, precision)
+    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
+    return t + prompt_layers * time_s(prompt_att, hw, r)
+
+
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
                 prompt_len: float = 1.0, overhead: bool = True) -> float:
     """Seconds of one iteration: ``decode_batch`` sequences at mean KV length ``context``
@@ -132,20 +147,17 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     p = float(prompt_tokens)
     graphs = dep.engine.cuda_graphs and p == 0.0 and b <= dep.engine.graph_max_batch
     hw = _hw_for(dep, graphs)
-    r = rates(hw, dep.precision)
     micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
     bs, ps = b / micro, p / micro
-    seqs = bs + ps / max(prompt_len, 1.0)
+    S = max(prompt_len, 1.0)
+    seqs = bs + ps / S
     heads = m.num_attention_heads / dep.tp
     kv_read = kv_heads_per_rank(m, dep.tp) if dep.engine.gqa_shared_kv else heads
     att = KVRead(bs, heads, kv_read, context, head_dim_of(m), kv_bytes=dep.kv_bytes)
-    t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r,
-                   dep.ep, dep.dp).total_s
-    if p > 0:
-        fa = prefill_attention(m, ps / prompt_len, prompt_len, dep.tp)
-        layers = math.ceil(m.num_layers / dep.pp)
-        t = t + layers * time_s(fa, hw, r)
-    t = float(t) * dep.pp
+    fa = prefill_attention(m, ps / S, S, dep.tp)
+    layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
+    t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
+                      dep.ep, dep.dp)) * dep.pp
     return t + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -154,12 +166,11 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     ``(m + pp - 1)`` stage passes, :mod:`dse.infer.prefill`)."""
     m = dep.model
     hw = _hw_for(dep, False)
-    r = rates(hw, dep.precision)
     micro = max(min(float(batch), float(dep.pp)), 1.0)
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
-    t = float(stage_time(m, b * prompt_len, b, att, dep.tp, dep.pp, dep.precision, hw, r,
-                         dep.ep, dep.dp).total_s)
+    t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
+                      dep.ep, dep.dp))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
