@@ -230,6 +230,64 @@ def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: flo
     return iteration_s(dep, batch, context) + min(prompts, 1.0) * prefill_s(dep, max(prompts, 1.0), S)
 
 
+POISSON_TAIL = 1e-4      # probability mass of new-prompt counts left out of the sum
+
+
+def poisson_counts(q: float) -> list[tuple[int, float]]:
+    """``(n, P(n))`` of n ~ Poisson(q), n = 0, 1, ... until all but ``POISSON_TAIL`` of
+    the mass is listed (renormalised)."""
+    out, p, n, acc = [], math.exp(-q), 0, 0.0
+    while True:
+        out.append((n, p))
+        acc += p
+        if acc >= 1.0 - POISSON_TAIL or n > q + 12.0 * math.sqrt(q) + 12.0:
+            break
+        n += 1
+        p *= q / n
+    return [(k, w / acc) for k, w in out]
+
+
+class Cycle(NamedTuple):
+    """Iteration times of continuous batching, seconds."""
+    mean_s: float       # mean iteration (what TPOT averages and throughput divides by)
+    first_s: float      # the pass that carries a given new prompt, from its admission
+
+
+def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float,
+          spread: bool) -> Cycle:
+    """Mean iteration time with ``prompts`` new prompts per iteration on average.
+
+    ``spread`` False: exactly ``prompts`` per iteration (:func:`_cycle`; fixed-length
+    closed-loop runs, whose requests start and finish in lockstep).  ``spread`` True:
+    the count n is Poisson(``prompts``) -- exact for open-loop Poisson arrivals over an
+    iteration, and the limit for completions of many requests with dataset-driven output
+    lengths (a superposition of independent renewal processes tends to Poisson:
+    Palm-Khintchine theorem, Cinlar 1972).  The mean is then ``sum_n P(n) t(n)`` with
+    ``t(n)`` the iteration with n prompts (mixed) or the decode iteration plus a prefill
+    pass of n prompts (separate passes): it is smooth in the mean load, where a single
+    ``t(mean)`` carries the step of every GEMM tile / wave boundary (a batch just under
+    a boundary would look free).  The pass carrying a given prompt is size-biased:
+    ``sum_n n P(n) t(n) / q`` (the iteration for mixing engines, the prefill pass
+    otherwise)."""
+    if not spread or prompts <= 0:
+        t = _cycle(dep, batch, context, prompts, S)
+        first = t if dep.engine.mixed_batches else prefill_s(dep, max(prompts, 1.0), S)
+        return Cycle(t, first)
+    mixed = dep.engine.mixed_batches
+    t_dec = None if mixed else iteration_s(dep, batch, context)
+    mean = carried = 0.0
+    for n, w in poisson_counts(prompts):
+        if mixed:
+            t_n = iteration_s(dep, batch, context, n * S, S)
+            c_n = t_n
+        else:
+            c_n = prefill_s(dep, float(n), S) if n else 0.0
+            t_n = t_dec + c_n
+        mean += w * t_n
+        carried += w * n * c_n
+    return Cycle(mean, carried / prompts)
+
+
 def ttft_iterations(dep: Deployment) -> float:
     """Iterations between arrival and first token on an engine that mixes prompts into
     decode iterations: half the running scheduling pass (``scheduler_steps`` iterations
@@ -237,26 +295,24 @@ def ttft_iterations(dep: Deployment) -> float:
     return 0.5 * dep.engine.scheduler_steps + 1.0
 
 
-def first_token_s(dep: Deployment, t_iter: float, prompts: float, S: float) -> float:
+def first_token_s(dep: Deployment, c: Cycle) -> float:
     """Time to first token without queueing for the prefill itself: the new request waits
-    for half the running scheduling pass (``scheduler_steps / 2`` iterations of
-    ``t_iter``), then its prompt runs -- inside one iteration where the engine mixes
-    prompts into decode iterations (TensorRT-LLM in-flight batching:
+    for half the running scheduling pass (``scheduler_steps / 2`` mean iterations), then
+    its prompt runs (``c.first_s``) -- inside one iteration where the engine mixes
+    prompts into decode iterations (TensorRT-LLM in-flight batching; deterministic load:
     ``ttft_iterations * t_iter``), else in a prefill pass of its own that batches the
-    ``max(prompts, 1)`` prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill
-    batches apart from decode, :func:`_cycle`)."""
-    if dep.engine.mixed_batches:
-        return ttft_iterations(dep) * t_iter
-    return 0.5 * dep.engine.scheduler_steps * t_iter + prefill_s(dep, max(prompts, 1.0), S)
+    prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
+    decode, :func:`_cycle`)."""
+    return 0.5 * dep.engine.scheduler_steps * c.mean_s + c.first_s
 
 
-def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
-    """Iteration time of continuous batching with ``batch`` running and B / O new prompts
+def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False) -> Cycle:
+    """Iteration times of continuous batching with ``batch`` running and B / O new prompts
     per iteration."""
-    return _cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S)
+    return cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S, spread)
 
 
-def tuned_batch(dep: Deployment, S: float, O: float) -> float:
+def tuned_batch(dep: Deployment, S: float, O: float, spread: bool = False) -> float:
     """The running-batch limit a tuned deployment sets (its ``max_batch_size`` /
     ``max_num_seqs``): the best steady-state throughput among the KV/engine limit and
     the powers of two within a factor 8 below it (a batch just above a tile boundary
@@ -265,7 +321,7 @@ def tuned_batch(dep: Deployment, S: float, O: float) -> float:
     if cap < 1:
         return cap
     cands = {cap} | {2.0 ** k for k in range(int(math.log2(cap)) + 1) if 2.0 ** k >= cap / 8}
-    return max(cands, key=lambda b: b / _steady(dep, b, S, O))
+    return max(cands, key=lambda b: b / _steady(dep, b, S, O, spread).mean_s)
 
 
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
@@ -279,60 +335,74 @@ def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, batch, "")
 
 
-def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult:
+def offline(dep: Deployment, S: float, O: float, replicas: int,
+            spread: bool = False) -> ServingResult:
+    """All requests queued; ``spread``: dataset-driven lengths (:func:`cycle`)."""
     gpus = gpus_per_replica(dep) * replicas
-    B = tuned_batch(dep, S, O)
+    B = tuned_batch(dep, S, O, spread)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = _steady(dep, B, S, O)
-    tps = B / t * streams(dep, replicas)
-    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
-    return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
+    c = _steady(dep, B, S, O, spread)
+    tps = B / c.mean_s * streams(dep, replicas)
+    ttft = first_token_s(dep, c)
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, ttft + (O - 1) * c.mean_s, B, "")
 
 
-def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) -> ServingResult:
+def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
+                spread: bool = False) -> ServingResult:
+    """Closed loop, ``n`` requests in flight; ``spread`` as :func:`offline`."""
     gpus = gpus_per_replica(dep) * replicas
-    slots = tuned_batch(dep, S, O)
+    slots = tuned_batch(dep, S, O, spread)
     units = streams(dep, replicas)
     B = min(n / units, slots)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = _steady(dep, B, S, O)
-    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
-    e2e = ttft + (O - 1) * t
+    c = _steady(dep, B, S, O, spread)
+    ttft = first_token_s(dep, c)
+    e2e = ttft + (O - 1) * c.mean_s
     tps = B * O / e2e * units
-    return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, B,
                          "" if n / units <= slots else "queued: concurrency above the KV slots")
 
 
-def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> ServingResult:
+def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
+            spread: bool = True) -> ServingResult:
+    """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
+    prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
+    iteration and the one at the KV/engine cap; no root below the cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
     cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = iteration_s(dep, 1.0, S + O / 2.0)
-    saturated = False
-    for _ in range(60):
-        B = lam * (O - 1.0) * t
-        if B > cap:
-            saturated = True
-            break
-        t_new = _cycle(dep, max(B, 1.0), S + O / 2.0, lam * t, S)
-        if abs(t_new - t) <= 1e-4 * t:
-            t = t_new
-            break
-        t = 0.5 * (t + t_new)
-    if saturated:
-        off = offline(dep, S, O, replicas)
+    ctx = S + O / 2.0
+
+    def excess(t):                     # E t_iter at the load t implies, minus t
+        c = cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread)
+        return c.mean_s - t, c
+
+    lo = iteration_s(dep, 1.0, ctx)
+    hi = cap / (lam * max(O - 1.0, 1.0))
+    if hi <= lo or excess(hi)[0] > 0.0:
+        off = offline(dep, S, O, replicas, spread)
         return off._replace(note="saturated: arrival rate above the offline capacity")
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        if excess(mid)[0] > 0.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-4 * hi:
+            break
+    t = hi
+    c = excess(t)[1]
     t_pf = prefill_s(dep, 1.0, S, overhead=False)
     rho = min(lam * t_pf, 0.99)
     wait = rho * t_pf / (2.0 * (1.0 - rho))
-    ttft = first_token_s(dep, t, lam * t, S) + wait
-    e2e = ttft + (O - 1.0) * t
+    ttft = first_token_s(dep, c) + wait
+    e2e = ttft + (O - 1.0) * c.mean_s
     tps = rate * O
-    return ServingResult(tps, tps / gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, lam * (O - 1.0) * c.mean_s, "")
