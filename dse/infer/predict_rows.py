@@ -185,7 +185,7 @@ def predict_inference_row(row: dict) -> dict:
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
-    S, O = S_given, O_given = _num(row, "input_len"), _num(row, "output_len")
+    S, O = _num(row, "input_len"), _num(row, "output_len")
     med_O = O
     if S is None or O is None:
         ds = _dataset_lengths(row)
@@ -194,7 +194,6 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
-    spread = S_given is None or O_given is None     # dataset-driven lengths vary per request
     if not _blank(row.get("disagg")):
         return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
                            gpus, S, O, med_O)
@@ -214,19 +213,18 @@ def predict_inference_row(row: dict) -> dict:
             raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
         res = fixed_batch(dep, n, S, O, replicas)
     elif scen == "offline_throughput":
-        res = offline(dep, S, O, replicas, spread)
+        res = offline(dep, S, O, replicas)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
-        res = concurrency(dep, n, S, O, replicas, spread)
+        res = concurrency(dep, n, S, O, replicas)
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:
             raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
                              f"but got {row.get('request_rate')!r}")
-        res = (offline(dep, S, O, replicas, spread) if math.isinf(rate)
-               else poisson(dep, rate, S, O, replicas))
+        res = offline(dep, S, O, replicas) if math.isinf(rate) else poisson(dep, rate, S, O, replicas)
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
 

@@ -44,14 +44,19 @@ replicas for the system):
 * ``poisson_rate`` (open loop, lambda requests/s): a mean-value fixed point (Little's
   law on a processor-sharing server, as continuous batching is one): per replica
   ``lambda_r = lambda / replicas``; the running batch ``B = lambda_r (O - 1) TPOT``
-  and prompt tokens ``p = lambda_r S TPOT`` per iteration give
-  ``TPOT = t_iter(B, p)``, solved by damped iteration.  Past capacity (B above the
-  slots, or no fixed point) the row is saturated: throughput is the offline one and the
-  status says so.  TTFT = (steps/2 + 1) TPOT (mixing engines; else steps/2 TPOT + the
-  prompt's prefill pass, :func:`first_token_s`) plus, while the prefill work alone
-  occupies a share rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait
-  ``rho t_prefill / (2 (1 - rho))``
+  and ``n`` new prompts per iteration give ``TPOT = E_n t_iter(B, n S)``, with n
+  Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
+  which also averages the GEMM tile / wave steps a single mean-load iteration would
+  carry (:func:`cycle`) -- solved by bisection on TPOT.  Past capacity (no root
+  below the KV / engine cap) the row is saturated: throughput is the offline one and
+  the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
+  on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
+  plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
+  GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
+  ``offline_throughput`` / ``concurrency`` keep the deterministic ``B / O`` prompts per
+  iteration (``spread`` False): a full queue is admitted by the scheduler, and the tuned
+  batch (:func:`tuned_batch`) is the best per-token point, as a tuned deployment sets it.
 
 **Expert parallelism and attention DP** (MoE; :mod:`dse.infer.forward` has the layout
 and its sources): a replica is ``tp x dp x pp`` GPUs.  With ``dp`` > 1 each of the
@@ -387,7 +392,9 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
     lo = iteration_s(dep, 1.0, ctx)
     hi = cap / (lam * max(O - 1.0, 1.0))
     if hi <= lo or excess(hi)[0] > 0.0:
-        off = offline(dep, S, O, replicas, spread)
+        # past capacity: the offline steady state (its tuned batch, deterministic
+        # admission from a full queue) is what such a server delivers
+        off = offline(dep, S, O, replicas)
         return off._replace(note="saturated: arrival rate above the offline capacity")
     for _ in range(50):
         mid = math.sqrt(lo * hi)
