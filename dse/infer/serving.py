@@ -44,14 +44,19 @@ replicas for the system):
 * ``poisson_rate`` (open loop, lambda requests/s): a mean-value fixed point (Little's
   law on a processor-sharing server, as continuous batching is one): per replica
   ``lambda_r = lambda / replicas``; the running batch ``B = lambda_r (O - 1) TPOT``
-  and prompt tokens ``p = lambda_r S TPOT`` per iteration give
-  ``TPOT = t_iter(B, p)``, solved by damped iteration.  Past capacity (B above the
-  slots, or no fixed point) the row is saturated: throughput is the offline one and the
-  status says so.  TTFT = (steps/2 + 1) TPOT (mixing engines; else steps/2 TPOT + the
-  prompt's prefill pass, :func:`first_token_s`) plus, while the prefill work alone
-  occupies a share rho = t_prefill(S) lambda_r of the GPU, an M/D/1 wait
-  ``rho t_prefill / (2 (1 - rho))``
+  and ``n`` new prompts per iteration give ``TPOT = E_n t_iter(B, n S)``, with n
+  Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
+  which also averages the GEMM tile / wave steps a single mean-load iteration would
+  carry (:func:`cycle`) -- solved by bisection on TPOT.  Past capacity (no root
+  below the KV / engine cap) the row is saturated: throughput is the offline one and
+  the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
+  on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
+  plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
+  GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
+  ``offline_throughput`` / ``concurrency`` keep the deterministic ``B / O`` prompts per
+  iteration (``spread`` False): a full queue is admitted by the scheduler, and the tuned
+  batch (:func:`tuned_batch`) is the best per-token point, as a tuned deployment sets it.
 
 **Expert parallelism and attention DP** (MoE; :mod:`dse.infer.forward` has the layout
 and its sources): a replica is ``tp x dp x pp`` GPUs.  With ``dp`` > 1 each of the
@@ -70,6 +75,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import NamedTuple
+
+import jax
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
@@ -123,6 +130,19 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
     return dataclasses.replace(dep.hw, kernel_launch_s=launch)
 
 
+@jax.jit
+def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
+            prompt_layers, tp, pp, ep, dp):
+    """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
+    ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
+    FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
+    (every argument is a pytree leaf or a scalar), so the scalar scenario code below
+    costs a dispatch per pass instead of a few hundred eager JAX ops."""
+    r = rates(hw, precision)
+    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
+    return t + prompt_layers * time_s(prompt_att, hw, r)
+
+
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
                 prompt_len: float = 1.0, overhead: bool = True) -> float:
     """Seconds of one iteration: ``decode_batch`` sequences at mean KV length ``context``
@@ -133,21 +153,18 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     p = float(prompt_tokens)
     graphs = dep.engine.cuda_graphs and p == 0.0 and b <= dep.engine.graph_max_batch
     hw = _hw_for(dep, graphs)
-    r = rates(hw, dep.precision)
     micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
     bs, ps = b / micro, p / micro
-    seqs = bs + ps / max(prompt_len, 1.0)
+    S = max(prompt_len, 1.0)
+    seqs = bs + ps / S
     heads = m.num_attention_heads / dep.tp
     g_dec, d_dec = decode_kv_geometry(m, dep.tp)         # MLA: the latent cache
     kv_read = g_dec if (dep.engine.gqa_shared_kv or is_mla(m)) else heads
     att = KVRead(bs, heads, kv_read, context, d_dec, kv_bytes=dep.kv_bytes)
-    t = stage_time(m, bs + ps, seqs, att, dep.tp, dep.pp, dep.precision, hw, r,
-                   dep.ep, dep.dp).total_s
-    if p > 0:
-        fa = prefill_attention(m, ps / prompt_len, prompt_len, dep.tp)
-        layers = math.ceil(m.num_layers / dep.pp)
-        t = t + layers * time_s(fa, hw, r)
-    t = float(t) * dep.pp
+    fa = prefill_attention(m, ps / S, S, dep.tp)
+    layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
+    t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
+                      dep.ep, dep.dp)) * dep.pp
     return t + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -156,12 +173,11 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     ``(m + pp - 1)`` stage passes, :mod:`dse.infer.prefill`)."""
     m = dep.model
     hw = _hw_for(dep, False)
-    r = rates(hw, dep.precision)
     micro = max(min(float(batch), float(dep.pp)), 1.0)
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
-    t = float(stage_time(m, b * prompt_len, b, att, dep.tp, dep.pp, dep.precision, hw, r,
-                         dep.ep, dep.dp).total_s)
+    t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
+                      dep.ep, dep.dp))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -225,6 +241,64 @@ def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: flo
     return iteration_s(dep, batch, context) + min(prompts, 1.0) * prefill_s(dep, max(prompts, 1.0), S)
 
 
+POISSON_TAIL = 1e-4      # probability mass of new-prompt counts left out of the sum
+
+
+def poisson_counts(q: float) -> list[tuple[int, float]]:
+    """``(n, P(n))`` of n ~ Poisson(q), n = 0, 1, ... until all but ``POISSON_TAIL`` of
+    the mass is listed (renormalised)."""
+    out, p, n, acc = [], math.exp(-q), 0, 0.0
+    while True:
+        out.append((n, p))
+        acc += p
+        if acc >= 1.0 - POISSON_TAIL or n > q + 12.0 * math.sqrt(q) + 12.0:
+            break
+        n += 1
+        p *= q / n
+    return [(k, w / acc) for k, w in out]
+
+
+class Cycle(NamedTuple):
+    """Iteration times of continuous batching, seconds."""
+    mean_s: float       # mean iteration (what TPOT averages and throughput divides by)
+    first_s: float      # the pass that carries a given new prompt, from its admission
+
+
+def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float,
+          spread: bool) -> Cycle:
+    """Mean iteration time with ``prompts`` new prompts per iteration on average.
+
+    ``spread`` False: exactly ``prompts`` per iteration (:func:`_cycle`; fixed-length
+    closed-loop runs, whose requests start and finish in lockstep).  ``spread`` True:
+    the count n is Poisson(``prompts``) -- exact for open-loop Poisson arrivals over an
+    iteration, and the limit for completions of many requests with dataset-driven output
+    lengths (a superposition of independent renewal processes tends to Poisson:
+    Palm-Khintchine theorem, Cinlar 1972).  The mean is then ``sum_n P(n) t(n)`` with
+    ``t(n)`` the iteration with n prompts (mixed) or the decode iteration plus a prefill
+    pass of n prompts (separate passes): it is smooth in the mean load, where a single
+    ``t(mean)`` carries the step of every GEMM tile / wave boundary (a batch just under
+    a boundary would look free).  The pass carrying a given prompt is size-biased:
+    ``sum_n n P(n) t(n) / q`` (the iteration for mixing engines, the prefill pass
+    otherwise)."""
+    if not spread or prompts <= 0:
+        t = _cycle(dep, batch, context, prompts, S)
+        first = t if dep.engine.mixed_batches else prefill_s(dep, max(prompts, 1.0), S)
+        return Cycle(t, first)
+    mixed = dep.engine.mixed_batches
+    t_dec = None if mixed else iteration_s(dep, batch, context)
+    mean = carried = 0.0
+    for n, w in poisson_counts(prompts):
+        if mixed:
+            t_n = iteration_s(dep, batch, context, n * S, S)
+            c_n = t_n
+        else:
+            c_n = prefill_s(dep, float(n), S) if n else 0.0
+            t_n = t_dec + c_n
+        mean += w * t_n
+        carried += w * n * c_n
+    return Cycle(mean, carried / prompts)
+
+
 def ttft_iterations(dep: Deployment) -> float:
     """Iterations between arrival and first token on an engine that mixes prompts into
     decode iterations: half the running scheduling pass (``scheduler_steps`` iterations
@@ -232,26 +306,24 @@ def ttft_iterations(dep: Deployment) -> float:
     return 0.5 * dep.engine.scheduler_steps + 1.0
 
 
-def first_token_s(dep: Deployment, t_iter: float, prompts: float, S: float) -> float:
+def first_token_s(dep: Deployment, c: Cycle) -> float:
     """Time to first token without queueing for the prefill itself: the new request waits
-    for half the running scheduling pass (``scheduler_steps / 2`` iterations of
-    ``t_iter``), then its prompt runs -- inside one iteration where the engine mixes
-    prompts into decode iterations (TensorRT-LLM in-flight batching:
+    for half the running scheduling pass (``scheduler_steps / 2`` mean iterations), then
+    its prompt runs (``c.first_s``) -- inside one iteration where the engine mixes
+    prompts into decode iterations (TensorRT-LLM in-flight batching; deterministic load:
     ``ttft_iterations * t_iter``), else in a prefill pass of its own that batches the
-    ``max(prompts, 1)`` prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill
-    batches apart from decode, :func:`_cycle`)."""
-    if dep.engine.mixed_batches:
-        return ttft_iterations(dep) * t_iter
-    return 0.5 * dep.engine.scheduler_steps * t_iter + prefill_s(dep, max(prompts, 1.0), S)
+    prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
+    decode, :func:`_cycle`)."""
+    return 0.5 * dep.engine.scheduler_steps * c.mean_s + c.first_s
 
 
-def _steady(dep: Deployment, batch: float, S: float, O: float) -> float:
-    """Iteration time of continuous batching with ``batch`` running and B / O new prompts
+def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False) -> Cycle:
+    """Iteration times of continuous batching with ``batch`` running and B / O new prompts
     per iteration."""
-    return _cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S)
+    return cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S, spread)
 
 
-def tuned_batch(dep: Deployment, S: float, O: float) -> float:
+def tuned_batch(dep: Deployment, S: float, O: float, spread: bool = False) -> float:
     """The running-batch limit a tuned deployment sets (its ``max_batch_size`` /
     ``max_num_seqs``): the best steady-state throughput among the KV/engine limit and
     the powers of two within a factor 8 below it (a batch just above a tile boundary
@@ -260,7 +332,7 @@ def tuned_batch(dep: Deployment, S: float, O: float) -> float:
     if cap < 1:
         return cap
     cands = {cap} | {2.0 ** k for k in range(int(math.log2(cap)) + 1) if 2.0 ** k >= cap / 8}
-    return max(cands, key=lambda b: b / _steady(dep, b, S, O))
+    return max(cands, key=lambda b: b / _steady(dep, b, S, O, spread).mean_s)
 
 
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
@@ -274,60 +346,76 @@ def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, batch, "")
 
 
-def offline(dep: Deployment, S: float, O: float, replicas: int) -> ServingResult:
+def offline(dep: Deployment, S: float, O: float, replicas: int,
+            spread: bool = False) -> ServingResult:
+    """All requests queued; ``spread``: dataset-driven lengths (:func:`cycle`)."""
     gpus = gpus_per_replica(dep) * replicas
-    B = tuned_batch(dep, S, O)
+    B = tuned_batch(dep, S, O, spread)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = _steady(dep, B, S, O)
-    tps = B / t * streams(dep, replicas)
-    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
-    return ServingResult(tps, tps / gpus, ttft, t, ttft + (O - 1) * t, B, "")
+    c = _steady(dep, B, S, O, spread)
+    tps = B / c.mean_s * streams(dep, replicas)
+    ttft = first_token_s(dep, c)
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, ttft + (O - 1) * c.mean_s, B, "")
 
 
-def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int) -> ServingResult:
+def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
+                spread: bool = False) -> ServingResult:
+    """Closed loop, ``n`` requests in flight; ``spread`` as :func:`offline`."""
     gpus = gpus_per_replica(dep) * replicas
-    slots = tuned_batch(dep, S, O)
+    slots = tuned_batch(dep, S, O, spread)
     units = streams(dep, replicas)
     B = min(n / units, slots)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = _steady(dep, B, S, O)
-    ttft = first_token_s(dep, t, B / max(O, 1.0), S)
-    e2e = ttft + (O - 1) * t
+    c = _steady(dep, B, S, O, spread)
+    ttft = first_token_s(dep, c)
+    e2e = ttft + (O - 1) * c.mean_s
     tps = B * O / e2e * units
-    return ServingResult(tps, tps / gpus, ttft, t, e2e, B,
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, B,
                          "" if n / units <= slots else "queued: concurrency above the KV slots")
 
 
-def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int) -> ServingResult:
+def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
+            spread: bool = True) -> ServingResult:
+    """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
+    prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
+    iteration and the one at the KV/engine cap; no root below the cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
     cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    t = iteration_s(dep, 1.0, S + O / 2.0)
-    saturated = False
-    for _ in range(60):
-        B = lam * (O - 1.0) * t
-        if B > cap:
-            saturated = True
-            break
-        t_new = _cycle(dep, max(B, 1.0), S + O / 2.0, lam * t, S)
-        if abs(t_new - t) <= 1e-4 * t:
-            t = t_new
-            break
-        t = 0.5 * (t + t_new)
-    if saturated:
+    ctx = S + O / 2.0
+
+    def excess(t):                     # E t_iter at the load t implies, minus t
+        c = cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread)
+        return c.mean_s - t, c
+
+    lo = iteration_s(dep, 1.0, ctx)
+    hi = cap / (lam * max(O - 1.0, 1.0))
+    if hi <= lo or excess(hi)[0] > 0.0:
+        # past capacity: the offline steady state (its tuned batch, deterministic
+        # admission from a full queue) is what such a server delivers
         off = offline(dep, S, O, replicas)
         return off._replace(note="saturated: arrival rate above the offline capacity")
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        if excess(mid)[0] > 0.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-4 * hi:
+            break
+    t = hi
+    c = excess(t)[1]
     t_pf = prefill_s(dep, 1.0, S, overhead=False)
     rho = min(lam * t_pf, 0.99)
     wait = rho * t_pf / (2.0 * (1.0 - rho))
-    ttft = first_token_s(dep, t, lam * t, S) + wait
-    e2e = ttft + (O - 1.0) * t
+    ttft = first_token_s(dep, c) + wait
+    e2e = ttft + (O - 1.0) * c.mean_s
     tps = rate * O
-    return ServingResult(tps, tps / gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")
+    return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, lam * (O - 1.0) * c.mean_s, "")

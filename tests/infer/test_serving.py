@@ -174,3 +174,52 @@ def test_tp_decode_step_pays_a_fixed_cost_per_all_reduce(tp):
     tt = iteration_s(dep(tp=tp), 1, 256, overhead=False)
     floor = 2 * L8.num_layers * (H100.kernel_launch_s + NCCL_BASE_LATENCY_S)
     assert tt >= t1 / tp + floor * 0.99
+
+
+def test_poisson_counts_are_a_distribution_with_mean_q():
+    from dse.infer.serving import poisson_counts
+    for q in (0.05, 1.0, 3.7, 40.0):
+        pmf = poisson_counts(q)
+        assert sum(w for _, w in pmf) == pytest.approx(1.0, abs=1e-12)
+        assert sum(n * w for n, w in pmf) == pytest.approx(q, rel=2e-3)
+
+
+def test_poisson_prompt_counts_smooth_the_tile_steps():
+    """One mean-load iteration jumps at every GEMM tile boundary (Mixtral's experts see
+    M/4 tokens: a step every ~512 iteration tokens); averaged over a Poisson count of
+    new prompts the iteration time rises smoothly, and its steps are a fraction of
+    those of the deterministic load (the decode batch itself is still a mean, so the
+    steps it crosses remain)."""
+    from dse.infer.serving import _steady
+    d = Deployment(get_model("mistralai/Mixtral-8x7B-Instruct-v0.1"), H100,
+                   PROFILES["trtllm_mlperf"], 1, 1, 2, 1.0)
+    S, O = 256.0, 146.0
+    batches = range(120, 420, 20)
+    det = [_steady(d, b, S, O).mean_s for b in batches]
+    avg = [_steady(d, b, S, O, spread=True).mean_s for b in batches]
+    step = lambda ts: max(b - a for a, b in zip(ts, ts[1:]))
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(avg, avg[1:]))      # monotone in load
+    assert step(avg) < 0.7 * step(det)
+
+
+def test_the_iteration_carrying_a_prompt_is_size_biased():
+    """The pass that carries a given new prompt holds more prompts than the average
+    iteration (size-biased sampling), so it is no shorter than the mean iteration."""
+    from dse.infer.serving import cycle
+    d = dep(engine="trtllm")
+    c = cycle(d, 64, 1024, 2.0, 512, spread=True)
+    assert c.first_s >= c.mean_s
+    det = cycle(d, 64, 1024, 2.0, 512, spread=False)
+    assert det.first_s == pytest.approx(det.mean_s)
+
+
+def test_poisson_tpot_and_ttft_rise_towards_capacity():
+    """TPOT and TTFT grow as the arrival rate approaches the offline capacity (the
+    bisection fixed point), and the served rate stays lambda O below it."""
+    d = dep()
+    S, O = 512.0, 256.0
+    cap = offline(d, S, O, 1).tokens_per_s / O
+    res = [poisson(d, f * cap, S, O, 1) for f in (0.2, 0.5, 0.8)]
+    assert all(not r.note for r in res)
+    assert res[0].tpot_s < res[1].tpot_s < res[2].tpot_s
+    assert res[0].ttft_s < res[1].ttft_s < res[2].ttft_s
