@@ -82,6 +82,8 @@ class LayoutResults:
     breakdown: pd.DataFrame           # fastest layouts and the ZeRO-3 DP baseline
     breakdown_labels: tuple[str, ...]
     sweep_s: float
+    memory_limits: pd.DataFrame | None = None  # configurations memory decides (no fit, low MFU)
+    frameworks: pd.DataFrame | None = None     # pure ZeRO-3 vs best hybrid per framework profile
 
 
 @dataclass(frozen=True, eq=False)
