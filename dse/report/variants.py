@@ -70,7 +70,7 @@ def elasticity_files(res: VariantsResults, out: Path) -> list[str]:
     return names
 
 
-def elasticity_section(res: VariantsResults, pngs: list[str]) -> list[str]:
+def elasticity_section(res: VariantsResults) -> list[str]:
     e = res.elastic
     if e is None or not len(e):
         return []
@@ -84,7 +84,8 @@ def elasticity_section(res: VariantsResults, pngs: list[str]) -> list[str]:
     missing = [g for g in res.study.breakdown_gpus if g not in set(e["gpus"])]
     if missing:
         L += [f"No elasticities at {', '.join(map(str, missing))} GPUs: the baseline has no layout that fits there.", ""]
-    for (gpus, g), png in zip(e.groupby("gpus", sort=True), pngs):
+    for gpus, g in e.groupby("gpus", sort=True):
+        png = f"tornado_{gpus}gpus.png"      # as elasticity_files names it
         r = g.iloc[0]
         L += [f"**{gpus} GPUs**, layout {r['layout']}, T = {r['step_time_s']:.4g} s:", "",
               md_table(el.top_table(g)), "",
@@ -683,7 +684,7 @@ def report(res: VariantsResults, plots: dict) -> str:
           "or L2 change. " + comm_share_sentence(train, study.baseline), ""]
     for fn in plots["breakdown"]:
         L += [f"![breakdown]({fn})", ""]
-    L += elasticity_section(res, plots.get("tornado", []))
+    L += elasticity_section(res)
     L += ["## Why each variant helps or not", ""]
     for h in others:
         L += variant_paragraph(study, train, sens, h, base)
