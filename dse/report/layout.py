@@ -9,7 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from dse.report.atomic import write_csv, write_parquet, write_text
+from dse.report.layout_frameworks import section as framework_section
 from dse.report.manifest import write_manifest
+from dse.report.memory_limits import plot_note, sentence as memory_sentence
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bars, heatmap_tp_pp
 from dse.report.results import LayoutResults
 
@@ -33,21 +35,36 @@ def write(res: LayoutResults) -> Path:
     grouped_bars(sp, "gpus", "series", "speedup_vs_zero3_dp", "speedup of best layout over ZeRO-3 DP (x)",
                  f"{wl.model.name}: best hybrid layout vs pure data parallel (ZeRO-3), global batch "
                  f"{wl.global_batches[0]} (bars only where ZeRO-3 DP fits)", out / "speedup_vs_zero3.png",
-                 ref_line=1.0, ratio_axis=True,
+                 ref_line=1.0, ratio_axis=True, xlabel="number of GPUs",
                  marks=[(int(r["gpus"]), float(r["published_speedup"]),
                          f"published: {r['published_layout']} on {r['gpus']} x {r['hardware']}, "
                          f"{float(r['published_speedup']):.1f}x")
                         for _, r in res.published.drop_duplicates(["gpus", "hardware"]).iterrows()]
                  if len(res.published) else None)
-    tput = summary.copy()
-    tput["series"] = tput["hardware"] + ", seq " + tput["seq_len"].astype(str)
-    tput["tokens_per_s_per_gpu"] = tput["tokens_per_s"] / tput["gpus"]
-    grouped_bars(tput, "gpus", "series", "mfu", "model FLOPs utilisation of the best layout",
-                 f"{wl.model.name}: MFU of the fastest layout per GPU count, global batch {wl.global_batches[0]}",
-                 out / "mfu.png")
+    mfu_plot(res, out / "mfu.png")
     write_text(out / "report.md", report(res))
     write_manifest(out, res.head.study_file, {"points": int(len(res.full)), "sweep_seconds": round(res.sweep_s, 2)})
     return out
+
+
+def mfu_plot(res: LayoutResults, path: Path) -> None:
+    """MFU of the best layout per configuration; configurations where memory decides
+    (nothing fits, or a low MFU) carry a note in their bar's slot with the numbers."""
+    wl, summary = res.wl, res.summary
+    lim = res.memory_limits if res.memory_limits is not None else pd.DataFrame()
+    tput = summary[["hardware", "gpus", "seq_len", "mfu"]].copy()
+    if len(lim):
+        nofit = lim[lim["kind"] == "no layout fits"][["hardware", "gpus", "seq_len"]].assign(mfu=float("nan"))
+        tput = pd.concat([tput, nofit], ignore_index=True)
+    tput = tput.sort_values(["gpus", "hardware", "seq_len"], kind="stable")
+    tput["series"] = tput["hardware"] + ", seq " + tput["seq_len"].astype(str)
+    notes = [(int(r["gpus"]), f"{r['hardware']}, seq {r['seq_len']}", plot_note(r)) for _, r in lim.iterrows()]
+    margin = f"{float(lim['margin'].iloc[0]):.0%}" if len(lim) else ""
+    grouped_bars(tput, "gpus", "series", "mfu", "model FLOPs utilisation of the best layout",
+                 f"{wl.model.name}: MFU of the fastest layout per GPU count, global batch {wl.global_batches[0]}"
+                 + (f"\n(boxed notes: memory decides — least need vs HBM usable after the {margin} margin, "
+                    "and what would run without the margin)" if notes else ""),
+                 path, notes=notes, xlabel="number of GPUs")
 
 
 def breakdown_sentence(res: LayoutResults) -> str:
@@ -113,10 +130,16 @@ def report(res: LayoutResults) -> str:
                   "The published write-up trains Llama3-70B on 32 A100-80GB and reports the hybrid layout "
                   "below at the given throughput ratio over pure data parallelism (ZeRO-3).", "",
                   _md(pub), "",
-                  "Differences come from what the write-up held fixed (its micro-batch, recompute and "
-                  "framework overlap settings) against our search over all of them; the ratio also depends on "
-                  "how well the ZeRO-3 baseline overlaps its per-micro-batch weight all-gathers over the "
-                  "25 GB/s/GPU scale-out network.", ""]
+                  "The write-up held its micro-batch, recompute and framework settings fixed; our layouts "
+                  "are searched over all of them. The table below repeats the case under every framework "
+                  "profile and names the step-time term that makes the difference.", ""]
+        lines += framework_section(res.frameworks)
+    lim = res.memory_limits
+    if lim is not None and len(lim):
+        lines += ["## Where memory decides", "",
+                  "Configurations with no layout that fits, or whose best layout's MFU is below "
+                  f"{float(lim['low_mfu_frac'].iloc[0]):.2f} of its GPU's median (annotated on the MFU plot):", "",
+                  *[memory_sentence(r) for _, r in lim.iterrows()], ""]
     lines += ["## Plots", "",
               "![heatmap](heatmap_tp_pp.png)", "",
               f"Step time over (TP, PP) at {sel['hardware']}, {sel['gpus']} GPUs, seq {sel['seq_len']}: each cell "

@@ -66,11 +66,13 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
 
 def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: str, title: str,
                  path: Path, ref_line: float | None = None, annotate: bool = True,
-                 ratio_axis: bool = False, marks: list | None = None) -> None:
+                 ratio_axis: bool = False, marks: list | None = None, notes: list | None = None,
+                 xlabel: str | None = None) -> None:
     """Bars of ``value`` grouped by ``x`` (categorical), one colour per ``series``.
     ``ratio_axis``: the y-axis starts just below the smallest ratio (not at 0), so
     differences near 1x are visible; ``marks``: ``(x value, y, label)`` reference points
-    (e.g. a published figure) drawn as stars."""
+    (e.g. a published figure) drawn as stars; ``notes``: ``(x value, series, text)``
+    written upright in that bar's slot (e.g. why a bar is missing or low)."""
     xs = list(dict.fromkeys(table[x]))
     ss = list(dict.fromkeys(table[series]))
     w = 0.8 / max(len(ss), 1)
@@ -86,6 +88,12 @@ def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: s
                             ha="center", va="bottom", fontsize=6)
     if ref_line is not None:
         ax.axhline(ref_line, color="k", lw=0.8, ls="--")
+    for xv, sv, txt in notes or []:
+        if xv in xs and sv in ss:
+            pos = xs.index(xv) + (ss.index(sv) - (len(ss) - 1) / 2) * w
+            ax.text(pos, 0.01, txt, rotation=90, ha="center", va="bottom", fontsize=6,
+                    transform=ax.get_xaxis_transform(), color="0.15",
+                    bbox={"boxstyle": "square,pad=0.15", "fc": "white", "ec": "0.6", "lw": 0.5})
     for xv, yv, lbl in marks or []:
         if xv in xs:
             ax.plot([xs.index(xv)], [yv], marker="*", ms=13, color="crimson", ls="none", label=lbl)
@@ -98,7 +106,8 @@ def grouped_bars(table: pd.DataFrame, x: str, series: str, value: str, ylabel: s
             hi = max([vals.max()] + tops)
             ax.set_ylim(lo - 0.1 * (hi - lo + 0.05), hi + 0.12 * (hi - lo + 0.05))
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_xlabel(x)
+    ax.set_xlim(-0.6, len(xs) - 0.4)
+    ax.set_xlabel(xlabel or x)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)

@@ -52,6 +52,8 @@ class VariantsResults:
     inf_note: str                     # why inference was not run ("" when it was)
     sweep_s: float                    # wall time, for the manifest
     infer_s: float
+    elastic: pd.DataFrame | None = None  # step-time elasticities at the baseline's layout
+    elastic_named: dict | None = None    # {sensitivity knob: name} of the knobs the study varies
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +84,8 @@ class LayoutResults:
     breakdown: pd.DataFrame           # fastest layouts and the ZeRO-3 DP baseline
     breakdown_labels: tuple[str, ...]
     sweep_s: float
+    memory_limits: pd.DataFrame | None = None  # configurations memory decides (no fit, low MFU)
+    frameworks: pd.DataFrame | None = None     # pure ZeRO-3 vs best hybrid per framework profile
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +102,11 @@ class CodesignResults:
     global_batch: int
     knob_units: dict
     search_s: float
+    objectives: tuple[str, ...] = ("step_time_s", "cluster_cost")
+    objective_labels: dict | None = None     # objective -> axis label
+    tco: dict | None = None                  # [tco] prices (cost per token)
+    elastic: pd.DataFrame | None = None      # step-time elasticities of the base at its best layout
+    elastic_named: dict | None = None        # {sensitivity knob: name} of the searched knobs
 
 
 @dataclass(frozen=True, eq=False)

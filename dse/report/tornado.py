@@ -13,13 +13,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.report.atomic import save_fig  # noqa: E402
+
 KIND_COLORS = {"rate": "tab:blue", "latency": "tab:orange", "capacity": "tab:green",
                "efficiency": "tab:purple", "discrete": "tab:gray", "derate": "tab:red",
                "composite": "tab:olive"}
 
 
 def tornado(df: pd.DataFrame, title: str, path: Path, min_abs: float = 1e-3,
-            xlabel: str = "elasticity d ln(step time) / d ln(knob)") -> Path:
+            xlabel: str = "elasticity d ln(step time) / d ln(knob)", ad_label: str = "jax.grad") -> Path:
     """Bars of ``elasticity_ad`` for the knobs whose AD or FD elasticity reaches
     ``min_abs`` (the others are counted in a footnote), largest at the top."""
     big = np.maximum(df["elasticity_ad"].abs(), df["elasticity_fd"].abs().fillna(0.0))
@@ -52,7 +54,7 @@ def tornado(df: pd.DataFrame, title: str, path: Path, min_abs: float = 1e-3,
     ax.set_ylim(-0.7, len(show) - 0.3)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.grid(axis="x", alpha=0.3, zorder=0)
-    ax.set_xlabel(xlabel + "\n(bar: jax.grad; -1 = time halves when the knob doubles)", fontsize=9)
+    ax.set_xlabel(xlabel + f"\n(bar: {ad_label}; -1 = time halves when the knob doubles)", fontsize=9)
     ax.set_ylabel("hardware knob (others held fixed)")
     ax.set_title(title, fontsize=9, loc="left")
     kinds = list(dict.fromkeys(show["kind"]))
@@ -67,6 +69,6 @@ def tornado(df: pd.DataFrame, title: str, path: Path, min_abs: float = 1e-3,
                  f"(all are in the CSV)", fontsize=7, color="0.3")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     path = Path(path)
-    fig.savefig(path, dpi=130)
+    save_fig(fig, path, dpi=130)
     plt.close(fig)
     return path

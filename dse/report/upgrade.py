@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dse.report.atomic import write_csv, write_parquet, write_text
+from dse.report.headroom_plot import headroom_plot
 from dse.report.manifest import write_manifest
 from dse.report.markdown import md_table, span
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
@@ -55,11 +56,9 @@ def plot(res: UpgradeResults, out: Path) -> None:
                        f"{_title_wl(wl)}:\nspeedup of each GPU over {src.name} at the same GPU count "
                        "(dashed: 1.0 = no gain)", out / "speedup.png", ref_line=1.0)
     if len(head):
-        grouped_bar_panels([(head, "")], "gpus", "hardware", "max_global_batch", "number of GPUs",
-                           "largest global batch that fits (sequences)",
-                           f"{_title_wl(wl)}: batch headroom at {src.name}'s fastest layout\n"
-                           "(TP/PP/DP/CP/vpp/recompute/ZeRO and micro-batches per step held; micro-batch size grown "
-                           "in powers of two until HBM is full)", out / "batch_headroom.png", decimals=0)
+        headroom_plot(head, f"{_title_wl(wl)}: batch headroom at {src.name}'s fastest layout\n"
+                      "(TP/PP/DP/CP/vpp/ZeRO and micro-batches per step held; micro-batch size grown in powers of "
+                      "two until HBM is full, with the recompute mode free)", out / "batch_headroom.png")
     if len(res.breakdown_labels):
         breakdown_bars(res.breakdown, list(res.breakdown_labels),
                        f"{_title_wl(wl)}, {bg} GPUs: where a training step's time goes",
@@ -135,6 +134,25 @@ def headroom_sentence(t0, src, h0: pd.Series, s0: pd.DataFrame) -> str:
     return s + " What the faster GPU changes is the time per step, not what fits."
 
 
+def recompute_sentence(head: pd.DataFrame) -> str:
+    """What freeing the recompute mode buys per GPU: the batch gain, the mode, and the
+    time per sequence it costs (from the headroom table)."""
+    parts = []
+    for h, g in head.groupby("hardware", sort=False):
+        gain = (g["max_global_batch_any_recompute"] / g["max_global_batch"]).to_numpy(dtype=float)
+        cost = (g["s_per_seq_at_max_any_recompute"] / g["s_per_seq_at_layout"] - 1).to_numpy(dtype=float)
+        modes = sorted(set(g["recompute_for_max"]) - {""})
+        own = "/".join(sorted(set(g["recompute"])))
+        if not len(gain) or not np.isfinite(gain).any() or np.nanmax(gain) <= 1.0:
+            parts.append(f"on {h} no recompute mode fits a larger batch than {own}")
+            continue
+        c = cost[np.isfinite(cost)]
+        parts.append(f"on {h} {'/'.join(modes)} recompute fits {span(gain)} the global batch of {own}"
+                     + (f", at {100 * c.min():+.0f} to {100 * c.max():+.0f} % time per sequence" if len(c) else ""))
+    return ("With the recompute mode free (everything else held): " + "; ".join(parts) + ". The batch headroom "
+            "at a fixed layout is bought with recompute, not with the GPU's speed.")
+
+
 def report(res: UpgradeResults) -> str:
     wl, src, targets, summary, head, bg = res.wl, res.src, list(res.targets), res.summary, res.headroom, \
         res.breakdown_gpus
@@ -203,11 +221,14 @@ def report(res: UpgradeResults) -> str:
              "gradient accumulation adds micro-batches without adding memory.)", "",
              md_table(head[["gpus", "hardware", "layout", "hbm_gib", "micro_batches_per_step", "max_mbs",
                             "max_global_batch", "mem_gib_at_max_mbs", "limit", "free_gib_at_layout",
-                            "mbs_fit_continuous"]]) if len(head) else "", "",
+                            "mbs_fit_continuous", "recompute_for_max", "max_global_batch_any_recompute",
+                            "mem_gib_at_max_any_recompute"]]) if len(head) else "", "",
              "`free_gib_at_layout`: HBM left at the source layout as run (its own mbs); `mbs_fit_continuous`: "
              "memory is affine in the micro-batch size at a fixed layout (activations and logits grow with it, "
              "model states do not), so HBM would hold this many sequences per micro-batch if any size were "
-             "allowed — the finer-grained headroom.", ""]
+             "allowed — the finer-grained headroom. `recompute_for_max`, `max_global_batch_any_recompute`: the same "
+             "search with the recompute mode free (none, selective, full; the least recompute among ties) — the "
+             "recompute that buys the larger batch, drawn as the bar's hatch in the plot.", ""]
     if len(head):
         h0 = summary[summary["to"] == t0.name]["batch_headroom_ratio"]
         lines += [headroom_sentence(t0, src, h0, s0)]
@@ -218,6 +239,7 @@ def report(res: UpgradeResults) -> str:
                     f"{t0.name}'s")
             lines += ["", f"For contrast, {t.name} ({float(t.hbm_bytes) / GIB:.0f} GiB{same}) "
                       f"fits {span(ht)} the global batch at the same layout."]
+        lines += ["", recompute_sentence(head)]
         lines += ["", "![batch headroom](batch_headroom.png)", ""]
     lines += ["## Reproduce", "", f"`make study STUDY={res.head.name}`; provenance in `manifest.json`; every point in "
               "`sweep.parquet`, the headroom search in `headroom.csv`.", ""]

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.report import elasticity as el
 from dse.report import variants_infer as infer
 from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
@@ -40,12 +41,56 @@ def write(res: VariantsResults) -> Path:
         write_csv(res.inf_sens, out / "inference_sensitivity.csv", index=False)
     write_csv(res.summary, out / "summary.csv", index=False)
     plots = plot_all(res, out)
+    plots["tornado"] = elasticity_files(res, out)
     write_text(out / "report.md", report(res, plots))
     write_manifest(out, res.head.study_file,
                    {"points": int(len(res.full)), "sweep_seconds": round(res.sweep_s, 2),
                     "inference_seconds": round(res.infer_s, 2),
                     "variants": {h.name: h.description for h in res.study.hws}})
     return out
+
+
+# ---------------------------------------------------------------- elasticities
+
+def elasticity_files(res: VariantsResults, out: Path) -> list[str]:
+    """``elasticities.csv`` and one tornado chart per GPU count; returns the PNG names."""
+    e = res.elastic
+    if e is None or not len(e):
+        return []
+    write_csv(e, out / "elasticities.csv", index=False, float_format="%.6g")
+    names = []
+    for gpus, g in e.groupby("gpus", sort=True):
+        r = g.iloc[0]
+        fn = f"tornado_{gpus}gpus.png"
+        el.tornado_png(g, f"Step-time elasticities of {r['hardware']}"
+                       f"{'' if 'baseline' in r['hardware'] else ' (the baseline)'}, {gpus} GPUs, "
+                       f"{r['workload']}\nlayout held fixed: {r['layout']} (its fastest); T = "
+                       f"{r['step_time_s']:.4g} s; design knobs only (all knobs in elasticities.csv)", out / fn)
+        names.append(fn)
+    return names
+
+
+def elasticity_section(res: VariantsResults) -> list[str]:
+    e = res.elastic
+    if e is None or not len(e):
+        return []
+    L = ["## Which hardware knob matters (automatic differentiation)", "",
+         "Elasticity d ln T / d ln knob of the baseline's step time at its fastest layout, by forward-mode automatic "
+         "differentiation (`jax.jacfwd`) through the cost model (`dse/studies/elasticity.py`, the knobs and "
+         "definitions of `dse/sensitivity.py`), checked against a ±1 % central finite difference; where they "
+         "disagree (`kink`: a roofline max, a wave-quantization step or an algorithm switch sits at the point) the "
+         "finite difference is quoted. -1 = the step halves when the knob doubles; design knobs only here, every "
+         "knob in `elasticities.csv`.", ""]
+    missing = [g for g in res.study.breakdown_gpus if g not in set(e["gpus"])]
+    if missing:
+        L += [f"No elasticities at {', '.join(map(str, missing))} GPUs: the baseline has no layout that fits there.", ""]
+    for gpus, g in e.groupby("gpus", sort=True):
+        png = f"tornado_{gpus}gpus.png"      # as elasticity_files names it
+        r = g.iloc[0]
+        L += [f"**{gpus} GPUs**, layout {r['layout']}, T = {r['step_time_s']:.4g} s:", "",
+              md_table(el.top_table(g)), "",
+              el.sentence(g, f"At {gpus} GPUs", res.elastic_named), "", f"![tornado]({png})", ""]
+    return L
 
 
 # ---------------------------------------------------------------- plots
@@ -639,6 +684,7 @@ def report(res: VariantsResults, plots: dict) -> str:
           "or L2 change. " + comm_share_sentence(train, study.baseline), ""]
     for fn in plots["breakdown"]:
         L += [f"![breakdown]({fn})", ""]
+    L += elasticity_section(res)
     L += ["## Why each variant helps or not", ""]
     for h in others:
         L += variant_paragraph(study, train, sens, h, base)

@@ -6,10 +6,16 @@ bandwidth); the *inner* optimization is the vectorized sweep, which picks the fa
 feasible layout for that hardware.  Trials are asked and evaluated ``batch`` at a time:
 one ``sweep_points`` call covers (batch hardware x every layout).
 
-Objectives: step time (s) and a per-cluster cost proxy declared in the study file,
-``cost = gpus x (base + sum_k coef_k x attribute_k)`` with attributes dense bf16 PFLOP/s,
-HBM TB/s, HBM GiB, L2 MiB, NVLink GB/s and NIC GB/s — a linear bill of materials in
-arbitrary units ($k), to be replaced by the user's own numbers.
+Objectives (``[search] objectives``, any of :data:`OBJECTIVES`, all minimized; default
+step time and cluster cost): step time (s); a per-cluster cost proxy declared in the study
+file, ``cost = gpus x (base + sum_k coef_k x attribute_k)`` with attributes dense bf16
+PFLOP/s, HBM TB/s, HBM GiB, L2 MiB, NVLink GB/s and NIC GB/s — a linear bill of materials
+in arbitrary units ($k), to be replaced by the user's own numbers; energy per million
+tokens (kWh) and cost per million tokens (USD, capex amortized plus electricity, prices in
+``[tco]``), both from :mod:`dse.studies.codesign_power` at the trial's best layout.
+
+The report also gives the step-time elasticities of the base GPU at its fastest layout
+(:mod:`dse.studies.elasticity`): which knob matters where the search starts.
 
 :func:`run` returns a :class:`dse.report.results.CodesignResults`;
 :mod:`dse.report.codesign` writes ``trials.csv``, ``reference_points.csv``,
@@ -30,8 +36,10 @@ from dse.search.pareto import pareto_front, trials_dataframe
 from dse.search.runner import SAMPLERS, Knob, run_search
 from dse.search.storage import default_storage_url
 from dse.spec.hardware import Hardware, get_hardware
-from dse.spec.layout import Workload
+from dse.spec.layout import RECOMPUTE_NAMES, Workload
 from dse.spec.variants import apply_overrides
+from dse.studies import elasticity
+from dse.studies.codesign_power import TCO_DEFAULTS, per_token, variant_tdp_w
 from dse.studies.common import check_keys, integer, number, parse_workload, results_dir, table
 from dse.sweep.grid import enumerate_layouts
 from dse.sweep.run import sweep_points
@@ -47,6 +55,15 @@ COST_TERMS = {  # study key -> (Hardware attribute, SI -> human unit divisor)
     "per_nvlink_gb_s": ("nvlink_bw_bytes_per_s", 1e9),
     "per_nic_gb_s": ("nic_bw_bytes_per_s", 1e9),
 }
+
+
+#: objective name -> axis label (every objective is minimized)
+OBJECTIVES = {"step_time_s": "training step time (s)",
+              "cluster_cost": "cluster cost proxy (study units, all GPUs)",
+              "energy_kwh_per_mtok": "energy per million tokens (kWh)",
+              "usd_per_mtok": "cost per million tokens (USD)"}
+DEFAULT_OBJECTIVES = ["step_time_s", "cluster_cost"]
+STEP_TERMS = ("step_time_s", "compute_s", "recompute_s", "optimizer_s")
 
 
 def gpu_cost(hw: Hardware, cost: dict) -> float:
@@ -68,7 +85,7 @@ def _override(name: str, v: float) -> object:
 def run(d: dict, path: Path, storage: str | None = None, trials: int | None = None) -> CodesignResults:
     where = str(path)
     check_keys(d, {"name", "kind", "description", "base", "workload", "knobs", "cost", "search",
-                   "compare"}, where, "")
+                   "compare", "tco"}, where, "")
     wl_s = parse_workload(d, where, hardware_required=False)
     require(isinstance(d.get("base"), str), where, "base", f"must be a GPU name, but got {d.get('base')!r}")
     base = get_hardware(d["base"], where=f"{where}: base")
@@ -99,7 +116,15 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     for key in cost:            # a bill of materials: no negative prices
         number(cost, key, where, "cost.", low=0)
     search = table(d, "search", where)
-    check_keys(search, {"trials", "batch", "sampler", "seed"}, where, "search.")
+    check_keys(search, {"trials", "batch", "sampler", "seed", "objectives"}, where, "search.")
+    obj = search.get("objectives", DEFAULT_OBJECTIVES)
+    require(isinstance(obj, list) and len(obj) >= 2 and len(set(obj)) == len(obj)
+            and all(o in OBJECTIVES for o in obj), where, "search.objectives",
+            f"must be a list of at least two distinct names from {list(OBJECTIVES)}, but got {obj!r}")
+    tco_raw = table(d, "tco", where)
+    check_keys(tco_raw, set(TCO_DEFAULTS), where, "tco.")
+    tco = {k: number(tco_raw, k, where, "tco.", default=v, low=1.0 if k == "pue" else 0.0,
+                     low_open=k != "pue") for k, v in TCO_DEFAULTS.items()}
     n_trials = trials if trials is not None else integer(search, "trials", where, "search.", default=200)
     batch = integer(search, "batch", where, "search.", default=40)
     sampler = search.get("sampler", "nsga2")
@@ -128,37 +153,77 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     out = results_dir(d["name"])
     url = storage or default_storage_url(out, d["name"])
 
-    def best_times(hws: list[Hardware]) -> np.ndarray:
+    tokens = float(gbs * seq)
+
+    def best_steps(hws: list[Hardware]) -> list[dict | None]:
+        """Per hardware: the fastest feasible layout's step terms and index (None if none fits)."""
         sr = sweep_points(model, wl, hws, cols)
         t = np.where(sr.feasible, sr.result["step_time_s"], np.inf).reshape(len(hws), -1)
-        return t.min(axis=1)
+        out = []
+        for i, j in enumerate(t.argmin(axis=1)):
+            if not np.isfinite(t[i, j]):
+                out.append(None)
+                continue
+            flat = i * t.shape[1] + j
+            out.append({"layout_index": int(j), **{c: float(sr.result[c][flat]) for c in STEP_TERMS}})
+        return out
+
+    def metrics(hw: Hardware, step: dict) -> dict:
+        c = gpu_cost(hw, cost)
+        return {"step_time_s": step["step_time_s"], "cluster_cost": gpus * c,
+                **per_token(step, variant_tdp_w(hw, base) if hw.name.startswith("trial") else float(hw.tdp_w),
+                            c, gpus, tokens, tco)}
 
     def evaluate_batch(params: list[dict]) -> list:
-        hws = [apply_overrides(base, {k: _override(k, v) for k, v in p.items()}, where, "trial")
-               for p in params]
-        times = best_times(hws)
+        hws = [apply_overrides(base, {k: _override(k, v) for k, v in p.items()}, where, "trial").replace(
+            name=f"trial{i}") for i, p in enumerate(params)]
         res = []
-        for hw, t in zip(hws, times):
-            res.append("no layout fits in memory" if not np.isfinite(t) else (float(t), gpus * gpu_cost(hw, cost)))
+        for hw, st in zip(hws, best_steps(hws)):
+            if st is None:
+                res.append("no layout fits in memory")
+            else:
+                m = metrics(hw, st)
+                res.append(tuple(m[o] for o in obj))
         return res
 
+    check_stored_objectives(d["name"], url, obj)
     t0 = time.perf_counter()
-    study = run_search(d["name"], url, space, evaluate_batch, ["minimize", "minimize"], n_trials,
-                       batch_size=batch, sampler=sampler,
-                       seed=seed, objective_names=["step_time_s", "cluster_cost"])
+    study = run_search(d["name"], url, space, evaluate_batch, ["minimize"] * len(obj), n_trials,
+                       batch_size=batch, sampler=sampler, seed=seed, objective_names=list(obj))
     search_s = time.perf_counter() - t0
 
     df = trials_dataframe(study)
     done = df[df["state"] == "COMPLETE"].copy()
-    obj = ["step_time_s", "cluster_cost"]
-    if "values_0" in done.columns:
-        done = done.rename(columns={"values_0": obj[0], "values_1": obj[1]})
-    done["pareto"] = pareto_front(done, obj, ["minimize", "minimize"]) if len(done) else []
+    done = done.rename(columns={f"values_{i}": o for i, o in enumerate(obj)})
+    done["pareto"] = pareto_front(done, list(obj), ["minimize"] * len(obj)) if len(done) else []
     refs = []
     if ref_hws:
-        times = best_times(ref_hws)
-        for hw, t in zip(ref_hws, times):
-            refs.append({"name": hw.name, "step_time_s": t, "cluster_cost": gpus * gpu_cost(hw, cost)})
+        for hw, st in zip(ref_hws, best_steps(ref_hws)):
+            refs.append({"name": hw.name, **(metrics(hw, st) if st is not None else
+                                             {"step_time_s": np.inf, "cluster_cost": gpus * gpu_cost(hw, cost)})})
     refs = pd.DataFrame(refs)
+    # which knob matters where the search starts: elasticities of the base at its best layout
+    st = best_steps([base])[0]
+    elastic = pd.DataFrame()
+    if st is not None:
+        row = {f: v[st["layout_index"]] for f, v in cols.items()}
+        row["recompute"] = RECOMPUTE_NAMES[int(row["recompute"])]
+        elastic = elasticity.at_layout(model, wl, base, pd.Series(row), gpus=gpus)
     return CodesignResults(StudyHeader(d["name"], d.get("description", ""), path, out), df, done, refs, url, base,
-                           model.name, gpus, seq, gbs, dict(KNOB_UNITS), search_s)
+                           model.name, gpus, seq, gbs, dict(KNOB_UNITS), search_s, tuple(obj),
+                           {o: OBJECTIVES[o] for o in obj}, tco, elastic, elasticity.named(sorted(space)))
+
+
+def check_stored_objectives(name: str, url: str, obj: list[str]) -> None:
+    """A stored study of this name must optimize the same objectives (exit 2 otherwise)."""
+    import optuna
+    from dse.errors import InputError
+    try:
+        stored = optuna.load_study(study_name=name, storage=url).metric_names
+    except KeyError:
+        return
+    except Exception:       # unreadable storage: run_search reports it
+        return
+    if stored is not None and list(stored) != list(obj):
+        raise InputError(url, "search.objectives", f"the stored study {name!r} optimizes {list(stored)}, but the "
+                         f"study file asks for {list(obj)}; delete the study database or pass another --storage")

@@ -5,7 +5,9 @@ sweep (every valid layout, status per point), the fastest feasible layout, and t
 data-parallel ZeRO-3 baseline (TP = PP = CP = 1, ZeRO-3, best micro-batch and
 recompute).  :func:`run` returns a :class:`dse.report.results.LayoutResults`;
 :mod:`dse.report.layout` writes ``sweep.parquet`` (every point), ``best.csv``, the plots,
-``report.md`` and ``manifest.json``.
+``report.md`` and ``manifest.json``.  Also: the configurations where memory decides
+(:mod:`dse.studies.layout_memory`) and, at each published case, pure ZeRO-3 against the
+best hybrid under every framework profile (:mod:`dse.studies.layout_frameworks`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dse.report.plots import BREAKDOWN_LABELS
 from dse.report.results import LayoutResults, StudyHeader
 from dse.studies.common import (check_keys, integer, layout_label, number, parse_workload,
                                 results_dir, table)
+from dse.studies.layout_frameworks import framework_table
+from dse.studies.layout_memory import memory_limits
 from dse.sweep.run import sweep
 
 COLS = ["hardware", "gpus", "seq_len", "global_batch", "tp", "pp", "dp", "cp", "mbs", "vpp",
@@ -113,5 +117,9 @@ def run(d: dict, path: Path) -> LayoutResults:
                                  "our_layout": r["layout"], "our_speedup": r["speedup_vs_zero3_dp"],
                                  "source": p.get("source", "")})
     pub = pd.DataFrame(pub_rows)
+    t1 = time.perf_counter()
+    limits = memory_limits(full, summary, wl)
+    frameworks = framework_table(wl, pub, full)
+    sweep_s += time.perf_counter() - t1
     return LayoutResults(StudyHeader(d["name"], d.get("description", ""), path, out), wl, full, summary, pub,
-                         sel, sub, bsel, rows, tuple(labels), sweep_s)
+                         sel, sub, bsel, rows, tuple(labels), sweep_s, limits, frameworks)

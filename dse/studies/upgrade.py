@@ -19,7 +19,9 @@ Batch headroom (memory model, :mod:`dse.train.memory`): at ``L*`` with every fie
 the micro-batch size fixed and the number of micro-batches per step ``m = B/(dp*mbs)``
 held (so the pipeline schedule and its in-flight micro-batches ``min(m, pp)`` are
 unchanged), the largest ``mbs`` in ``headroom_mbs`` whose peak memory fits in HBM; the
-global batch that then fits is ``B_max = dp * mbs_max * m``.  (The largest global batch
+global batch that then fits is ``B_max = dp * mbs_max * m`` -- with the layout's own
+recompute mode, and with the recompute mode free (the mode that buys the largest batch
+is reported with it, and the time per sequence it costs).  (The largest global batch
 for which *some* layout fits is not a useful measure: gradient accumulation makes it
 unbounded, since memory does not grow with m beyond pp in-flight micro-batches.)
 
@@ -40,7 +42,7 @@ from dse.errors import require
 from dse.report.plots import BREAKDOWN_LABELS
 from dse.report.results import StudyHeader, UpgradeResults
 from dse.spec.hardware import GIB, get_hardware
-from dse.spec.layout import Workload
+from dse.spec.layout import RECOMPUTE, Workload
 from dse.spec.variants import parse_variants
 from dse.studies.common import check_keys, int_list, layout_label, parse_workload, results_dir
 from dse.studies.variants import match_layout, layout_cols
@@ -78,36 +80,58 @@ def parse(d: dict, path: Path):
     return wl, src, targets, bg, tuple(sorted(mbs))
 
 
+#: recompute modes tried for the headroom "with recompute free" (block picks its layers
+#: from the HBM left, so it lies between selective and full and adds no larger batch)
+HEADROOM_RECOMPUTE = ("none", "selective", "full")
+
+
 def headroom(model, seq: int, gbs: int, precision: int, hws, row, mbs_list) -> pd.DataFrame:
     """Largest micro-batch (and global batch) that fits at ``row``'s layout on each GPU,
-    with the micro-batches per step held at ``m = gbs / (dp * mbs)``."""
+    with the micro-batches per step held at ``m = gbs / (dp * mbs)``: first with the
+    layout's own recompute mode (``max_mbs``, ``max_global_batch``), then with the
+    recompute mode free among :data:`HEADROOM_RECOMPUTE` (``max_global_batch_any_recompute``
+    and ``recompute_for_max``, the mode that buys it: the one with the largest batch, the
+    least recompute among ties)."""
     dp, mbs0 = int(row["dp"]), int(row["mbs"])
     m = gbs // (dp * mbs0)
-    fits = {h.name: [] for h in hws}
-    mem = {h.name: {} for h in hws}          # per GPU: block recompute depends on its HBM
+    own = str(row["recompute"])
+    modes = list(dict.fromkeys([own, *HEADROOM_RECOMPUTE]))
+    fits = {(h.name, r): [] for h in hws for r in modes}
+    mem = {(h.name, r): {} for h in hws for r in modes}   # per GPU: block depends on its HBM
+    t_seq = {(h.name, r): {} for h in hws for r in modes}  # step time per sequence (s)
     for k in mbs_list:
         cols = layout_cols(row)
-        cols["mbs"] = np.asarray([k], dtype=np.int32)
+        cols = {f: np.repeat(v, len(modes)) for f, v in cols.items()}
+        cols["mbs"] = np.full(len(modes), k, dtype=np.int32)
+        cols["recompute"] = np.asarray([RECOMPUTE[r] for r in modes], dtype=np.int32)
         sr = sweep_points(model, Workload(dp * k * m, seq, precision), list(hws), cols)
         for _, r in to_dataframe(sr).iterrows():
-            mem[r["hardware"]][k] = float(r["mem_gib"])
+            mem[(r["hardware"], r["recompute"])][k] = float(r["mem_gib"])
+            t_seq[(r["hardware"], r["recompute"])][k] = float(r["step_time_s"]) / (dp * k * m)
             if r["feasible"]:
-                fits[r["hardware"]].append(k)
+                fits[(r["hardware"], r["recompute"])].append(k)
     # memory is affine in mbs at a fixed layout and m (activations and logits scale with
     # it, model states do not): mem(k) = a + b k, so k_fit = (HBM - a) / b.  Not with block
     # recompute, which recomputes more layers as the micro-batch grows: no fit there.
-    affine = row["recompute"] != "block" and len(mbs_list) > 1
+    affine = own != "block" and len(mbs_list) > 1
     rows = []
     for h in hws:
-        mh = mem[h.name]
+        mh = mem[(h.name, own)]
         hbm = float(h.hbm_bytes) / GIB
-        k = max(fits[h.name]) if fits[h.name] else np.nan
+        k = max(fits[(h.name, own)]) if fits[(h.name, own)] else np.nan
         if affine:
             b_gib = (mh[mbs_list[1]] - mh[mbs_list[0]]) / (mbs_list[1] - mbs_list[0])
             fit = (hbm - (mh[mbs_list[0]] - b_gib * mbs_list[0])) / b_gib
         else:
             fit = np.nan
-        rows.append({"hardware": h.name, "hbm_gib": hbm, "micro_batches_per_step": m,
+        # recompute free: the largest batch over the modes, the first (least recompute) on ties
+        kr = {r: max(fits[(h.name, r)]) if fits[(h.name, r)] else 0 for r in HEADROOM_RECOMPUTE}
+        kr[own] = max(kr.get(own, 0), int(k) if np.isfinite(k) else 0)
+        best_r = max(HEADROOM_RECOMPUTE, key=lambda r: (kr[r], -HEADROOM_RECOMPUTE.index(r)))
+        if kr[own] >= kr[best_r]:
+            best_r = own
+        k_any = kr[best_r]
+        rows.append({"hardware": h.name, "hbm_gib": hbm, "micro_batches_per_step": m, "recompute": own,
                      "max_mbs": k, "max_global_batch": dp * k * m if np.isfinite(k) else np.nan,
                      "mem_gib_at_max_mbs": mh.get(k, np.nan) if np.isfinite(k) else np.nan,
                      "mbs_fit_continuous": fit,
@@ -116,7 +140,15 @@ def headroom(model, seq: int, gbs: int, precision: int, hws, row, mbs_list) -> p
                      "limit": (f"≥ {k} (largest tried)" if k == mbs_list[-1] else
                                f"mbs {mbs_list[mbs_list.index(int(k)) + 1]} needs "
                                f"{mh[mbs_list[mbs_list.index(int(k)) + 1]]:.1f} GiB") if np.isfinite(k) else
-                     f"mbs {mbs_list[0]} needs {mh[mbs_list[0]]:.1f} GiB"})
+                     f"mbs {mbs_list[0]} needs {mh[mbs_list[0]]:.1f} GiB",
+                     "recompute_for_max": best_r if k_any else "",
+                     "max_mbs_any_recompute": k_any if k_any else np.nan,
+                     "max_global_batch_any_recompute": dp * k_any * m if k_any else np.nan,
+                     "mem_gib_at_max_any_recompute": mem[(h.name, best_r)].get(k_any, np.nan) if k_any else np.nan,
+                     # time per sequence at the layout as run, and at the largest batch
+                     "s_per_seq_at_layout": t_seq[(h.name, own)].get(mbs0, np.nan),
+                     "s_per_seq_at_max_any_recompute": t_seq[(h.name, best_r)].get(k_any, np.nan) if k_any else np.nan,
+                     **{f"max_global_batch_{r}": dp * kr[r] * m if kr[r] else np.nan for r in HEADROOM_RECOMPUTE}})
     return pd.DataFrame(rows)
 
 
@@ -160,6 +192,8 @@ def run(d: dict, path: Path) -> UpgradeResults:
                      from_max_global_batch_same_layout=hb.loc[src.name, "max_global_batch"],
                      to_max_global_batch_same_layout=hb.loc[t.name, "max_global_batch"],
                      batch_headroom_ratio=hb.loc[t.name, "max_global_batch"] / hb.loc[src.name, "max_global_batch"],
+                     batch_headroom_ratio_any_recompute=hb.loc[t.name, "max_global_batch_any_recompute"]
+                     / hb.loc[src.name, "max_global_batch_any_recompute"],
                      **{f"from_{c}": float(b[c]) for c in BREAKDOWN},
                      **{f"to_same_layout_{c}": float(fx[c]) for c in BREAKDOWN})
             r["status"] = "ok" if fx["feasible"] else f"{src.name}'s layout does not fit on {t.name}"

@@ -41,6 +41,7 @@ from dse.report.results import StudyHeader, VariantsResults, VariantsStudy
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE, Workload
 from dse.spec.variants import parse_variants
+from dse.studies import elasticity
 from dse.studies import variants_infer as infer
 from dse.studies.common import check_keys, layout_label, parse_workload, results_dir
 from dse.sweep.grid import FIELDS
@@ -197,6 +198,7 @@ def run(d: dict, path: Path) -> VariantsResults:
     full = pd.concat(frames, ignore_index=True)
     train = training_table(full, names, study.baseline)
     sens = sensitivity(study, full, base_hw)
+    elastic = baseline_elasticities(study, full, base_hw)
     sweep_s = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -205,5 +207,23 @@ def run(d: dict, path: Path) -> VariantsResults:
     summary = pd.concat([train, inf_tab], ignore_index=True) if inf_tab is not None else train
     summary = summary[[c for c in SUMMARY_COLS if c in summary] + [c for c in summary if c not in SUMMARY_COLS]]
     head = StudyHeader(d["name"], d.get("description", ""), path, out)
+    keys = {k for t in study.tables for k in t} | {"hbm_bw", "hbm_capacity", "l2"}
     return VariantsResults(head, study, full, train, sens, summary, inf_tab, inf_sens, inf_note,
-                           sweep_s, infer_s)
+                           sweep_s, infer_s, elastic, elasticity.named(sorted(keys)))
+
+
+def baseline_elasticities(study: VariantsStudy, full: pd.DataFrame, base_hw: Hardware) -> pd.DataFrame:
+    """``jax.grad`` elasticities of the baseline's step time at its fastest layout, at each
+    ``report.breakdown_gpus`` count of the first training workload where a layout fits
+    (:mod:`dse.studies.elasticity`)."""
+    frames = []
+    first = full["workload"].iloc[0]
+    for gpus in study.breakdown_gpus:
+        g = full[(full["workload"] == first) & (full["gpus"] == gpus) & (full["hardware"] == study.baseline)
+                 & full["feasible"]]
+        if not len(g):
+            continue
+        b = g.sort_values("step_time_s", kind="stable").iloc[0]
+        wl = Workload(int(b["global_batch"]), int(b["seq_len"]), study.wl.precision)
+        frames.append(elasticity.at_layout(study.wl.model, wl, base_hw, b, gpus=int(gpus), workload=first))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
