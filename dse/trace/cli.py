@@ -5,6 +5,7 @@ topology with faults.  Bad input exits with status 2 and one line (dse.errors)."
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 
@@ -25,17 +26,36 @@ def _summary_links(res, k: int = 5) -> list[str]:
     return out
 
 
+def check_out_dir(path: str) -> Path:
+    """``--out`` checked before any work (docs/architecture.md, "Bad input"): an existing
+    writable directory, or a path whose nearest existing ancestor is a writable directory
+    (created when the traces are written).  Any location is allowed, as before (the README
+    writes ``traces/``)."""
+    from dse.report.atomic import check_output_dir
+    from dse.errors import require
+    out = Path(path)
+    require(str(path).strip() != "", str(path), "--out", "must be a directory path, but got an empty string")
+    if out.exists():
+        return check_output_dir(out, "--out", create=False)
+    up = out.absolute().parent
+    while not up.exists():
+        up = up.parent
+    require(up.is_dir(), str(out), "--out", f"must be creatable, but {str(up)!r} is a file")
+    require(os.access(up, os.W_OK | os.X_OK), str(out), "--out",
+            f"must be creatable, but {str(up)!r} is not writable")
+    return out
+
+
 def cmd_trace(a) -> int:
-    import jax
     from dse.cli_layout import resolve_layout
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
     from dse.sim.topology import topology_for_hardware
-    from dse.trace.generate import generate_trace_set, rank_grid
+    from dse.trace.generate import generate_trace_set, model_step_time_s, rank_grid
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
-    from dse.train.step import train_step
 
     model, hw, wl, lay = resolve_layout(a)
+    out = check_out_dir(a.out)        # before any work
     from dse.cli_layout import print_assumptions
     print_assumptions(a, model)
     require(not (a.topology or a.faults) or a.simulate, "command line", "--topology/--faults",
@@ -49,11 +69,10 @@ def cmd_trace(a) -> int:
         require(topo.num_gpus == a.gpus, str(a.topology or "topology"), "num_gpus",
                 f"`topology GPUs == --gpus` must hold, but got ({topo.num_gpus}, {a.gpus})")
         faults = load_faults(a.faults, topo) if a.faults else None
-    out = Path(a.out)
     ts = generate_trace_set(model, wl, lay, hw)
     paths = write_trace_set(ts, out)
     ts = read_trace_set(out)          # replay what was written (round trip)
-    vec = float(jax.jit(train_step)(model, wl, lay, hw).step_time_s)
+    vec = model_step_time_s(model, wl, lay, hw)
     nodes = sum(len(t.nodes) for t in ts.roles.values())
     print(f"{model.name} on {a.gpus} x {hw.name}: {ts.meta['layout']}")
     print(f"  wrote {len(paths) - 1} Chakra ET files ({nodes} nodes) + roles.json to {out}/")

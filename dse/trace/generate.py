@@ -70,7 +70,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
-from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
+from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
@@ -114,21 +114,27 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
         optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
         accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
-        dp=dp_steps)
+        dp=dp_steps, step_time_s=res.step_time_s)
 
 
 class _Builder:
-    """Appends nodes to one role, tracking the last node of every stream."""
+    """Appends nodes to one role's :class:`~dse.trace.graph.NodeTable`: a node is its
+    body (a shared prototype: kind, stream, duration, bytes, group ...), its name and its
+    data dependencies (``None`` entries dropped, sorted, unique)."""
 
     def __init__(self):
-        self.nodes: list[TraceNode] = []
+        self.table = t = NodeTable()
+        self.proto = t.proto
+        self._body, self._names, self._deps = t.body.append, t.names.append, t.deps.append
+        self.n = 0
 
-    def add(self, name, kind, stream=0, deps=(), **kw) -> int:
-        i = len(self.nodes)
-        self.nodes.append(TraceNode(id=i, name=name, kind=kind, stream=stream,
-                                    data_deps=sorted({d for d in deps if d is not None}),
-                                    **kw))
-        return i
+    def add(self, name: str, body: int, deps=()) -> int:
+        ds = [d for d in deps if d is not None]
+        self._body(body)
+        self._names(name)
+        self._deps(sorted(set(ds)) if len(ds) > 1 else ds)
+        self.n += 1
+        return self.n - 1
 
 
 def _int(x) -> int:
@@ -169,7 +175,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
-    raw = _costs(model, wl, lay, hw)
+    raw = jax.device_get(_costs(model, wl, lay, hw))   # one transfer, then host floats
     dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
                 for kind, steps in raw.pop("dp").items()}
     c = {k: float(v) for k, v in raw.items()}
@@ -197,6 +203,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
         b = _Builder()
+        P = b.proto
+        add = b.add
         last_s3 = None               # interleaved: last p2p SEND (stream 3)
         last_s4 = None               # interleaved: last p2p RECV (stream 4)
         last_s0 = None               # last node on stream 0
@@ -204,20 +212,39 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         last_s2 = None               # last node on stream 2 (CP, ZeRO-3 grad RS)
         pre_ag: dict[int, int] = {}  # layer -> ZeRO-1/2 param all-gather node
         grad_nodes: list[int] = []
+        # the role's node bodies (everything but id, name and deps)
+        COMP = NodeKind.COMPUTE
+        B_FWD = P(COMP, duration_s=c["fwd"], num_ops=c["fwd_flops"])
+        B_BWD = P(COMP, duration_s=c["bwd"], num_ops=c["bwd_flops"])
+        B_SEL = P(COMP, duration_s=c["sel"])
+        B_WAIT = P(COMP, duration_s=0.0)
+        B_EMB, B_HEAD_F, B_HEAD_B, B_ACCUM, B_OPT = (
+            P(COMP, duration_s=c[k]) for k in ("emb", "head_f", "head_b", "accum", "optimizer"))
+        coll = lambda kk, size, dur, dim, stream=0: P(
+            NodeKind.COLLECTIVE, stream=stream, comm_kind=kk, comm_bytes=size, duration_s=dur,
+            group_dim=dim)
+        if sp:
+            tp_pair = ((coll(AG, c["act_bytes"], c["tp_ag"], "tp"), "tp all-gather"),
+                       (coll(RS, c["act_bytes"], c["tp_rs"], "tp"), "tp reduce-scatter"))
+        else:
+            tp_pair = ((coll(AR, c["act_bytes"], c["tp_ar"], "tp"), "tp all-reduce"),)
+        B_A2A = coll(A2A, c["a2a_bytes"], c["ep_a2a"], "ep")
+        B_CP = coll(AG, c["cp_bytes"], c["cp_exchange"], "cp", 2)
+        dp_bodies = {(kind, stream): [(dim, coll(CollectiveKind(k), size, dur, dim, stream))
+                                      for dim, k, size, dur in dp_colls(kind)]
+                     for kind in DP_KINDS for stream in (1, 2)}
 
-        def s0(name, kind, deps=(), **kw):
+        def s0(name, body, deps=()):
             nonlocal last_s0
-            last_s0 = b.add(name, kind, 0, (last_s0, *deps), **kw)
+            last_s0 = add(name, body, (last_s0, *deps))
             return last_s0
 
-        def comm(name, kind, stream, steps, deps=()):
+        def comm(name, kind, stream, deps=()):
             nonlocal last_s1, last_s2
             out = None
-            for dim, k, size, dur in steps:
+            for dim, body in dp_bodies[kind, stream]:
                 prev = last_s1 if stream == 1 else last_s2
-                out = b.add(f"{name} {dim}", kind, stream, (prev, out, *deps),
-                            comm_kind=CollectiveKind(k), comm_bytes=size, duration_s=dur,
-                            group_dim=dim)
+                out = add(f"{name} {dim}", body, (prev, out, *deps))
                 if stream == 1:
                     last_s1 = out
                 else:
@@ -228,79 +255,63 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             if tp == 1:
                 return
             for _ in range(n_pairs):
-                if sp:
-                    for kk, nm in ((AG, "all-gather"), (RS, "reduce-scatter")):
-                        s0(f"{tag} tp {nm}", NodeKind.COLLECTIVE, comm_kind=kk,
-                           comm_bytes=c["act_bytes"], duration_s=c["tp_ag" if kk is AG else "tp_rs"],
-                           group_dim="tp")
-                else:
-                    s0(f"{tag} tp all-reduce", NodeKind.COLLECTIVE, comm_kind=AR,
-                       comm_bytes=c["act_bytes"], duration_s=c["tp_ar"], group_dim="tp")
+                for body, nm in tp_pair:
+                    s0(f"{tag} {nm}", body)
 
         def ep_colls(tag: str):
             if moe and ep > 1:
-                for nm in ("dispatch", "combine"):
-                    s0(f"{tag} ep all-to-all {nm}", NodeKind.COLLECTIVE, comm_kind=A2A,
-                       comm_bytes=c["a2a_bytes"], duration_s=c["ep_a2a"],
-                       group_dim="ep")
+                s0(f"{tag} ep all-to-all dispatch", B_A2A)
+                s0(f"{tag} ep all-to-all combine", B_A2A)
 
         def layer_pass(mb: int, k: int, bwd: bool, deps0=()):
             nonlocal last_s2
             tag = f"mb{mb} L{k} {'bwd' if bwd else 'fwd'}"
             deps = [d for d in deps0 if d is not None]
             if zero >= 3 and has_dp:
-                deps.append(comm(f"{tag} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather")))
+                deps.append(comm(f"{tag} param all-gather", "all_gather", 1))
             elif not bwd and mb == 0 and k in pre_ag:
                 deps.append(pre_ag[k])
             cp_node = None
             if cp > 1:
                 n_ex = 2 if bwd else 1   # bwd moves K/V and dK/dV: 2x the forward exchange
                 for _ in range(n_ex):
-                    cp_node = b.add(f"{tag} cp kv exchange", NodeKind.COLLECTIVE, 2,
-                                    (last_s2, last_s0, *deps), comm_kind=AG,
-                                    comm_bytes=c["cp_bytes"],
-                                    duration_s=c["cp_exchange"],
-                                    group_dim="cp")
-                    last_s2 = cp_node
+                    cp_node = last_s2 = add(f"{tag} cp kv exchange", B_CP,
+                                            (last_s2, last_s0, *deps))
             if bwd and (k % L_ch) < rc_per_chunk:
-                s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
-                   num_ops=c["fwd_flops"])
+                s0(f"{tag} recompute", B_FWD, deps)
                 tp_colls(f"{tag} recompute", 2)
                 ep_colls(f"{tag} recompute")
                 deps = []
             elif bwd and selective and c["sel"] > 0:
-                s0(f"{tag} selective recompute", NodeKind.COMPUTE, deps, duration_s=c["sel"])
+                s0(f"{tag} selective recompute", B_SEL, deps)
                 deps = []
-            dur = c["bwd"] if bwd else c["fwd"]
-            s0(f"{tag}", NodeKind.COMPUTE, deps, duration_s=dur,
-               num_ops=c["bwd_flops" if bwd else "fwd_flops"])
+            s0(tag, B_BWD if bwd else B_FWD, deps)
             tp_colls(tag, 2)
             ep_colls(tag)
             if cp_node is not None:
-                s0(f"{tag} cp wait", NodeKind.COMPUTE, (cp_node,), duration_s=0.0)
+                s0(f"{tag} cp wait", B_WAIT, (cp_node,))
             if bwd and zero >= 3 and has_dp:
-                grad_nodes.append(comm(f"{tag} grad reduce-scatter", NodeKind.COLLECTIVE, 2,
-                                       dp_colls("reduce_scatter"), (last_s0,)))
+                grad_nodes.append(comm(f"{tag} grad reduce-scatter", "reduce_scatter", 2,
+                                       (last_s0,)))
             elif bwd and (mb == m - 1 or zero == 2) and has_dp:
                 kind = "all_reduce" if zero == 0 else "reduce_scatter"
-                grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}",
-                                       NodeKind.COLLECTIVE, 1, dp_colls(kind),
+                grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}", kind, 1,
                                        (last_s0,)))
 
         def p2p(kind, name, delta, tag) -> int | None:
             """A pipeline SEND/RECV: blocking on stream 0 (1F1B), asynchronous on streams
             3 (send, after the producing pass) / 4 (recv, posted early) when interleaved."""
             nonlocal last_s3, last_s4
-            kw = dict(comm_bytes=c["p2p_bytes"], duration_s=c["p2p"], group_dim="pp",
-                      peer_delta=delta, tag=tag)
+            stream = 0 if vpp == 1 else (3 if kind is NodeKind.SEND else 4)
+            body = P(kind, stream=stream, comm_bytes=c["p2p_bytes"], duration_s=c["p2p"],
+                     group_dim="pp", peer_delta=delta, tag=tag)
             if vpp == 1:
-                s0(name, kind, **kw)
+                s0(name, body)
                 return None
             if kind is NodeKind.SEND:
-                last_s3 = b.add(name, kind, 3, (last_s3, last_s0), **kw)
+                last_s3 = add(name, body, (last_s3, last_s0))
                 return None
-            last_s4 = b.add(name, kind, 4, (last_s4,), **kw)
+            last_s4 = add(name, body, (last_s4,))
             return last_s4
 
         def pass_p2p(v: int, act: bool, send: bool):
@@ -321,12 +332,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 d, t = pass_p2p(v, True, False)
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv act", d, t)
             if v == 0:
-                s0(f"mb{mb} embedding", NodeKind.COMPUTE, (dep,), duration_s=c["emb"])
+                s0(f"mb{mb} embedding", B_EMB, (dep,))
             for k in range(ch * L_ch, (ch + 1) * L_ch):
                 layer_pass(mb, k, False, (dep,))
                 dep = None
             if v == n_virt - 1:
-                s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"])
+                s0(f"mb{mb} lm-head+loss", B_HEAD_F)
             else:
                 d, t = pass_p2p(v, True, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send act", d, t)
@@ -339,17 +350,16 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 d, t = pass_p2p(v, False, False)
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv grad", d, t)
             else:
-                s0(f"mb{mb} lm-head bwd", NodeKind.COMPUTE, duration_s=c["head_b"])
+                s0(f"mb{mb} lm-head bwd", B_HEAD_B)
             for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
                 layer_pass(mb, k, True, (dep,))
                 dep = None
             if ch == 0 and c["accum"] > 0:
-                s0(f"mb{mb} grad accumulation", NodeKind.COMPUTE, duration_s=c["accum"])
+                s0(f"mb{mb} grad accumulation", B_ACCUM)
             if zero == 2 and has_dp:
                 # the compute stream waits for this pass's gradient reduce-scatters at the
                 # end of backward (FSDP's post-backward callback, DeepSpeed's epilogue)
-                s0(f"mb{mb}{tag_c} grad reduce-scatter wait", NodeKind.COMPUTE, (last_s1,),
-                   duration_s=0.0)
+                s0(f"mb{mb}{tag_c} grad reduce-scatter wait", B_WAIT, (last_s1,))
             if v > 0:
                 d, t = pass_p2p(v, False, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send grad", d, t)
@@ -357,12 +367,11 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         # ZeRO-1/2: parameter all-gather (after last step's optimizer) overlapping mb 0
         if zero in (1, 2) and has_dp:
             for k in range(L_st):
-                pre_ag[k] = comm(f"L{k} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather"))
+                pre_ag[k] = comm(f"L{k} param all-gather", "all_gather", 1)
         for fwd, mb, ch in pipeline_order(pp, vpp, m, s):
             (forward if fwd else backward)(mb, ch)
-        s0("optimizer step", NodeKind.COMPUTE, grad_nodes, duration_s=c["optimizer"])
-        roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, nodes=b.nodes)
+        s0("optimizer step", B_OPT, grad_nodes)
+        roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, table=b.table)
 
     rank_role = [f"stage{grid.coord(r, 'pp')}" for r in range(grid.size)]
     meta = {
@@ -378,6 +387,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         "generator": "dse.trace.generate",
     }
     return TraceSet(roles=roles, rank_role=rank_role, meta=meta)
+
+
+def model_step_time_s(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> float:
+    """The vectorized model's step time of the design point (``train_step(...).step_time_s``),
+    from the same jitted call that gives the trace its durations -- no second compile."""
+    return float(jax.device_get(_costs(model, wl, lay, hw)["step_time_s"]))
 
 
 def rank_grid(lay: Layout) -> RankGrid:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from dse.errors import InputError, require
+from dse.report.atomic import atomic_write
 from dse.trace.graph import RankTrace, TraceSet
 
 
@@ -51,6 +52,8 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
 
     ``process_names`` maps rank -> label (default "rank <r>"), ``thread_names`` maps
     (rank, stream) -> label (default :func:`stream_name`), ``meta`` goes to ``otherData``.
+    The file is written to a temporary file beside ``path`` and renamed into place
+    (:func:`dse.report.atomic.atomic_write`): a failure leaves an earlier file intact.
     """
     path = Path(path)
     events, seen_pids, seen_tids = [], set(), set()
@@ -82,9 +85,9 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
     doc = {"traceEvents": labels + events, "displayTimeUnit": "ms"}
     if meta:
         doc["otherData"] = dict(meta)
+    text = json.dumps(doc, ensure_ascii=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    return path
+    return atomic_write(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
 
 
 def schedule_rank_trace(trace: RankTrace, where: str = "trace") -> dict[int, tuple[float, float]]:
