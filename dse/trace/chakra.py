@@ -380,9 +380,10 @@ def write_trace_set(ts: TraceSet, out_dir: Path) -> list[Path]:
     paths written (role files in ``ts.roles`` order, then ``roles.json``).
 
     Every file is encoded in memory first, then written to a temporary file beside its
-    target and renamed into place (:func:`dse.report.atomic.atomic_write`), the role files
-    first and ``roles.json`` last: a failure while encoding or writing leaves the previous
-    trace set as it was."""
+    target; only when all are written are they renamed into place
+    (:func:`dse.report.atomic.atomic_write`), the role files first and ``roles.json``
+    last: a failure while encoding or writing leaves the previous trace set as it was
+    (a kill between two renames, a window of microseconds, can leave a mix)."""
     out_dir = Path(out_dir)
     unknown = sorted(set(ts.rank_role) - set(ts.roles))
     require(not unknown, str(out_dir), "rank_role",
@@ -408,9 +409,18 @@ def write_trace_set(ts: TraceSet, out_dir: Path) -> list[Path]:
     text = json.dumps(index, indent=1, ensure_ascii=False) + "\n"
     files.append((out_dir / ROLES_FILE, text.encode("utf-8")))
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path, data in files:
-        atomic_write(path, lambda t, data=data: Path(t).write_bytes(data))
+    _write_all([files[-1], *files[:-1]])
     return [path for path, _ in files]
+
+
+def _write_all(files: list[tuple[Path, bytes]], k: int = 0) -> None:
+    """Write every ``(path, data)`` through nested :func:`~dse.report.atomic.atomic_write`
+    calls: all temporary files are written (and flushed) before the first rename, and
+    the renames run innermost first, ``files[0]`` last -- so a failure while writing
+    any file renames none, and the index (``files[0]``) names only files already in place."""
+    if k < len(files):
+        path, data = files[k]
+        atomic_write(path, lambda t: (Path(t).write_bytes(data), _write_all(files, k + 1)))
 
 
 def read_et_file(path: Path) -> tuple[dict[str, str], list[TraceNode]]:
