@@ -139,3 +139,47 @@ def test_rerun_replaces_outputs(tmp_path, capsys):
     assert main(ARGS + ["--out", str(out), "--global-batch", "16"]) == 0
     assert files(out).keys() == first.keys() and files(out) != first
     assert chakra.read_trace_set(out).meta["micro_batches"] == "4"
+
+
+# ---------------------------------------------------------------- ZeRO-3 per FSDP unit
+
+Z3 = [(fw, pp) for fw in (0, 1, 2, 3) for pp in (1, 2)]   # megatron deepspeed fsdp fsdp2
+
+
+@pytest.mark.parametrize("fw,pp", Z3, ids=lambda x: str(x))
+def test_zero3_trace_issues_the_models_per_unit_collectives(fw, pp):
+    """Per role, the trace's ZeRO-3 collectives are the model's (dse.train.zero3): as many
+    unit / root all-gathers and reduce-scatters as its per-step counts, each with the
+    bytes and time of the graph's op (dse.graph.train.zero3_ops), copy-outs likewise."""
+    import jax
+
+    from dse.graph.ops import time_s
+    from dse.cost.rates import rates
+    from dse.spec.numerics import as_float
+    from dse.train.step import step_and_schedule
+
+    model = get_model("llama3-8b")
+    lay = Layout(tp=2, pp=pp, dp=4, mbs=1, zero=3)
+    wl = Workload(global_batch=16, seq_len=1024, framework=fw)
+
+    def model_side(model, wl, lay, hw):
+        _, sched, g = step_and_schedule(model, wl, lay, hw)
+        m, w, l = as_float(model, wl, lay)
+        r = rates(hw, w.precision)
+        return sched.zero3_calls, [(getattr(o, "size_bytes", 0.0) * o.calls, time_s(o, hw, r)) for o in g.zero3]
+
+    calls, ops = jax.device_get(jax.jit(model_side)(model, wl, lay, HW))
+    ts = generate_trace_set(model, wl, lay, HW)
+    names = ("param all-gather", "grad reduce-scatter", "root param all-gather",
+             "root grad reduce-scatter")
+    for role, t in ts.roles.items():
+        nodes = t.nodes
+        for i, key in enumerate(names):
+            hits = [n for n in nodes if n.name.rsplit(" dp", 1)[0].split(" u")[0].endswith(key)
+                    and ("root" in key) == ("root" in n.name) and not n.name.endswith("copy-out")]
+            assert len(hits) == pytest.approx(float(calls[i])), (role, key)
+            assert all(n.group_dim == "dp" for n in hits)
+            assert all(n.comm_bytes == pytest.approx(float(ops[i][0]), rel=1e-6) for n in hits)
+            assert all(n.duration_s == pytest.approx(float(ops[i][1]), rel=1e-6) for n in hits)
+        copies = [n for n in nodes if n.name.endswith("copy-out")]
+        assert len(copies) == (pytest.approx(float(calls[4])) if float(ops[4][1]) > 0 else 0)
