@@ -35,7 +35,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from dse.errors import InputError, require
-from dse.trace.graph import CollectiveKind, NodeKind, RankTrace, TraceNode, TraceSet
+from dse.report.atomic import atomic_write
+from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankTrace, TraceNode, TraceSet
 
 PACKAGE = "ChakraProtoMsg"
 CHAKRA_VERSION = "0.0.4"  # GlobalMetadata.version Chakra's own converters write
@@ -326,36 +327,100 @@ def _rank_ranges(rank_role: list[str]) -> list[list]:
     return out
 
 
+_VARINT_TABLE: list[bytes] = []
+
+
+def _varints(n: int) -> list[bytes]:
+    """``_varint(i)`` for ``i < n`` (at least 2**14), computed once and kept."""
+    if len(_VARINT_TABLE) < n:
+        _VARINT_TABLE[:] = ([bytes((i,)) for i in range(128)]
+                            + [bytes((0x80 | (i & 0x7F), i >> 7))
+                               for i in range(128, 1 << 14)]
+                            + [_varint(i) for i in range(1 << 14, max(n, 1 << 14))])
+    return _VARINT_TABLE
+
+
+def _encode_table(table: NodeTable, rank: int, where: str) -> list[bytes]:
+    """The framed Chakra messages of a role's :class:`NodeTable`, byte-identical to
+    ``node_to_chakra(node).SerializeToString()`` of each materialized node: a ``Node`` is
+    serialized in field-number order (protobuf encoding spec, "Field order"), and of its
+    fields only ``id`` (1), ``name`` (2) and the packed ``data_deps`` (5) differ between
+    nodes of one body -- ``type`` (3) and ``duration_micros`` (7), ``attr`` (10) are the
+    body's, serialized once (with ``id = 0``, an empty name and no deps, which proto3
+    leaves out) and split around ``data_deps``."""
+    bodies = []
+    for p in table.protos:
+        buf = node_to_chakra(p, rank, where).SerializeToString()
+        assert buf[0] == 0x18 and buf[1] < 0x80      # type: tag 3 varint, one-byte value
+        bodies.append((buf[:2], buf[2:]))              # before / after data_deps
+    n = len(table.body)
+    V = _varints(n + 2)
+    vi = lambda i: V[i] if i < len(V) else _varint(i)
+    chunks = []
+    append = chunks.append
+    for i, (b, name, deps) in enumerate(zip(table.body, table.names, table.deps)):
+        before, after = bodies[b]
+        parts = [b"\x08" + V[i]] if i else []        # id (uint64, left out when 0)
+        if name:
+            nb = name.encode("utf-8")
+            parts.append(b"\x12" + vi(len(nb)) + nb)
+        parts.append(before)
+        if deps:
+            packed = b"".join([V[d] for d in deps])
+            parts.append(b"\x2a" + vi(len(packed)) + packed)
+        parts.append(after)
+        msg = b"".join(parts)
+        append(vi(len(msg)))
+        append(msg)
+    return chunks
+
+
 def write_trace_set(ts: TraceSet, out_dir: Path) -> list[Path]:
     """Write one ``<role>.et`` per role and ``roles.json`` into ``out_dir``; return the
-    paths written (role files in ``ts.roles`` order, then ``roles.json``).  Each file is
-    written atomically (dse.report.atomic): a killed run leaves the previous files."""
-    from dse.report.atomic import atomic_write
+    paths written (role files in ``ts.roles`` order, then ``roles.json``).
+
+    Every file is encoded in memory first, then written to a temporary file beside its
+    target; only when all are written are they renamed into place
+    (:func:`dse.report.atomic.atomic_write`), the role files first and ``roles.json``
+    last: a failure while encoding or writing leaves the previous trace set as it was
+    (a kill between two renames, a window of microseconds, can leave a mix)."""
     out_dir = Path(out_dir)
     unknown = sorted(set(ts.rank_role) - set(ts.roles))
     require(not unknown, str(out_dir), "rank_role",
             f"every rank's role must be a key of roles, but got unknown {unknown[:5]}")
-    out_dir.mkdir(parents=True, exist_ok=True)
     meta = GlobalMetadata(version=CHAKRA_VERSION,
                           attr=[{"name": k, "string_val": v} for k, v in ts.meta.items()])
     head = meta.SerializeToString()
     taken: set[str] = set()
-    paths, roles = [], {}
+    files, roles = [], {}
     for role, trace in ts.roles.items():
         path = out_dir / _file_name(role, taken)
         chunks = [_varint(len(head)), head]
-        for node in trace.nodes:
-            buf = node_to_chakra(node, trace.rank, f"role {role!r}").SerializeToString()
-            chunks += [_varint(len(buf)), buf]
-        data = b"".join(chunks)
-        atomic_write(path, lambda t, data=data: Path(t).write_bytes(data))
-        paths.append(path)
+        if trace.table is not None:
+            chunks += _encode_table(trace.table, trace.rank, f"role {role!r}")
+        else:
+            for node in trace.nodes:
+                buf = node_to_chakra(node, trace.rank, f"role {role!r}").SerializeToString()
+                chunks += [_varint(len(buf)), buf]
+        files.append((path, b"".join(chunks)))
         roles[role] = {"file": path.name, "rank": trace.rank}
     index = {"format": ROLES_FORMAT, "meta": ts.meta, "roles": roles,
              "rank_role": _rank_ranges(ts.rank_role)}
     text = json.dumps(index, indent=1, ensure_ascii=False) + "\n"
-    atomic_write(out_dir / ROLES_FILE, lambda t: Path(t).write_text(text, encoding="utf-8"))
-    return paths + [out_dir / ROLES_FILE]
+    files.append((out_dir / ROLES_FILE, text.encode("utf-8")))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_all([files[-1], *files[:-1]])
+    return [path for path, _ in files]
+
+
+def _write_all(files: list[tuple[Path, bytes]], k: int = 0) -> None:
+    """Write every ``(path, data)`` through nested :func:`~dse.report.atomic.atomic_write`
+    calls: all temporary files are written (and flushed) before the first rename, and
+    the renames run innermost first, ``files[0]`` last -- so a failure while writing
+    any file renames none, and the index (``files[0]``) names only files already in place."""
+    if k < len(files):
+        path, data = files[k]
+        atomic_write(path, lambda t: (Path(t).write_bytes(data), _write_all(files, k + 1)))
 
 
 def read_et_file(path: Path) -> tuple[dict[str, str], list[TraceNode]]:

@@ -25,14 +25,12 @@ def _summary_links(res, k: int = 5) -> list[str]:
 
 
 def cmd_trace(a) -> int:
-    import jax
     from dse.cli_layout import resolve_layout
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
     from dse.sim.topology import topology_for_hardware
-    from dse.trace.generate import generate_trace_set, rank_grid
+    from dse.trace.generate import generate_trace_set, model_step_time_s, rank_grid
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
-    from dse.train.step import train_step
 
     from dse.report.atomic import check_output_dir, make_output_dir
     check_output_dir(a.out, "--out", create=False)       # before any work; created below
@@ -54,7 +52,7 @@ def cmd_trace(a) -> int:
     out = make_output_dir(a.out, "--out")
     paths = write_trace_set(ts, out)
     ts = read_trace_set(out)          # replay what was written (round trip)
-    vec = float(jax.jit(train_step)(model, wl, lay, hw).step_time_s)
+    vec = model_step_time_s(model, wl, lay, hw)
     nodes = sum(len(t.nodes) for t in ts.roles.values())
     print(f"{model.name} on {a.gpus} x {hw.name}: {ts.meta['layout']}")
     print(f"  wrote {len(paths) - 1} Chakra ET files ({nodes} nodes) + roles.json to {out}/")

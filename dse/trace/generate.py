@@ -2,10 +2,11 @@
 
 :func:`generate_trace_set` turns one design point (model, workload, layout, hardware)
 into a :class:`~dse.trace.graph.TraceSet`: one role per pipeline stage (ranks that differ
-only in their TP/CP/DP coordinates run the same program), every duration taken from the
-same cost functions :func:`dse.train.step.train_step` uses (``layer_cost``,
-``gemm_time_s``, ``memory_bound_time_s``, ``group_collective_s``, ``group_p2p_s``) --
-no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. SC'21):
+only in their TP/CP/DP coordinates run the same program; each role a
+:class:`~dse.trace.graph.NodeTable` of shared node bodies, encoded in bulk by the Chakra
+writer and turned into :class:`~dse.trace.graph.TraceNode` objects only when read), every
+duration from one jitted call (:func:`_costs`: reductions of the operator graph
+:func:`dse.train.step.train_step` reduces) -- no cost arithmetic here.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. SC'21):
 
 * stream 0 (compute, in program order): per layer one forward compute node, then its
   TP collectives (2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters, each the
@@ -43,10 +44,22 @@ no new formulas.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. S
   compute stream waits for them at the end of each backward pass (FSDP
   ``SHARD_GRAD_OP``'s post-backward callback; the cost model's per-micro-batch
   ``max(0, rs - bwd_window)``); ZeRO-1/2 parameter all-gather per layer on stream 1 before that
-  layer's first forward.  ZeRO-3: parameter
-  all-gathers before each layer's forward and backward of every micro-batch (stream 1,
-  prefetching) and gradient reduce-scatters after each backward (stream 2).
-  With CP the DP group is the dp x cp ranks of one TP coordinate: a "cp" collective on
+  layer's first forward.
+* ZeRO-3 / FSDP, per FSDP unit as the framework issues them (:mod:`dse.spec.frameworks`,
+  the collectives of :func:`dse.graph.train.zero3_ops`, the schedule of
+  :mod:`dse.train.zero3`): ``z3_units_per_layer`` unit all-gathers before each layer pass
+  (stream 1; the root unit -- embedding, LM head -- before the micro-batch's first
+  layer), each prefetch waiting for the compute two layer passes back (depth 1: one unit
+  buffer ahead; depth 0: the previous pass), a copy-out per gathered unit on the compute
+  stream where the framework copies (FSDP2, DeepSpeed); in backward the first unit is the
+  one forward left gathered, with the root re-gathered in its place where the framework
+  reshards it (``z3_root_regather_in_bwd``); per-unit gradient reduce-scatters after each
+  layer's backward (stream 2; the root's after the micro-batch's last), every micro-batch
+  or only the last (``z3_grad_sync_every_microbatch``); with ``pp > 1`` a framework that
+  keeps the gathered parameters (``z3_regather_with_pp`` false) gathers once per step and
+  reduces once.  So the trace runs exactly the model's per-step counts
+  (``StepSchedule.zero3_calls``, a test).
+* With CP the DP group is the dp x cp ranks of one TP coordinate: a "cp" collective on
   the full buffer plus a "dp" collective on ``1/cp`` of it (the hierarchical split).
 * optimizer step (compute) after the last gradient collective.
 
@@ -65,12 +78,13 @@ from dse.cost.collectives import NCCL_OVERLAP_SMS
 from dse.errors import require
 from dse.graph.ops import flops, time_s, unit_time_s
 from dse.graph.train import dp_bucket_ops
+from dse.spec.frameworks import profile
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
-from dse.trace.graph import CollectiveKind, NodeKind, RankGrid, RankTrace, TraceNode, TraceSet
+from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
@@ -82,6 +96,7 @@ AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
 
 
 DP_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+Z3_OPS = ("unit_ag", "unit_rs", "root_ag", "root_rs")    # dse.graph.train.zero3_ops order
 
 
 @jax.jit
@@ -103,6 +118,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     dp_steps = {kind: {dim: (o.size_bytes, time_s(o, hw, r)) for dim, o in
                        dp_bucket_ops(lay, P, layers_per_stage(model, lay), kind)}
                 for kind in DP_KINDS}
+    z3 = {name: _z3_steps(o, lay, hw, r) for name, o in zip(Z3_OPS, g.zero3[:4])}
+    z3["copy_out"] = time_s(g.zero3[4], hw, r)
     p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
     head_f, head_b = lm_head_s(model, wl, lay, hw, r)
     return dict(
@@ -114,21 +131,41 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
         optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
         accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
-        dp=dp_steps)
+        dp=dp_steps, z3=z3, step_time_s=res.step_time_s)
+
+
+def _z3_steps(op, lay: Layout, hw: Hardware, r) -> dict:
+    """``{dim: (bytes, seconds)}`` of one call of a per-unit ZeRO-3 collective of
+    :func:`dse.graph.train.zero3_ops` (over the ``dp x cp`` ranks of one TP coordinate) as
+    the trace issues it: over the ``cp`` ranks on the whole buffer, then over the ``dp``
+    groups on ``1/cp`` of it -- the split of :func:`dse.graph.train.dp_bucket_ops`; with
+    ``cp == 1`` the "dp" step is the graph's op itself.  A reduce-scatter of a bucket
+    spanning several units (``calls < 1``, DeepSpeed) is issued per unit with its share of
+    the bucket's bytes and time."""
+    inner = op.replace(n=lay.cp * 1.0, group="cp")
+    outer = op.replace(size_bytes=op.size_bytes / lay.cp, n=lay.dp * 1.0,
+                       stride=lay.tp * lay.cp * 1.0, group="dp")
+    return {dim: (o.size_bytes * o.calls, time_s(o, hw, r)) for dim, o in (("cp", inner), ("dp", outer))}
 
 
 class _Builder:
-    """Appends nodes to one role, tracking the last node of every stream."""
+    """Appends nodes to one role's :class:`~dse.trace.graph.NodeTable`: a node is its
+    body (a shared prototype: kind, stream, duration, bytes, group ...), its name and its
+    data dependencies (``None`` entries dropped, sorted, unique)."""
 
     def __init__(self):
-        self.nodes: list[TraceNode] = []
+        self.table = t = NodeTable()
+        self.proto = t.proto
+        self._body, self._names, self._deps = t.body.append, t.names.append, t.deps.append
+        self.n = 0
 
-    def add(self, name, kind, stream=0, deps=(), **kw) -> int:
-        i = len(self.nodes)
-        self.nodes.append(TraceNode(id=i, name=name, kind=kind, stream=stream,
-                                    data_deps=sorted({d for d in deps if d is not None}),
-                                    **kw))
-        return i
+    def add(self, name: str, body: int, deps=()) -> int:
+        ds = [d for d in deps if d is not None]
+        self._body(body)
+        self._names(name)
+        self._deps(sorted(set(ds)) if len(ds) > 1 else ds)
+        self.n += 1
+        return self.n - 1
 
 
 def _int(x) -> int:
@@ -169,9 +206,13 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
-    raw = _costs(model, wl, lay, hw)
+    raw = jax.device_get(_costs(model, wl, lay, hw))   # one transfer, then host floats
     dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
                 for kind, steps in raw.pop("dp").items()}
+    z3_raw = raw.pop("z3")
+    z3_copy_s = float(z3_raw.pop("copy_out"))
+    z3_steps = {name: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
+                for name, steps in z3_raw.items()}
     c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
     L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
@@ -187,6 +228,13 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 
     has_dp = dp * cp > 1
     vpp = _int(lay.vpp)
+    # ZeRO-3 / FSDP schedule of the framework (dse.spec.frameworks, dse.train.zero3)
+    prof = profile(int(wl.framework))
+    z3 = zero >= 3 and has_dp
+    z3_units = max(int(round(prof.z3_units_per_layer)), 1)
+    z3_regather = pp == 1 or prof.z3_regather_with_pp
+    z3_sync_every = prof.z3_grad_sync_every_microbatch and z3_regather
+    z3_ahead = 2 if prof.z3_prefetch_depth >= 1 else 1
     check_layout(model, tp * pp * dp * cp, int(wl.global_batch), int(wl.seq_len),
                  Layout(**{f: _int(getattr(lay, f)) for f in FIELDS}),
                  where=f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}")
@@ -197,6 +245,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
         b = _Builder()
+        P = b.proto
+        add = b.add
         last_s3 = None               # interleaved: last p2p SEND (stream 3)
         last_s4 = None               # interleaved: last p2p RECV (stream 4)
         last_s0 = None               # last node on stream 0
@@ -204,20 +254,50 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         last_s2 = None               # last node on stream 2 (CP, ZeRO-3 grad RS)
         pre_ag: dict[int, int] = {}  # layer -> ZeRO-1/2 param all-gather node
         grad_nodes: list[int] = []
+        # the role's node bodies (everything but id, name and deps)
+        COMP = NodeKind.COMPUTE
+        B_FWD = P(COMP, duration_s=c["fwd"], num_ops=c["fwd_flops"])
+        B_BWD = P(COMP, duration_s=c["bwd"], num_ops=c["bwd_flops"])
+        B_SEL = P(COMP, duration_s=c["sel"])
+        B_WAIT = P(COMP, duration_s=0.0)
+        B_EMB, B_HEAD_F, B_HEAD_B, B_ACCUM, B_OPT = (
+            P(COMP, duration_s=c[k]) for k in ("emb", "head_f", "head_b", "accum", "optimizer"))
+        coll = lambda kk, size, dur, dim, stream=0: P(
+            NodeKind.COLLECTIVE, stream=stream, comm_kind=kk, comm_bytes=size, duration_s=dur,
+            group_dim=dim)
+        if sp:
+            tp_pair = ((coll(AG, c["act_bytes"], c["tp_ag"], "tp"), "tp all-gather"),
+                       (coll(RS, c["act_bytes"], c["tp_rs"], "tp"), "tp reduce-scatter"))
+        else:
+            tp_pair = ((coll(AR, c["act_bytes"], c["tp_ar"], "tp"), "tp all-reduce"),)
+        B_A2A = coll(A2A, c["a2a_bytes"], c["ep_a2a"], "ep")
+        B_CP = coll(AG, c["cp_bytes"], c["cp_exchange"], "cp", 2)
+        dp_bodies = {(kind, stream): [(dim, coll(CollectiveKind(k), size, dur, dim, stream))
+                                      for dim, k, size, dur in dp_colls(kind)]
+                     for kind in DP_KINDS for stream in (1, 2)}
+        z3_bodies = {name: [(dim, coll(kk, size, dur, dim, stream))
+                            for dim, size, dur in z3_steps[name][::-1 if kk is AG else 1]
+                            if (dp if dim == "dp" else cp) > 1]
+                     for name, kk, stream in (("unit_ag", AG, 1), ("root_ag", AG, 1),
+                                              ("unit_rs", RS, 2), ("root_rs", RS, 2))}
+        B_COPY = P(COMP, duration_s=z3_copy_s)
+        passes: list[int] = []       # ZeRO-3: compute node of every layer pass, program order
 
-        def s0(name, kind, deps=(), **kw):
+        def s0(name, body, deps=()):
             nonlocal last_s0
-            last_s0 = b.add(name, kind, 0, (last_s0, *deps), **kw)
+            last_s0 = add(name, body, (last_s0, *deps))
             return last_s0
 
-        def comm(name, kind, stream, steps, deps=()):
+        def comm(name, kind, stream, deps=()):
+            return chain(name, dp_bodies[kind, stream], stream, deps)
+
+        def chain(name, steps, stream, deps=()):
+            """One collective as its (cp, dp) steps on ``stream``, in stream order."""
             nonlocal last_s1, last_s2
             out = None
-            for dim, k, size, dur in steps:
+            for dim, body in steps:
                 prev = last_s1 if stream == 1 else last_s2
-                out = b.add(f"{name} {dim}", kind, stream, (prev, out, *deps),
-                            comm_kind=CollectiveKind(k), comm_bytes=size, duration_s=dur,
-                            group_dim=dim)
+                out = add(f"{name} {dim}", body, (prev, out, *deps))
                 if stream == 1:
                     last_s1 = out
                 else:
@@ -228,79 +308,103 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             if tp == 1:
                 return
             for _ in range(n_pairs):
-                if sp:
-                    for kk, nm in ((AG, "all-gather"), (RS, "reduce-scatter")):
-                        s0(f"{tag} tp {nm}", NodeKind.COLLECTIVE, comm_kind=kk,
-                           comm_bytes=c["act_bytes"], duration_s=c["tp_ag" if kk is AG else "tp_rs"],
-                           group_dim="tp")
-                else:
-                    s0(f"{tag} tp all-reduce", NodeKind.COLLECTIVE, comm_kind=AR,
-                       comm_bytes=c["act_bytes"], duration_s=c["tp_ar"], group_dim="tp")
+                for body, nm in tp_pair:
+                    s0(f"{tag} {nm}", body)
 
         def ep_colls(tag: str):
             if moe and ep > 1:
-                for nm in ("dispatch", "combine"):
-                    s0(f"{tag} ep all-to-all {nm}", NodeKind.COLLECTIVE, comm_kind=A2A,
-                       comm_bytes=c["a2a_bytes"], duration_s=c["ep_a2a"],
-                       group_dim="ep")
+                s0(f"{tag} ep all-to-all dispatch", B_A2A)
+                s0(f"{tag} ep all-to-all combine", B_A2A)
 
-        def layer_pass(mb: int, k: int, bwd: bool, deps0=()):
+        def z3_gather(tag: str, root: bool, units: int):
+            """ZeRO-3: the root unit's and/or this layer's units' parameter all-gathers on
+            stream 1 (``units`` of the layer's units, its last ones), the first waiting for
+            the compute of the layer pass ``z3_ahead`` back (prefetch depth 1: two
+            buffers; depth 0: none ahead); the copy-out of each gathered unit (FSDP2,
+            DeepSpeed) on the compute stream.  Returns the last gather."""
+            j = len(passes)
+            window = passes[j - z3_ahead] if j >= z3_ahead else None
+            out = None
+            if root:
+                out = chain(f"{tag} root param all-gather", z3_bodies["root_ag"], 1, (window,))
+                window = None
+            for i in range(z3_units - units, z3_units):
+                nm = f"{tag} param all-gather" + (f" u{i}" if z3_units > 1 else "")
+                out = chain(nm, z3_bodies["unit_ag"], 1, (window,))
+                window = None
+                if z3_copy_s > 0:
+                    s0(f"{nm} copy-out", B_COPY, (out,))
+            return out
+
+        def layer_pass(mb: int, k: int, bwd: bool, deps0=(), first=False, last=False,
+                       ch=0):
+            """One layer's forward or backward of micro-batch ``mb``; ``first``/``last``:
+            the first/last layer of this chunk pass (chunk ``ch``)."""
             nonlocal last_s2
             tag = f"mb{mb} L{k} {'bwd' if bwd else 'fwd'}"
             deps = [d for d in deps0 if d is not None]
-            if zero >= 3 and has_dp:
-                deps.append(comm(f"{tag} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather")))
+            if z3 and not bwd and (z3_regather or mb == 0):
+                # forward: every unit (and, before the first layer of the micro-batch, the
+                # root) gathered -- every micro-batch, or once per step if kept
+                deps.append(z3_gather(tag, first and ch == 0, z3_units))
+            elif z3 and bwd and z3_regather:
+                # backward: the first unit is the last forward one -- kept, with the root
+                # re-gathered instead (FSDP2), or re-gathered under the LM-head backward
+                root = first and ch == vpp - 1 and prof.z3_root_regather_in_bwd
+                deps.append(z3_gather(tag, root, z3_units - 1 if root else z3_units))
             elif not bwd and mb == 0 and k in pre_ag:
                 deps.append(pre_ag[k])
             cp_node = None
             if cp > 1:
                 n_ex = 2 if bwd else 1   # bwd moves K/V and dK/dV: 2x the forward exchange
                 for _ in range(n_ex):
-                    cp_node = b.add(f"{tag} cp kv exchange", NodeKind.COLLECTIVE, 2,
-                                    (last_s2, last_s0, *deps), comm_kind=AG,
-                                    comm_bytes=c["cp_bytes"],
-                                    duration_s=c["cp_exchange"],
-                                    group_dim="cp")
-                    last_s2 = cp_node
+                    cp_node = last_s2 = add(f"{tag} cp kv exchange", B_CP,
+                                            (last_s2, last_s0, *deps))
             if bwd and (k % L_ch) < rc_per_chunk:
-                s0(f"{tag} recompute", NodeKind.COMPUTE, deps, duration_s=c["fwd"],
-                   num_ops=c["fwd_flops"])
+                s0(f"{tag} recompute", B_FWD, deps)
                 tp_colls(f"{tag} recompute", 2)
                 ep_colls(f"{tag} recompute")
                 deps = []
             elif bwd and selective and c["sel"] > 0:
-                s0(f"{tag} selective recompute", NodeKind.COMPUTE, deps, duration_s=c["sel"])
+                s0(f"{tag} selective recompute", B_SEL, deps)
                 deps = []
-            dur = c["bwd"] if bwd else c["fwd"]
-            s0(f"{tag}", NodeKind.COMPUTE, deps, duration_s=dur,
-               num_ops=c["bwd_flops" if bwd else "fwd_flops"])
+            s0(tag, B_BWD if bwd else B_FWD, deps)
             tp_colls(tag, 2)
             ep_colls(tag)
             if cp_node is not None:
-                s0(f"{tag} cp wait", NodeKind.COMPUTE, (cp_node,), duration_s=0.0)
-            if bwd and zero >= 3 and has_dp:
-                grad_nodes.append(comm(f"{tag} grad reduce-scatter", NodeKind.COLLECTIVE, 2,
-                                       dp_colls("reduce_scatter"), (last_s0,)))
-            elif bwd and (mb == m - 1 or zero == 2) and has_dp:
+                s0(f"{tag} cp wait", B_WAIT, (cp_node,))
+            if z3:
+                passes.append(last_s0)
+            if z3 and bwd and (z3_sync_every or mb == m - 1):
+                # each unit's gradients reduce-scattered after its backward (every
+                # micro-batch, or only the last: Megatron's no_sync), the root's last
+                out = None
+                for i in range(z3_units):
+                    out = chain(f"{tag} grad reduce-scatter" + (f" u{i}" if z3_units > 1 else ""),
+                                z3_bodies["unit_rs"], 2, (last_s0,))
+                if last and ch == 0:
+                    out = chain(f"{tag} root grad reduce-scatter", z3_bodies["root_rs"], 2,
+                                (last_s0,))
+                grad_nodes.append(out)
+            elif not z3 and bwd and (mb == m - 1 or zero == 2) and has_dp:
                 kind = "all_reduce" if zero == 0 else "reduce_scatter"
-                grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}",
-                                       NodeKind.COLLECTIVE, 1, dp_colls(kind),
+                grad_nodes.append(comm(f"{tag} grad {kind.replace('_', '-')}", kind, 1,
                                        (last_s0,)))
 
         def p2p(kind, name, delta, tag) -> int | None:
             """A pipeline SEND/RECV: blocking on stream 0 (1F1B), asynchronous on streams
             3 (send, after the producing pass) / 4 (recv, posted early) when interleaved."""
             nonlocal last_s3, last_s4
-            kw = dict(comm_bytes=c["p2p_bytes"], duration_s=c["p2p"], group_dim="pp",
-                      peer_delta=delta, tag=tag)
+            stream = 0 if vpp == 1 else (3 if kind is NodeKind.SEND else 4)
+            body = P(kind, stream=stream, comm_bytes=c["p2p_bytes"], duration_s=c["p2p"],
+                     group_dim="pp", peer_delta=delta, tag=tag)
             if vpp == 1:
-                s0(name, kind, **kw)
+                s0(name, body)
                 return None
             if kind is NodeKind.SEND:
-                last_s3 = b.add(name, kind, 3, (last_s3, last_s0), **kw)
+                last_s3 = add(name, body, (last_s3, last_s0))
                 return None
-            last_s4 = b.add(name, kind, 4, (last_s4,), **kw)
+            last_s4 = add(name, body, (last_s4,))
             return last_s4
 
         def pass_p2p(v: int, act: bool, send: bool):
@@ -321,12 +425,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 d, t = pass_p2p(v, True, False)
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv act", d, t)
             if v == 0:
-                s0(f"mb{mb} embedding", NodeKind.COMPUTE, (dep,), duration_s=c["emb"])
+                s0(f"mb{mb} embedding", B_EMB, (dep,))
             for k in range(ch * L_ch, (ch + 1) * L_ch):
-                layer_pass(mb, k, False, (dep,))
+                layer_pass(mb, k, False, (dep,), k == ch * L_ch, k == (ch + 1) * L_ch - 1, ch)
                 dep = None
             if v == n_virt - 1:
-                s0(f"mb{mb} lm-head+loss", NodeKind.COMPUTE, duration_s=c["head_f"])
+                s0(f"mb{mb} lm-head+loss", B_HEAD_F)
             else:
                 d, t = pass_p2p(v, True, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send act", d, t)
@@ -339,17 +443,16 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 d, t = pass_p2p(v, False, False)
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv grad", d, t)
             else:
-                s0(f"mb{mb} lm-head bwd", NodeKind.COMPUTE, duration_s=c["head_b"])
+                s0(f"mb{mb} lm-head bwd", B_HEAD_B)
             for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
-                layer_pass(mb, k, True, (dep,))
+                layer_pass(mb, k, True, (dep,), k == (ch + 1) * L_ch - 1, k == ch * L_ch, ch)
                 dep = None
             if ch == 0 and c["accum"] > 0:
-                s0(f"mb{mb} grad accumulation", NodeKind.COMPUTE, duration_s=c["accum"])
+                s0(f"mb{mb} grad accumulation", B_ACCUM)
             if zero == 2 and has_dp:
                 # the compute stream waits for this pass's gradient reduce-scatters at the
                 # end of backward (FSDP's post-backward callback, DeepSpeed's epilogue)
-                s0(f"mb{mb}{tag_c} grad reduce-scatter wait", NodeKind.COMPUTE, (last_s1,),
-                   duration_s=0.0)
+                s0(f"mb{mb}{tag_c} grad reduce-scatter wait", B_WAIT, (last_s1,))
             if v > 0:
                 d, t = pass_p2p(v, False, True)
                 p2p(NodeKind.SEND, f"mb{mb}{tag_c} send grad", d, t)
@@ -357,12 +460,11 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         # ZeRO-1/2: parameter all-gather (after last step's optimizer) overlapping mb 0
         if zero in (1, 2) and has_dp:
             for k in range(L_st):
-                pre_ag[k] = comm(f"L{k} param all-gather", NodeKind.COLLECTIVE, 1,
-                                 dp_colls("all_gather"))
+                pre_ag[k] = comm(f"L{k} param all-gather", "all_gather", 1)
         for fwd, mb, ch in pipeline_order(pp, vpp, m, s):
             (forward if fwd else backward)(mb, ch)
-        s0("optimizer step", NodeKind.COMPUTE, grad_nodes, duration_s=c["optimizer"])
-        roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, nodes=b.nodes)
+        s0("optimizer step", B_OPT, grad_nodes)
+        roles[f"stage{s}"] = RankTrace(rank=s * tp * cp * dp, table=b.table)
 
     rank_role = [f"stage{grid.coord(r, 'pp')}" for r in range(grid.size)]
     meta = {
@@ -378,6 +480,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         "generator": "dse.trace.generate",
     }
     return TraceSet(roles=roles, rank_role=rank_role, meta=meta)
+
+
+def model_step_time_s(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> float:
+    """The vectorized model's step time of the design point (``train_step(...).step_time_s``),
+    from the same jitted call that gives the trace its durations -- no second compile."""
+    return float(jax.device_get(_costs(model, wl, lay, hw)["step_time_s"]))
 
 
 def rank_grid(lay: Layout) -> RankGrid:

@@ -63,12 +63,93 @@ class TraceNode:
     ctrl_deps: list[int] = field(default_factory=list)
 
 
-@dataclass
-class RankTrace:
-    """The op sequence one role executes; ``rank`` is its representative global rank."""
+class NodeTable:
+    """One role's nodes in columns, as the generator builds them: node ``i`` has id ``i``,
+    name ``names[i]``, data dependencies ``deps[i]`` (sorted, unique), no control
+    dependencies, and every other field from its *body* ``protos[body[i]]`` -- the few
+    distinct node bodies of a role (a layer's forward, a TP all-gather, a pipeline SEND
+    ...) are shared by all micro-batches and layers, so a node costs three list entries
+    instead of a :class:`TraceNode` (rank symmetry within a role: only ids, names and
+    dependencies differ).  :meth:`materialize` gives the :class:`TraceNode` list."""
 
-    rank: int
-    nodes: list[TraceNode]
+    __slots__ = ("protos", "body", "names", "deps", "_index")
+
+    def __init__(self):
+        self.protos: list[TraceNode] = []
+        self.body: list[int] = []
+        self.names: list[str] = []
+        self.deps: list[list[int]] = []
+        self._index: dict[tuple, int] = {}
+
+    def proto(self, kind: NodeKind, **fields) -> int:
+        """The index of the body with these fields (``id``/``name``/deps excluded), added
+        on first use."""
+        key = (kind, *sorted(fields.items()))
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self.protos)
+            self.protos.append(TraceNode(id=0, name="", kind=kind, **fields))
+        return i
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    def materialize(self) -> list[TraceNode]:
+        """The nodes as :class:`TraceNode` objects (each its own; the dependency lists are
+        handed over, not copied -- the table is not used after this)."""
+        new, bodies, out = object.__new__, [p.__dict__ for p in self.protos], []
+        append = out.append
+        for i, (b, name, deps) in enumerate(zip(self.body, self.names, self.deps)):
+            n = new(TraceNode)
+            d = n.__dict__
+            d.update(bodies[b])
+            d["id"], d["name"], d["data_deps"], d["ctrl_deps"] = i, name, deps, []
+            append(n)
+        return out
+
+
+class RankTrace:
+    """The op sequence one role executes; ``rank`` is its representative global rank.
+
+    Built either from a node list or from a :class:`NodeTable` (the generator's columnar
+    form); :attr:`nodes` materializes the table on first access, after which the list is
+    the one truth (callers may edit nodes) and :attr:`table` is ``None``.  Writers use
+    :attr:`table` when it is set (bulk encoding of shared bodies)."""
+
+    __slots__ = ("rank", "_nodes", "_table")
+
+    def __init__(self, rank: int, nodes: list[TraceNode] | None = None,
+                 table: NodeTable | None = None):
+        if (nodes is None) == (table is None):
+            raise TypeError("RankTrace needs exactly one of nodes and table")
+        self.rank, self._nodes, self._table = rank, nodes, table
+
+    @property
+    def nodes(self) -> list[TraceNode]:
+        if self._nodes is None:
+            self._nodes, self._table = self._table.materialize(), None
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, value: list[TraceNode]) -> None:
+        self._nodes, self._table = value, None
+
+    @property
+    def table(self) -> NodeTable | None:
+        return self._table
+
+    @property
+    def num_nodes(self) -> int:
+        """Node count, without materializing a table."""
+        return len(self._table) if self._nodes is None else len(self._nodes)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, RankTrace):
+            return NotImplemented
+        return self.rank == other.rank and self.nodes == other.nodes
+
+    def __repr__(self) -> str:
+        return f"RankTrace(rank={self.rank!r}, nodes=<{self.num_nodes} nodes>)"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from dse.errors import InputError, require
+from dse.report.atomic import atomic_write
 from dse.trace.graph import RankTrace, TraceSet
 
 
@@ -51,6 +52,8 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
 
     ``process_names`` maps rank -> label (default "rank <r>"), ``thread_names`` maps
     (rank, stream) -> label (default :func:`stream_name`), ``meta`` goes to ``otherData``.
+    The file is written to a temporary file beside ``path`` and renamed into place
+    (:func:`dse.report.atomic.atomic_write`): a failure leaves an earlier file intact.
     """
     path = Path(path)
     events, seen_pids, seen_tids = [], set(), set()
@@ -82,9 +85,8 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
     doc = {"traceEvents": labels + events, "displayTimeUnit": "ms"}
     if meta:
         doc["otherData"] = dict(meta)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from dse.report.atomic import atomic_write
     text = json.dumps(doc, ensure_ascii=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
 
 
