@@ -61,7 +61,7 @@ class Field:
     choices: tuple = ()            # allowed values (strings, or items of a list)
     fields: tuple | None = None    # table / tables / named: the schema of the sub-table(s)
     tag: str = ""                  # tables: the key whose value picks the schema in ``cases``
-    cases: tuple = ()              # ((tag value, fields), ...)
+    cases: tuple = ()              # ((tag value or, for named, table name, fields), ...)
     item: str = ""                 # list: the kind of each item ("" = any)
     min_items: int = 0             # list / integers / strings / tables: fewest items
     rule: str = ""                 # this field's own wording (module docstring)
@@ -199,15 +199,15 @@ def _value(f: Field, v, key: str, out: Problems) -> object:
         if not isinstance(v, dict) or len(v) < f.min_items:
             what = "a non-empty table" if f.min_items else "a table"
             return out.add(key, _say(f, f"must be {what} of named tables, but got {v!r}", v))
-        res = {}
+        res, cases = {}, dict(f.cases)
+        names = tuple(cases) or f.choices
         for name, t in v.items():
-            if f.choices and name not in f.choices:
-                out.add(f"{key}.{name}", f"must be one of {sorted(f.choices)}"
-                        + _did_you_mean(name, f.choices))
+            if names and name not in names:
+                out.add(f"{key}.{name}", f"must be one of {sorted(names)}" + _did_you_mean(name, names))
             elif not isinstance(t, dict):
                 out.add(f"{key}.{name}", f"must be a table, but got {t!r}")
-            elif f.fields is not None:
-                res[name] = check_table(t, f.fields, out, f"{key}.{name}")
+            elif cases.get(name, f.fields) is not None:
+                res[name] = check_table(t, cases.get(name, f.fields), out, f"{key}.{name}")
         return res
     raise ValueError(f"schema: unknown field kind {f.kind!r} for {key}")   # a schema bug
 
@@ -275,5 +275,6 @@ def describe(fields: tuple[Field, ...], prefix: str = "") -> list[tuple[str, str
         if f.fields is not None:
             rows += describe(f.fields, key + sub)
         for tag, fs in f.cases:
-            rows += describe(tuple(g for g in fs if g.key != f.tag), f"{key}[{f.tag}={tag}].")
+            sub = f"{key}[{f.tag}={tag}]." if f.tag else f"{key}.{tag}."
+            rows += describe(tuple(g for g in fs if g.key != f.tag), sub)
     return rows
