@@ -44,6 +44,11 @@ KINDS = {"number": "a finite number", "integer": "an integer", "bool": "true or 
          "strings": "a string or a list of them", "list": "a list", "any": "any value"}
 
 
+def _fmt(x: float) -> str:
+    """A bound as written: integers in full (2147483647), other numbers as ``%g``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
 @dataclass(frozen=True)
 class Field:
     key: str                       # the key in the spec file (human units)
@@ -68,16 +73,16 @@ class Field:
 
     def bounds_text(self) -> str:
         """``key >= lo``, ``key <= hi`` or ``lo <= key < hi`` ("" when unbounded)."""
-        lo = None if self.lo is None else f"{self.lo:g} {'<' if self.lo_open else '<='} {self.key}"
+        lo = None if self.lo is None else f"{_fmt(self.lo)} {'<' if self.lo_open else '<='} {self.key}"
         if self.hi is None:
-            return "" if lo is None else f"{self.key} {'>' if self.lo_open else '>='} {self.lo:g}"
-        hi = f"{'<' if self.hi_open else '<='} {self.hi:g}"
+            return "" if lo is None else f"{self.key} {'>' if self.lo_open else '>='} {_fmt(self.lo)}"
+        hi = f"{'<' if self.hi_open else '<='} {_fmt(self.hi)}"
         return f"{lo} {hi}" if lo else f"{self.key} {hi}"
 
     def chain_text(self) -> str:
         """The bounds lower bound first: ``lo <= key`` / ``lo < key <= hi``."""
-        lo = "" if self.lo is None else f"{self.lo:g} {'<' if self.lo_open else '<='} "
-        hi = "" if self.hi is None else f" {'<' if self.hi_open else '<='} {self.hi:g}"
+        lo = "" if self.lo is None else f"{_fmt(self.lo)} {'<' if self.lo_open else '<='} "
+        hi = "" if self.hi is None else f" {'<' if self.hi_open else '<='} {_fmt(self.hi)}"
         return f"{lo}{self.key}{hi}"
 
     def type_text(self) -> str:

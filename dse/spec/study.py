@@ -131,16 +131,21 @@ VARIANTS_STUDY: tuple[Field, ...] = _HEADER + (
     )),
 )
 
-_KNOB = (_n("low", "lower bound", required=True), _n("high", "upper bound", required=True),
-         Field("log", kind="bool", default=False, doc="sample on a log scale"))
+def _knob(unit: str, fraction: bool) -> tuple[Field, ...]:
+    """``{low, high, log}`` of one knob: a throttle is a fraction in [0, 1); capacities,
+    bandwidths, clocks and SM counts are > 0."""
+    b = dict(lo=0.0, hi=1.0, hi_open=True) if fraction else dict(lo=0.0, lo_open=True)
+    return (_n("low", "lower bound", unit=unit, required=True, **b),
+            _n("high", "upper bound", unit=unit, required=True, **b),
+            Field("log", kind="bool", default=False, doc="sample on a log scale"))
+
 
 CODESIGN_STUDY: tuple[Field, ...] = _HEADER + (
     Field("base", kind="string", required=True, doc="the GPU every trial modifies",
           rule="must be a GPU name, but got {v!r}"),
     _workload(True),
     Field("knobs", kind="named", doc="searched hardware knobs {low, high, log} in their units",
-          cases=tuple((k, tuple(Field(**{**f.__dict__, "unit": u}) if f.key != "log" else f for f in _KNOB))
-                      for k, u in CODESIGN_KNOBS.items())),
+          cases=tuple((k, _knob(u, k == "throttle")) for k, u in CODESIGN_KNOBS.items())),
     Field("cost", kind="table", default={}, doc="per-GPU cost: base + sum coef x attribute", fields=(
         _n("base", "fixed cost per GPU", unit="$k"),
         *(_n(k, f"cost per {u}", unit=f"$k per {u}") for k, u in COST_KEYS.items()))),
