@@ -222,7 +222,7 @@ def _one_of(f: Field, t: dict, key: str, out: Problems) -> dict | None:
         return t if f.fields is None else check_table(t, f.fields, out, key)
     cases = dict(f.cases)
     tag = t.get(f.tag)
-    if tag not in cases:
+    if not isinstance(tag, str) or tag not in cases:
         tf = next((g for g in cases[next(iter(cases))] if g.key == f.tag), None)
         out.add(f"{key}.{f.tag}", _say(tf, f"must be one of {sorted(cases)}, but got {tag!r}", tag)
                 if tf else f"must be one of {sorted(cases)}, but got {tag!r}")

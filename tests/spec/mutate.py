@@ -24,7 +24,8 @@ def path_text(path: tuple) -> str:
 
 def _schema_of(f: Field, item: dict) -> tuple[Field, ...] | None:
     if f.tag:
-        return dict(f.cases).get(item.get(f.tag))
+        tag = item.get(f.tag)
+        return dict(f.cases).get(tag) if isinstance(tag, str) else None
     return f.fields
 
 

@@ -26,7 +26,7 @@ from tests.spec.mutate import broken, path_text
 from tests.spec.tomlw import dumps
 
 REPO = Path(__file__).resolve().parents[2]
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TRAIN = ["--gpus", "8", "--tp", "8", "--global-batch", "8", "--seq", "1024"]
 
 
