@@ -138,8 +138,8 @@ def check_throttle(where: str, field: str, throttle: float) -> float:
 
 def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     """Validate one TOML table (human units, :data:`HARDWARE_FIELDS`, every problem at
-    once) and build a :class:`Hardware` (SI).  A table with ``base = "<catalog name>"`` starts from that
-    catalog table; its other keys override it."""
+    once) and build a :class:`Hardware` (SI).  A table with ``base = "<catalog name>"``
+    starts from that catalog table; its other keys override it."""
     require(isinstance(d, dict), where, name, f"must be a table, but got {type(d).__name__}")
     if "base" in d:
         d = with_base(d, where, name)
