@@ -424,9 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=_tcp_port, default=8080, help="port to listen on")
     s.set_defaults(fn=cmd_dashboard)
 
-    from dse.spec.describe import LIST_WHAT
+    from dse.spec.describe import LIST_WHAT, help_text
     s = add("list", help="catalog models, catalog hardware, --vary knobs, or study files; "
-            "--fields: every key of that file kind (type, unit, bounds, default, doc)")
+            "--fields: every key of that file kind (type, unit, bounds, default, doc)",
+            description=help_text())
     s.add_argument("what", choices=LIST_WHAT, help="what to list (topology, faults: their file keys)")
     s.add_argument("--dir", default="studies", help="where `list studies` looks for <name>.toml")
     s.add_argument("--fields", action="store_true", help="the keys of that file kind, as they are validated")

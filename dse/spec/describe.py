@@ -10,6 +10,7 @@ the validator, the listings and the help; :mod:`dse.spec.schema`).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from dse.errors import InputError
@@ -95,6 +96,22 @@ def listing(what: str, fields: bool = False, study_dir: str = "studies") -> tupl
     if fields or what in ("topology", "faults"):
         return field_table(what)
     return catalog_table(what, study_dir)
+
+
+def help_text() -> str:
+    """The ``dse list -h`` description: every file kind and its top-level keys, from the
+    schemas."""
+    from dse.spec.study import STUDY_SCHEMAS
+    parts = []
+    for what in ("models", "hardware", "topology", "faults"):
+        for title, fields in schemas(what):
+            parts.append(f"{title.split(' (')[0]}: {', '.join(f.key for f in fields)}")
+    kinds = "; ".join(f"{k}: {', '.join(f.key for f in fs[3:])}" for k, fs in STUDY_SCHEMAS.items())
+    parts.append(f"study file: name, kind, description, then per kind -- {kinds}")
+    head = ("Lists the catalogs and study files, or with --fields every key of a file kind "
+            "(type, unit, bounds, default, doc) as it is validated. Keys by file kind:")
+    return "\n".join([textwrap.fill(head, 88)] + [textwrap.fill(p, 88, initial_indent="  ",
+                                                                 subsequent_indent="    ") for p in parts])
 
 
 def format_table(head: tuple, rows: list) -> str:

@@ -107,8 +107,8 @@ class Problems:
 
     def error(self) -> InputError:
         (field, rule), rest = self.items[0], self.items[1:]
-        if rest:
-            more = "; ".join(f"{f}: {r}" for f, r in rest[:MAX_REPORTED - 1])
+        if rest:               # the allowed keys are listed once, with the first problem
+            more = "; ".join(f"{f}: {r.split('; allowed keys are')[0]}" for f, r in rest[:MAX_REPORTED - 1])
             extra = len(rest) - (MAX_REPORTED - 1)
             rule = f"{rule}; also: {more}" + (f"; and {extra} more" if extra > 0 else "")
         return InputError(self.where, field, rule)

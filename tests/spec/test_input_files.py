@@ -148,3 +148,18 @@ def test_list_knobs_docs_come_from_the_hardware_schema(capsys):
     hbm = next(f for f in HARDWARE_FIELDS if f.key == "hbm_bw_tb_s")
     line = next(ln for ln in out.splitlines() if ln.startswith("hbm_bw "))
     assert hbm.key in line and hbm.doc in line
+
+
+def test_list_help_names_every_top_level_key(capsys):
+    from dse.spec.hardware import HARDWARE_FIELDS
+    from dse.spec.network_schema import TOPOLOGY_FIELDS
+    assert main(["list", "--help"]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    for f in HARDWARE_FIELDS + TOPOLOGY_FIELDS:
+        assert f" {f.key}," in flat or f" {f.key} " in flat or f" {f.key}." in flat, f.key
+
+
+def test_later_problems_do_not_repeat_the_allowed_keys():
+    with pytest.raises(InputError) as e:
+        validate_table({"n": 1, "aa": 1, "bb": 2}, SCHEMA, "f.toml")
+    assert str(e.value).count("allowed keys are") == 1 and "bb: unknown key" in str(e.value)
