@@ -36,7 +36,7 @@ class StudyWorkload:
 INT_LIMITS = {"gpus": 1 << 20, "global_batch": 1 << 20, "seq_len": 1 << 24}
 INT_MAX = 2**31 - 1
 #: study ``kind`` values (dse.study.RUNNERS has one runner for each; a test pins it)
-STUDY_KINDS = ("layout", "variants", "codesign", "faults", "upgrade")
+STUDY_KINDS = ("layout", "variants", "codesign", "faults", "upgrade", "serving")
 #: continuous hardware knobs a codesign search may vary, with their units
 #: (dse.studies.codesign.KNOB_UNITS; a test pins it)
 CODESIGN_KNOBS = {"hbm_bw": "TB/s", "hbm_capacity": "GiB", "l2": "MiB", "l2_bw": "TB/s",
@@ -53,8 +53,9 @@ def _s(key: str, doc: str, **kw) -> Field:
 
 
 def _i(key: str, doc: str, lo: int = 1, unit: str = "", **kw) -> Field:
-    return Field(key, kind="integer", lo=lo, hi=kw.pop("hi", INT_MAX), unit=unit, doc=doc,
-                 rule=kw.pop("rule", f"must be an integer >= {lo}, but got {{v!r}}"), **kw)
+    hi = kw.pop("hi", INT_MAX)
+    return Field(key, kind="integer", lo=lo, hi=hi, unit=unit, doc=doc,
+                 rule=kw.pop("rule", f"must be an integer >= {lo} and <= {hi}, but got {{v!r}}"), **kw)
 
 
 def _n(key: str, doc: str, lo: float = 0.0, lo_open: bool = False, unit: str = "", **kw) -> Field:
@@ -188,9 +189,32 @@ UPGRADE_STUDY: tuple[Field, ...] = _HEADER + (
     _VARIANTS,
 )
 
+#: serving precisions a study may ask for, and its size limits (dse.studies.serving; a
+#: test pins them)
+SERVING_PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
+SERVING_MAX_BATCH = 1 << 16
+SERVING_MAX_LEN = 1 << 20
+
+SERVING_STUDY: tuple[Field, ...] = _HEADER + (
+    Field("serving", kind="table", doc="what is served", fields=(
+        Field("models", kind="strings", doc="catalog names or Hugging Face ids"),
+        _i("gpus", "GPUs of one replica group", hi=INT_LIMITS["gpus"], unit="GPUs"),
+        _i("input_len", "prompt tokens", hi=SERVING_MAX_LEN, unit="tokens"),
+        _i("output_len", "generated tokens", hi=SERVING_MAX_LEN, unit="tokens"),
+        _i("max_batch", "largest batch tried", hi=SERVING_MAX_BATCH))),
+    Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
+        _s("name", "catalog name", required=True),
+        Field("precisions", kind="strings", choices=SERVING_PRECISIONS, default=("bf16",),
+              doc="fp4: NVFP4 on NVIDIA, MXFP4 on AMD"))),
+    Field("sla", kind="tables", min_items=1, doc="latency targets", fields=(
+        _s("name", "label", required=True),
+        _n("ttft_ms", "time to first token", lo_open=True, unit="ms", required=True),
+        _n("tpot_ms", "time per output token", lo_open=True, unit="ms", required=True))),
+)
+
 STUDY_SCHEMAS: dict[str, tuple[Field, ...]] = {
     "layout": LAYOUT_STUDY, "variants": VARIANTS_STUDY, "codesign": CODESIGN_STUDY,
-    "faults": FAULTS_STUDY, "upgrade": UPGRADE_STUDY}
+    "faults": FAULTS_STUDY, "upgrade": UPGRADE_STUDY, "serving": SERVING_STUDY}
 
 
 def validate_study(d: dict, where: str) -> None:

@@ -56,6 +56,14 @@ def test_schemas_agree_with_the_code_that_reads_them():
     assert set(CODESIGN_KNOBS) == set(KNOB_UNITS) and set(COST_KEYS) == set(COST_TERMS)
     assert S == SAMPLERS and LAYOUT_KEYS == faults.LAYOUT_KEYS
     assert faults.PIN_KEYS == set(LAYOUT_KEYS) | {"recompute", "sp"} and set(RECOMPUTE) >= {"none", "block"}
+    from dse.spec import study as spec_study
+    from dse.studies import serving
+    assert spec_study.SERVING_PRECISIONS == serving.PRECISIONS
+    assert (spec_study.SERVING_MAX_BATCH, spec_study.SERVING_MAX_LEN) == (serving.MAX_BATCH, serving.MAX_LEN)
+    fields = {f.key for f in spec_study.SERVING_STUDY}
+    assert fields == serving.TOP_KEYS
+    assert {f.key for f in next(f for f in spec_study.SERVING_STUDY if f.key == "serving").fields} == \
+        serving.SERVING_KEYS
 
 
 SCHEMA = (Field("n", lo=0.0, lo_open=True, required=True), Field("i", kind="integer", lo=1, default=1),
