@@ -34,6 +34,12 @@ def test_every_study_file_loads(path, monkeypatch):
         parse_workload(d, str(p), hardware_required=False)
 
 
+@pytest.mark.parametrize("path", sorted((REPO / "tests" / "data" / "hf").glob("*.json")), ids=lambda p: p.name)
+def test_every_stored_hf_config_loads(path):
+    from dse.spec.model import get_model
+    assert get_model(str(path)).num_params() > 0
+
+
 @pytest.mark.parametrize("path", TOPOLOGIES, ids=lambda p: p.name)
 def test_every_topology_file_loads(path):
     from dse.sim import load_topology
