@@ -45,6 +45,13 @@ CODESIGN_KNOBS = {"hbm_bw": "TB/s", "hbm_capacity": "GiB", "l2": "MiB", "l2_bw":
 COST_KEYS = {"per_bf16_pflops": "PFLOP/s", "per_hbm_tb_s": "TB/s", "per_hbm_gib": "GiB",
              "per_l2_mib": "MiB", "per_nvlink_gb_s": "GB/s", "per_nic_gb_s": "GB/s"}
 SAMPLERS = ("nsga2", "tpe")           # dse.search.runner.SAMPLERS (a test pins it)
+#: codesign objectives (dse.studies.codesign.OBJECTIVES) and the [tco] prices with their
+#: defaults (dse.studies.codesign_power.TCO_DEFAULTS); a test pins both
+CODESIGN_OBJECTIVES = ("step_time_s", "cluster_cost", "energy_kwh_per_mtok", "usd_per_mtok")
+TCO_FIELDS_UNITS = {"usd_per_cost_unit": ("USD", 1000.0, "USD per unit of the [cost] proxy (capex)"),
+                    "amortization_years": ("years", 4.0, "capex amortization period"),
+                    "usd_per_kwh": ("USD/kWh", 0.10, "electricity price"),
+                    "pue": ("", 1.2, "power usage effectiveness (facility / IT power)")}
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "zero")
 
 
@@ -153,7 +160,12 @@ CODESIGN_STUDY: tuple[Field, ...] = _HEADER + (
     Field("search", kind="table", default={}, doc="the Optuna search", fields=(
         _i("trials", "trials to evaluate", default=200), _i("batch", "trials per vectorized batch", default=40),
         _s("sampler", "Optuna sampler", choices=SAMPLERS, default="nsga2"),
-        _i("seed", "sampler seed", lo=0, hi=2**32 - 1))),
+        _i("seed", "sampler seed", lo=0, hi=2**32 - 1),
+        Field("objectives", kind="list", item="string", choices=CODESIGN_OBJECTIVES, min_items=2,
+              doc="at least two distinct objectives, all minimized (default: step_time_s, cluster_cost)"))),
+    Field("tco", kind="table", default={}, doc="prices of the per-token cost objectives", fields=(
+        *(_n(k, doc, unit=u, default=dflt, lo=1.0 if k == "pue" else 0.0, lo_open=k != "pue")
+          for k, (u, dflt, doc) in TCO_FIELDS_UNITS.items()),)),
     Field("compare", kind="table", default={}, doc="reference GPUs on the Pareto plot", fields=(
         Field("catalog", kind="list", item="string", doc="catalog GPU names"),
         _s("variants_from", "a study file whose [[variants]] are added"))),
