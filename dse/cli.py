@@ -281,45 +281,12 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-LIST_WHAT = ("models", "hardware", "knobs", "studies")
-
-
 def cmd_list(a) -> int:
     """Catalog models (with parameter count), catalog hardware, the --vary knobs, or the
-    study files of --dir with their kind."""
-    if a.what == "models":
-        from dse.spec.model import catalog
-        rows = [(n, f"{m.num_params() / 1e9:.1f}B", m.description) for n, m in catalog().items()]
-        head = ("model", "params", "description")
-    elif a.what == "hardware":
-        from dse.spec.hardware import catalog
-        rows = [(n, f"{float(h.hbm_bytes) / 2**30:.0f} GiB", h.generation, h.description)
-                for n, h in catalog().items()]
-        head = ("hardware", "HBM", "generation", "description")
-    elif a.what == "knobs":
-        from dse.spec.variants import KNOBS, _units_text
-        rows = [(k, fld, f"<k>x or {_units_text(units)}") for k, (fld, units) in KNOBS.items()]
-        rows.append(("throttle", "throttle", "a number in [0, 1]"))
-        head = ("knob", "Hardware field", "values (--vary KNOB=v1,v2,...)")
-    else:
-        from pathlib import Path
-
-        from dse.io import load_toml
-        d = Path(a.dir)
-        if not d.is_dir():
-            raise InputError("--dir", "dir", f"must be a directory of study files (<name>.toml), "
-                             f"but got {a.dir!r}")
-        rows = []
-        for f in sorted(d.glob("*.toml")):
-            try:
-                t = load_toml(f)
-                rows.append((f.stem, str(t.get("kind", "?")), str(t.get("description", ""))))
-            except InputError as e:
-                rows.append((f.stem, "?", f"unreadable: {e}"))
-        head = ("study", "kind", "description")
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head) - 1)]
-    for r in [head, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + str(r[-1]))
+    study files of --dir with their kind; with --fields, every key of that file kind
+    (dse.spec.describe renders both from the input schemas)."""
+    from dse.spec.describe import format_table, listing
+    print(format_table(*listing(a.what, fields=a.fields, study_dir=a.dir)))
     return 0
 
 
@@ -457,9 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=_tcp_port, default=8080, help="port to listen on")
     s.set_defaults(fn=cmd_dashboard)
 
-    s = add("list", help="catalog models, catalog hardware, --vary knobs, or study files")
-    s.add_argument("what", choices=LIST_WHAT, help="what to list")
+    from dse.spec.describe import LIST_WHAT, help_text
+    s = add("list", help="catalog models, catalog hardware, --vary knobs, or study files; "
+            "--fields: every key of that file kind (type, unit, bounds, default, doc)",
+            description=help_text())
+    s.add_argument("what", choices=LIST_WHAT, help="what to list (topology, faults: their file keys)")
     s.add_argument("--dir", default="studies", help="where `list studies` looks for <name>.toml")
+    s.add_argument("--fields", action="store_true", help="the keys of that file kind, as they are validated")
     s.set_defaults(fn=cmd_list)
 
     for mod in ("dse.trace.cli",):

@@ -43,8 +43,8 @@ import numpy as np
 from dse.errors import InputError, require
 from dse.sim.topology import Topology
 from dse.io import load_toml
-
-RECOVERY = ("selective_repeat", "go_back_n")
+from dse.spec.network_schema import FAULTS_FIELDS, RECOVERY  # noqa: F401 (RECOVERY re-exported)
+from dse.spec.schema import validate_table
 
 
 @dataclass(frozen=True)
@@ -202,42 +202,22 @@ def resolve(faults: FaultSet | Sequence[Fault] | None, topo: Topology) -> Resolv
                           down_names=tuple(topo.link_names[i] for i in sorted(down)))
 
 
-_KEYS = {"slow_link": {"kind", "link", "factor"},
-         "link_down": {"kind", "link"},
-         "straggler": {"kind", "rank", "factor"},
-         "packet_loss": {"kind", "link", "p", "recovery", "window_packets"}}
-
-
 def faults_from_dict(data: Mapping[str, Any], where: str = "<faults>") -> FaultSet:
-    """Parse the TOML schema in this module's docstring (names are checked against a
-    topology by :func:`resolve`)."""
-    unknown = set(data) - {"fault"}
-    require(not unknown, where, sorted(unknown)[0] if unknown else "",
-            "unknown key; only `[[fault]]` tables are allowed")
-    raw = data.get("fault", [])
-    require(isinstance(raw, list), where, "fault", "must be an array of tables `[[fault]]`")
+    """Parse the TOML schema in this module's docstring
+    (:data:`dse.spec.network_schema.FAULTS_FIELDS`, every problem of the file in one
+    message; names are checked against a topology by :func:`resolve`)."""
+    v = validate_table(data, FAULTS_FIELDS, where)
     out: list[Fault] = []
-    for i, t in enumerate(raw):
-        f = f"fault[{i}]"
-        require(isinstance(t, dict), where, f, "must be a table")
-        kind = t.get("kind")
-        require(kind in _KEYS, where, f"{f}.kind",
-                f"kind must be one of {sorted(_KEYS)}, but got {kind!r}")
-        unknown = set(t) - _KEYS[kind]
-        require(not unknown, where, f"{f}.{sorted(unknown)[0] if unknown else ''}",
-                f"unknown key for a {kind} fault; allowed keys are {sorted(_KEYS[kind])}")
-        for key in _KEYS[kind] - {"recovery", "window_packets"}:
-            require(key in t, where, f"{f}.{key}", "is required")
+    for t in v["fault"]:
+        kind = t["kind"]
         if kind == "slow_link":
             out.append(SlowLink(t["link"], t["factor"]))
         elif kind == "link_down":
             out.append(LinkDown(t["link"]))
         elif kind == "straggler":
-            require(isinstance(t["rank"], int), where, f"{f}.rank", "must be an integer")
             out.append(Straggler(t["rank"], t["factor"]))
         else:
-            out.append(PacketLoss(t["link"], t["p"], t.get("recovery", "selective_repeat"),
-                                  t.get("window_packets", 64)))
+            out.append(PacketLoss(t["link"], t["p"], t["recovery"], t["window_packets"]))
     return FaultSet(tuple(out), where)
 
 

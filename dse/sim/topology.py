@@ -57,16 +57,14 @@ import numpy as np
 
 from dse.errors import require
 from dse.io import load_toml
+from dse.spec.network_schema import (CROSS_DIM_ALGOS, DIM_ALGOS, DIM_FIELDS, KINDS,  # noqa: F401
+                                     TOPOLOGY_FIELDS)
+from dse.spec.schema import validate_table
 
-KINDS = ("switch", "fat_tree", "rail", "torus2d", "torus3d")
 DEFAULT_NAMES = {"switch": "nvsw", "fat_tree": "ft", "rail": "rail",
                  "torus2d": "torus", "torus3d": "torus"}
-DIM_ALGOS = ("ring", "tree")
-CROSS_DIM_ALGOS = ("hierarchical", "ring", "tree")
-DIM_KEYS = {"kind", "size", "bw_gb_s", "latency_us", "name", "algo", "shape",
-            "leaf_size", "spines", "oversubscription", "spine_latency_us"}
-TOP_KEYS = {"name", "num_gpus", "dim", "collectives"}
-COLL_KEYS = {"cross_dim"}
+DIM_KEYS = {f.key for f in DIM_FIELDS}
+TOP_KEYS = {f.key for f in TOPOLOGY_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -482,82 +480,37 @@ def _build_links(topo: Topology) -> None:
 
 # ---- TOML ---------------------------------------------------------------------------
 
-def _num(v: Any, where: str, f: str, rule: str) -> float:
-    require(isinstance(v, (int, float)) and not isinstance(v, bool), where, f,
-            f"{rule}, but got ({f.rsplit('.', 1)[-1]}={v!r})")
-    return float(v)
-
-
 def topology_from_dict(data: Mapping[str, Any], where: str = "<topology>",
                        num_gpus: int | None = None) -> Topology:
-    """Build a topology from the TOML schema (see module docstring of
+    """Build a topology from the TOML schema (:data:`dse.spec.network_schema.TOPOLOGY_FIELDS`,
+    every problem of the file in one message; see the module docstring of
     :mod:`dse.sim.topology` and ``studies/topologies/*.toml``)."""
-    unknown = set(data) - TOP_KEYS
-    require(not unknown, where, sorted(unknown)[0] if unknown else "",
-            f"unknown key; allowed keys are {sorted(TOP_KEYS)}")
-    dims_raw = data.get("dim")
-    require(isinstance(dims_raw, list) and len(dims_raw) > 0, where, "dim",
-            "at least one `[[dim]]` table must be given")
+    v = validate_table(data, TOPOLOGY_FIELDS, where)
     dims = []
-    for i, raw in enumerate(dims_raw):
+    for i, raw in enumerate(v["dim"]):
         f = f"dim[{i}]"
-        require(isinstance(raw, dict), where, f, "must be a table")
-        unknown = set(raw) - DIM_KEYS
-        require(not unknown, where, f"{f}.{sorted(unknown)[0] if unknown else ''}",
-                f"unknown key; allowed keys are {sorted(DIM_KEYS)}")
-        for key in ("kind", "size", "bw_gb_s", "latency_us"):
-            require(key in raw, where, f"{f}.{key}", "is required")
-        require(isinstance(raw["kind"], str), where, f"{f}.kind", "must be a string")
-        size = raw["size"]
-        require(isinstance(size, int) and not isinstance(size, bool), where,
-                f"{f}.size", f"`size >= 1` (an integer) must hold, but got (size={size!r})")
-        bw = _num(raw["bw_gb_s"], where, f"{f}.bw_gb_s", "`bw_gb_s > 0` must hold")
-        lat = _num(raw["latency_us"], where, f"{f}.latency_us",
-                   "`latency_us >= 0` must hold")
         kw: dict[str, Any] = {}
-        if "name" in raw:
-            require(isinstance(raw["name"], str) and raw["name"].isidentifier(), where,
-                    f"{f}.name", f"must be an identifier, but got {raw['name']!r}")
+        if raw["name"] is not None:
+            require(raw["name"].isidentifier(), where, f"{f}.name",
+                    f"must be an identifier, but got {raw['name']!r}")
             kw["name"] = raw["name"]
-        if "algo" in raw:
-            kw["algo"] = raw["algo"]
-        if "shape" in raw:
-            require(isinstance(raw["shape"], list), where, f"{f}.shape",
-                    "must be a list of integers")
+        if raw["shape"] is not None:
             kw["shape"] = tuple(raw["shape"])
         for key in ("leaf_size", "spines"):
-            if key in raw:
-                v = raw[key]
-                require(isinstance(v, int) and not isinstance(v, bool) and v >= 1, where,
-                        f"{f}.{key}", f"`{key} >= 1` (an integer) must hold, but got "
-                        f"({key}={v!r})")
-                kw[key] = v
-        if "oversubscription" in raw:
-            kw["oversubscription"] = _num(raw["oversubscription"], where,
-                                          f"{f}.oversubscription",
-                                          "`oversubscription >= 1` must hold")
-        if "spine_latency_us" in raw:
-            kw["spine_latency_s"] = _num(raw["spine_latency_us"], where,
-                                         f"{f}.spine_latency_us",
-                                         "`spine_latency_us >= 0` must hold") * 1e-6
-        dims.append(DimSpec(kind=raw["kind"], size=size, bw_bytes_per_s=bw * 1e9,
-                            latency_s=lat * 1e-6, **kw))
-    coll = data.get("collectives", {})
-    require(isinstance(coll, dict), where, "collectives", "must be a table")
-    unknown = set(coll) - COLL_KEYS
-    require(not unknown, where, f"collectives.{sorted(unknown)[0] if unknown else ''}",
-            f"unknown key; allowed keys are {sorted(COLL_KEYS)}")
-    file_n = data.get("num_gpus")
+            if raw[key] is not None:
+                kw[key] = raw[key]
+        dims.append(DimSpec(kind=raw["kind"], size=raw["size"], bw_bytes_per_s=raw["bw_gb_s"] * 1e9,
+                            latency_s=raw["latency_us"] * 1e-6, algo=raw["algo"],
+                            oversubscription=raw["oversubscription"],
+                            spine_latency_s=raw["spine_latency_us"] * 1e-6, **kw))
+    file_n = v["num_gpus"]
     if file_n is not None:
-        require(isinstance(file_n, int) and file_n >= 1, where, "num_gpus",
-                f"`num_gpus >= 1` (an integer) must hold, but got (num_gpus={file_n!r})")
         total = math.prod(dm.size for dm in dims)
         require(total == file_n, where, "dim.size", f"`prod(dim.size) == num_gpus` must "
                 f"hold, but got (prod(dim.size)={total}, num_gpus={file_n})")
-    name = data.get("name", "")
-    require(isinstance(name, str), where, "name", "must be a string")
-    return make_topology(dims, cross_dim_algo=coll.get("cross_dim", "hierarchical"),
-                         name=name, num_gpus=num_gpus, where=where)
+    coll = v["collectives"]
+    cross = coll.get("cross_dim") or "hierarchical"
+    return make_topology(dims, cross_dim_algo=cross, name=v["name"], num_gpus=num_gpus, where=where)
 
 
 def load_topology(path: str | Path, num_gpus: int | None = None) -> Topology:

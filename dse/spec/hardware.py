@@ -90,7 +90,8 @@ EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_hbm", "
 
 # The hardware file schema (human units; docs/architecture.md "Bad input").
 HARDWARE_FIELDS: tuple[Field, ...] = (
-    Field("generation", kind="string", required=True, doc="efficiency constants' generation"),
+    Field("generation", kind="string", required=True, choices=tuple(sorted(GENERATIONS)),
+          doc="efficiency constants' generation"),
     Field("description", kind="string", default="", doc="free text"),
     Field("notes", kind="string", default="", doc="free text"),
     Field("sources", kind="table", default=None, doc="datasheet citations per field"),
@@ -136,16 +137,14 @@ def check_throttle(where: str, field: str, throttle: float) -> float:
 
 
 def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
-    """Validate one TOML table (human units, :data:`HARDWARE_FIELDS`) and build a
-    :class:`Hardware` (SI).  A table with ``base = "<catalog name>"`` starts from that
-    catalog table; its other keys override it."""
+    """Validate one TOML table (human units, :data:`HARDWARE_FIELDS`, every problem at
+    once) and build a :class:`Hardware` (SI).  A table with ``base = "<catalog name>"``
+    starts from that catalog table; its other keys override it."""
     require(isinstance(d, dict), where, name, f"must be a table, but got {type(d).__name__}")
     if "base" in d:
         d = with_base(d, where, name)
     v = validate_table(d, HARDWARE_FIELDS, where, name)
     gen = v["generation"]
-    require(gen in GENERATIONS, where, f"{name}.generation",
-            f"must be one of {sorted(GENERATIONS)}, but got {gen!r}")
     kw: dict = {f.attr: v[f.key] * f.scale for f in HARDWARE_FIELDS
                 if f.attr and f.kind in ("number", "integer") and v[f.key] is not None}
     kw["throttle_clock"] = 1.0 if v["throttle_clock"] else 0.0

@@ -38,8 +38,65 @@ from pathlib import Path
 
 from dse.errors import InputError, require
 from dse.io import load_json
+from dse.spec.schema import Field, Problems, check_table
 
 GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
+INT_MAX = 2**31 - 1
+
+
+def _hf_int(key: str, doc: str, lo: int = 1) -> Field:
+    what = "a positive integer" if lo else "0 (= absent) or a positive integer"
+    return Field(key, kind="integer", lo=lo, hi=INT_MAX, doc=doc,
+                 rule=f"must be {what} <= {INT_MAX}, but got {{v!r}}")
+
+
+#: The keys of a ``config.json`` that are read (module docstring), with their types; every
+#: other key is ignored and a ``null`` is absent.  Cross-key rules (``moe_layer_freq``,
+#: ``mlp_only_layers``) are checked where the keys are combined.
+HF_FIELDS: tuple[Field, ...] = (
+    _hf_int("num_hidden_layers", "-> num_layers"), _hf_int("n_layer", "GPT-2: -> num_layers"),
+    _hf_int("hidden_size", "-> hidden_size"), _hf_int("n_embd", "GPT-2: -> hidden_size"),
+    _hf_int("intermediate_size", "-> ffn_hidden_size (default 4 h)"),
+    _hf_int("n_inner", "GPT-2: -> ffn_hidden_size"),
+    _hf_int("num_attention_heads", "-> num_attention_heads"), _hf_int("n_head", "GPT-2: heads"),
+    _hf_int("num_key_value_heads", "-> num_kv_heads (default: the heads)"),
+    _hf_int("vocab_size", "-> vocab_size"),
+    _hf_int("max_position_embeddings", "-> seq_length (default 2048)"),
+    _hf_int("n_positions", "GPT-2: -> seq_length"),
+    _hf_int("head_dim", "-> kv_channels (0: hidden_size / heads)", lo=0),
+    _hf_int("n_routed_experts", "DeepSeek: -> num_experts", lo=0),
+    _hf_int("num_local_experts", "Mixtral, Llama 4, gpt-oss: -> num_experts", lo=0),
+    _hf_int("num_experts", "Qwen-MoE: -> num_experts", lo=0),
+    _hf_int("num_experts_per_tok", "-> top_k", lo=0),
+    _hf_int("moe_intermediate_size", "-> moe_ffn_hidden_size", lo=0),
+    _hf_int("intermediate_size_mlp", "Llama 4: dense-layer width", lo=0),
+    _hf_int("shared_expert_intermediate_size", "Qwen2-MoE: shared expert width", lo=0),
+    _hf_int("n_shared_experts", "DeepSeek: -> num_shared_experts", lo=0),
+    _hf_int("first_k_dense_replace", "DeepSeek: -> first_k_dense", lo=0),
+    _hf_int("interleave_moe_layer_step", "Llama 4: -> moe_layer_step", lo=0),
+    _hf_int("decoder_sparse_step", "Qwen-MoE: -> moe_layer_step", lo=0),
+    Field("mlp_only_layers", kind="list", item="integer", lo=0, doc="Qwen-MoE: leading dense layers"),
+    *(_hf_int(k, f"MLA: -> {k}", lo=0) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                                                  "qk_nope_head_dim", "v_head_dim")),
+    Field("hidden_act", kind="string", doc="silu / swiglu / swish / geglu: gated MLP"),
+    Field("activation_function", kind="string", doc="GPT-2: the activation"),
+    Field("tie_word_embeddings", kind="bool", doc="-> tied_embeddings"),
+    Field("rms_norm_eps", kind="number", doc="present: RMSNorm"),
+    Field("_name_or_path", kind="string", doc="-> description"),
+    Field("model_type", kind="string", doc="-> description; llama4: one shared expert"),
+    Field("text_config", kind="table", doc="a multimodal wrapper's language model (these keys)"),
+)
+_HF_KEYS = {f.key for f in HF_FIELDS}
+
+
+def check_hf_keys(top: dict, c: dict, where: str) -> None:
+    """Type and range of every key read, in ``top`` and (when the language model sits in
+    ``text_config``) in ``c``; every problem at once."""
+    out = Problems(where)
+    for table, name in ((top, ""), (c, "text_config")) if c is not top else ((top, ""),):
+        check_table({k: v for k, v in table.items() if k in _HF_KEYS and v is not None}, HF_FIELDS,
+                    out, name)
+    out.raise_if_any()
 
 
 def _int_or_zero(c: dict, key: str, where: str) -> int:
@@ -67,6 +124,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     where = str(path)
     top = load_json(path, where)
     c = text_config(top)
+    check_hf_keys(top, c, where)
 
     def get(*keys, default=None):
         for k in keys:

@@ -39,8 +39,9 @@ import numpy as np
 
 from dse.errors import InputError, require
 from dse.io import load_toml
-from dse.spec.hf_config import hf_config_table
+from dse.spec.hf_config import HF_FIELDS, hf_config_table  # noqa: F401 (HF_FIELDS re-exported)
 from dse.spec.pytree import pytree_dataclass
+from dse.spec.schema import Field, validate_table
 
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 
@@ -113,44 +114,72 @@ class Model:
         return int(round(total)) + emb + self.hidden_size
 
 
-_INT_FIELDS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-               "num_kv_heads", "vocab_size", "seq_length", "num_experts", "top_k", "kv_channels")
+INT_MAX = 2**31 - 1          # the sweep's int32 arrays (dse.spec.numerics)
+
+
+def _int(key: str, doc: str, default=None, lo: int = 1) -> Field:
+    what = "a positive integer" if lo else "0 (= hidden_size / num_attention_heads) or a positive integer"
+    return Field(key, key, kind="integer", lo=lo, hi=INT_MAX, default=default, required=default is None,
+                 doc=doc, rule=f"must be {what} <= {INT_MAX}, but got {{v!r}}")
+
+
+def _arch(key: str, doc: str) -> Field:
+    return Field(key, key, kind="integer", lo=0, hi=INT_MAX, default=0, doc=doc,
+                 rule=f"must be a non-negative integer (0 = absent) <= {INT_MAX}, but got {{v!r}}")
+
+
 # MoE / MLA architecture fields: optional, 0 = absent (module docstring)
 ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size",
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+#: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
+#: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
+MODEL_FIELDS: tuple[Field, ...] = (
+    _int("num_layers", "transformer layers"),
+    _int("hidden_size", "model width h"),
+    _int("ffn_hidden_size", "MLP width (dense layers; HF intermediate_size)"),
+    _int("num_attention_heads", "query heads a"),
+    _int("num_kv_heads", "key/value heads g (GQA; = a for MHA)"),
+    _int("vocab_size", "vocabulary"),
+    _int("seq_length", "training context length", default=2048),
+    _int("num_experts", "routed MoE experts per layer (1: dense)", default=1),
+    _int("top_k", "experts each token is routed to", default=1),
+    _int("kv_channels", "head dimension d when not h / a (Megatron --kv-channels, HF head_dim)",
+         default=0, lo=0),
+    _arch("moe_ffn_hidden_size", "one routed expert's FFN width (0: ffn_hidden_size)"),
+    _arch("num_shared_experts", "always-active shared experts (DeepSeekMoE, Llama 4)"),
+    _arch("shared_expert_ffn_hidden_size", "one shared expert's width (0: the expert width)"),
+    _arch("first_k_dense", "leading dense layers (width ffn_hidden_size)"),
+    _arch("moe_layer_step", "every s-th layer is MoE (Llama 4); 0 or 1: all"),
+    _arch("kv_lora_rank", "MLA latent KV width r (0: no MLA)"),
+    _arch("q_lora_rank", "MLA query latent (0: plain q projection)"),
+    _arch("qk_rope_head_dim", "MLA decoupled rotary key/query dims per head"),
+    _arch("qk_nope_head_dim", "MLA non-rotary key/query dims per head"),
+    _arch("v_head_dim", "MLA value dims per head"),
+    Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
+    Field("dropout", kind="bool", default=False, doc="trained with dropout"),
+    Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
+    Field("norm", kind="string", default="layernorm", choices=("layernorm", "rmsnorm"),
+          doc="normalization layer"),
+    Field("description", kind="string", default=None, doc="free text (default: the table name)"),
+    Field("source", kind="string", default="", doc="where the numbers come from"),
+    Field("name", kind="string", default=None, doc="label (default: the table name)"),
+    Field("hf_ids", kind="list", item="string", default=(),
+          doc="Hugging Face repo ids with this architecture (catalog)"),
+    Field("aliases", kind="list", item="string", default=(), doc="other short names of this table"),
+)
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
-_LABELS = ("description", "source", "norm", "name", "hf_ids", "aliases")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
-    """Validate a TOML table (catalog schema) and build a :class:`Model`."""
-    allowed = set(_INT_FIELDS) | set(_BOOL_FIELDS) | set(_LABELS) | set(ARCH_FIELDS)
-    unknown = sorted(set(d) - allowed)
-    require(not unknown, where, f"{name}.{unknown[0] if unknown else ''}",
-            f"unknown key; allowed keys are {sorted(allowed)}")
-    kw = {}
-    for k in _INT_FIELDS:
-        if k not in d and k in ("seq_length", "num_experts", "top_k", "kv_channels"):
-            continue
-        require(k in d, where, f"{name}.{k}", "is required")
-        v = d[k]
-        require(isinstance(v, int) and not isinstance(v, bool) and (v > 0 or (k == "kv_channels" and v == 0)),
-                where, f"{name}.{k}", f"must be a positive integer, but got {v!r}")
-        kw[k] = v
-    for k in _BOOL_FIELDS:
-        v = d.get(k, False)
-        require(isinstance(v, bool), where, f"{name}.{k}", f"must be true or false, but got {v!r}")
-        kw[k] = int(v)
-    for k in ARCH_FIELDS:
-        if k not in d:
-            continue
-        v = d[k]
-        require(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-                where, f"{name}.{k}", f"must be a non-negative integer (0 = absent), but got {v!r}")
-        kw[k] = v
-    m = Model(name=name, description=str(d.get("description", name)),
-              norm=str(d.get("norm", "layernorm")), **kw)
+    """Validate a TOML table (:data:`MODEL_FIELDS`, every problem at once) and build a
+    :class:`Model`."""
+    v = validate_table(d, MODEL_FIELDS, where, name)
+    kw = {f.key: v[f.key] for f in MODEL_FIELDS if f.kind == "integer"}
+    kw.update({k: int(v[k]) for k in _BOOL_FIELDS})
+    m = Model(name=name, description=v["description"] if v["description"] is not None else name,
+              norm=v["norm"], **kw)
     validate_model(m, where)
     return m
 

@@ -17,17 +17,13 @@ from dse.report.markdown import layout_label  # noqa: F401  (re-exported for the
 from dse.spec.hardware import check_precision, get_hardware
 from dse.spec.layout import precision_code
 from dse.spec.model import get_model
-from dse.spec.study import StudyWorkload
+from dse.spec.study import INT_LIMITS, StudyWorkload, validate_study
 
 
 def check_keys(d: dict, allowed: set[str], where: str, table: str) -> None:
     extra = sorted(set(d) - allowed)
     require(not extra, where, f"{table}{extra[0] if extra else ''}",
             f"unknown key; allowed keys are {sorted(allowed)}")
-
-
-#: Largest accepted sizes: the sweep's int32 arrays, and divisor enumerations that end.
-INT_LIMITS = {"gpus": 1 << 20, "global_batch": 1 << 20, "seq_len": 1 << 24}
 
 
 def int_list(d: dict, key: str, where: str, table: str) -> tuple[int, ...]:
@@ -61,8 +57,7 @@ def load_study(path: str) -> tuple[dict, Path]:
     require(p.is_file(), str(p), "file", "must be a TOML file, but it is a directory")
     d = load_toml(p)
     check_name(d.get("name"), str(p))
-    require(isinstance(d.get("kind"), str), str(p), "kind", "must be a string")
-    require(isinstance(d.get("description", ""), str), str(p), "description", "must be a string")
+    validate_study(d, str(p))        # the kind's schema, every problem at once (dse.spec.study)
     return d, p
 
 

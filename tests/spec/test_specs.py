@@ -51,7 +51,7 @@ def hw_catalog_raw():
     ("throttle", 1, "0 <= throttle < 1"),              # no bandwidth left: inf step times
     ("throttle_clock", "no", "must be true or false"),
     ("bogus_key", 1, "unknown key"),
-    ("num_sms", "many", "must be a number"),
+    ("num_sms", "many", "must be an integer"),
     ("num_sms", 0.001, "must be an integer"),
     ("nvlink_domain", 0.5, "must be an integer"),
     ("hbm_bw_tb_s", float("inf"), "finite"),
