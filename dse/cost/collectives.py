@@ -14,8 +14,8 @@ For a buffer of ``size_bytes`` (the full, un-sharded buffer as nccl-tests report
 * all-to-all            ``(n-1)/n * S/bw + (n-1)*alpha``
 * point-to-point        ``S/bw + alpha``
 
-NCCL picks ring or tree by size; we take the faster (``min``).  The group collectives
-(:func:`group_collective_terms`) add NCCL's per-protocol latencies and bandwidths (LL,
+NCCL picks ring or tree by size; we take the faster (``min``).  With ``protocols=True``
+the group collectives (:func:`group_collective_terms`) add NCCL's per-protocol latencies and bandwidths (LL,
 LL128, Simple; ``src/graph/tuning.cc``) and take the fastest protocol, as NCCL's tuner
 does: a 2 MiB all-reduce on 8 NVLink GPUs costs ~57 us (LL128: 14 us base + 14 steps of
 1.9 us + the bytes at 0.92 of the bus bandwidth), not the ~24 us of LL latency at full
@@ -147,7 +147,19 @@ def _protocol_terms(kind: str, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_
     raise ValueError(f"unknown collective {kind!r}")
 
 
-def group_collective_terms(kind: str, size_bytes, n, stride, hw):
+def _alpha_beta_terms(kind: str, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic):
+    """``(t_nvlink, t_nic)`` of the plain alpha-beta model: LL hop latencies at the full
+    (Simple) bandwidth, no base latency (:func:`group_collective_terms`)."""
+    if kind == "all_reduce":
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0,
+                allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
+    if kind in ("reduce_scatter", "all_gather"):
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) + flat_ring_extra_latency_s(local, inter, a_nv),
+                scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool = False):
     """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
     ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
     ``n`` ranks ``stride`` apart (hierarchical decomposition of NCCL across nodes):
@@ -161,6 +173,13 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw):
     and bandwidth (NCCL ``src/graph/tuning.cc``, the constants above): small collectives
     pay LL's low latency but only ~0.37 of the NVLink bandwidth, mid-size ones LL128's
     14 us base, large ones Simple's full bandwidth.  The base latency is in the NVLink term.
+
+    ``protocols`` (static) switches that NCCL model on; off (the default) every collective
+    pays the LL hop latency at the Simple bandwidth with no base latency -- the optimistic
+    alpha-beta bound, which is what serving engines' own one-shot / two-shot all-reduce
+    kernels (vLLM ``custom_all_reduce``, TensorRT-LLM's AllReduce plugin) approach and what
+    every caller gets today.  Training frameworks call NCCL; docs/accuracy.md gives the
+    effect of turning it on for the training graph.
     """
     nv_bw = hw.nvlink_bw_bytes_per_s * hw.eff_nvlink
     nic_bw = hw.nic_bw_bytes_per_s * hw.eff_nic
@@ -171,6 +190,8 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw):
         t_nic = jnp.where(inter > 1, cross / nic_bw + (inter - 1.0) * a_nic, 0.0)
         t_nv = scatter_gather_s(size_bytes - cross, local, nv_bw, a_nv)
         return t_nv, t_nic
+    if not protocols:
+        return _alpha_beta_terms(kind, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic)
     best = None
     for p in range(len(PROTOCOLS)):
         t_nv, t_nic = _protocol_terms(kind, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic, p)
@@ -182,11 +203,11 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw):
     return best
 
 
-def group_collective_s(kind: str, size_bytes, n, stride, hw):
+def group_collective_s(kind: str, size_bytes, n, stride, hw, protocols: bool = False):
     """Time of collective ``kind`` on a group of ``n`` ranks ``stride`` apart, on hardware
     ``hw``: the sum of the NVLink and NIC phases of :func:`group_collective_terms` (they run
     one after the other), their max for all-to-all (they overlap)."""
-    t_nv, t_nic = group_collective_terms(kind, size_bytes, n, stride, hw)
+    t_nv, t_nic = group_collective_terms(kind, size_bytes, n, stride, hw, protocols)
     if kind == "all_to_all":
         return jnp.maximum(t_nic, t_nv)
     return t_nv + t_nic
