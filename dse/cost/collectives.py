@@ -14,7 +14,12 @@ For a buffer of ``size_bytes`` (the full, un-sharded buffer as nccl-tests report
 * all-to-all            ``(n-1)/n * S/bw + (n-1)*alpha``
 * point-to-point        ``S/bw + alpha``
 
-NCCL picks ring or tree by size; we take the faster (``min``).
+NCCL picks ring or tree by size; we take the faster (``min``).  With ``protocols=True``
+the group collectives (:func:`group_collective_terms`) add NCCL's per-protocol latencies and bandwidths (LL,
+LL128, Simple; ``src/graph/tuning.cc``) and take the fastest protocol, as NCCL's tuner
+does: a 2 MiB all-reduce on 8 NVLink GPUs costs ~57 us (LL128: 14 us base + 14 steps of
+1.9 us + the bytes at 0.92 of the bus bandwidth), not the ~24 us of LL latency at full
+bandwidth.
 
 Placement: Megatron orders ranks tp-cp-dp-pp (``RankGrid``), so a group whose members
 are ``stride`` ranks apart has ``local = clip(D/stride, 1, n)`` members inside one NVLink
@@ -70,42 +75,139 @@ def flat_ring_extra_latency_s(local, inter, a_nv):
     return jnp.where(inter > 1, (inter - 1.0) * (local - 1.0) * a_nv, 0.0)
 
 
-def group_collective_terms(kind: str, size_bytes, n, stride, hw):
-    """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
-    ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
-    ``n`` ranks ``stride`` apart (hierarchical decomposition of NCCL across nodes):
-      all-reduce  = RS(local, NVLink) + AR(S/local over `inter` domains, NIC) + AG(local)
-      RS / AG     = RS/AG(local, NVLink) on S, then RS/AG(inter, NIC) on S/local
-      all-to-all  = the (inter-1)/inter share of the data crosses the NIC, the rest
-                    NVLink; the two phases overlap (:func:`group_collective_s` takes the max).
-    """
-    nv_bw = hw.nvlink_bw_bytes_per_s * hw.eff_nvlink
-    nic_bw = hw.nic_bw_bytes_per_s * hw.eff_nic
-    local, inter = _split(n, stride, hw.nvlink_domain_gpus)
-    a_nv, a_nic = hw.nvlink_latency_s, hw.nic_latency_s
+# NCCL's per-protocol cost model (NVIDIA/nccl ``src/graph/tuning.cc``,
+# ``ncclTunerConstantsDefaults`` and ``ncclTopoTuneModel``), protocols in the order
+# (LL, LL128, Simple).  NCCL predicts ``time = baseLat + steps * hwLat + S / busBw`` for
+# every (algorithm, protocol) and launches the fastest; these are its constants:
+#   baseLatencies (us)      ring 6.6 / 14.0 / 8.4,  tree 6.8 / 14.0 / 8.4
+#   hwLatencies NVLINK (us) ring 0.6 / 1.9 / 3.4,   tree 0.6 / 1.25 / 4.0
+#   hwLatencies NET (us)    ring 2.7 / 4.0 / 14.0,  tree 5.0 / 8.5 / 14.0
+#   bandwidth               ring LL ``min(llMaxBw, 0.5 busBw)``, ring LL128 ``0.92 busBw``;
+#                           tree all-reduce ``0.92 busBw``, then LL ``/3.8``, LL128
+#                           ``x 7/9`` (one node) or ``x 120/128`` (across nodes)
+#   net overhead            inter-node rings pay ``max(hwLat, netOverhead)`` per NVLink
+#                           step, netOverhead 1 us (x3 for Simple)
+# The hardware's ``nvlink_latency_s`` / ``nic_latency_s`` are the LL ring hop latencies
+# (0.6 / 2.7 us in NCCL); LL128 and Simple hops scale with them by NCCL's ratios, so a
+# calibrated latency (``dse calibrate``) moves all three.  The base latencies are NCCL's
+# software constants (launch and kernel set-up), not scaled.  ``llMaxBw`` is a per-GPU-
+# generation cap (Ampere 87.7 GB/s, Hopper 141, Blackwell 282 on one node) that sits at
+# 0.37-0.38 of the ring's NVLink bus bandwidth on Ampere (87.7 of 240) and Hopper (141 of
+# 370); LL over NVLink therefore runs at :data:`NVLINK_LL_BW_FRACTION` of Simple.  The
+# ``bw`` the model carries (``nominal x eff``) is the Simple protocol's bus bandwidth.
+NCCL_BASE_LAT_S = {"ring": (6.6e-6, 14.0e-6, 8.4e-6), "tree": (6.8e-6, 14.0e-6, 8.4e-6)}
+NCCL_NVLINK_HOP_RATIO = {"ring": (1.0, 1.9 / 0.6, 3.4 / 0.6), "tree": (1.0, 1.25 / 0.6, 4.0 / 0.6)}
+NCCL_NET_HOP_RATIO = {"ring": (1.0, 4.0 / 2.7, 14.0 / 2.7), "tree": (5.0 / 2.7, 8.5 / 2.7, 14.0 / 2.7)}
+NCCL_NET_OVERHEAD_S = (1.0e-6, 1.0e-6, 3.0e-6)
+NVLINK_LL_BW_FRACTION = 0.37
+NVLINK_PROTO_BW = (NVLINK_LL_BW_FRACTION, 0.92, 1.0)
+NIC_PROTO_BW = (0.5, 0.92, 1.0)
+TREE_PROTO_BW_ONE_NODE = (0.92 / 3.8, 0.92 * 7.0 / 9.0, 0.92)
+TREE_PROTO_BW_NET = (0.92 / 3.8, 0.92 * 120.0 / 128.0, 0.92)
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+
+def _protocol_terms(kind: str, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic, p: int):
+    """``(t_nvlink, t_nic)`` of collective ``kind`` under NCCL protocol ``p`` (index into
+    :data:`PROTOCOLS`), base latency included in the NVLink term (module docstring and
+    :func:`group_collective_terms` for the decomposition)."""
+    across = inter > 1
+    bw_nv = nv_bw * NVLINK_PROTO_BW[p]
+    bw_nic = nic_bw * NIC_PROTO_BW[p]
+    hop_nv = a_nv * NCCL_NVLINK_HOP_RATIO["ring"][p]
+    # inter-node rings pay the network post overhead on every step
+    hop_nv = jnp.where(across, jnp.maximum(hop_nv, NCCL_NET_OVERHEAD_S[p]), hop_nv)
+    hop_nic = a_nic * NCCL_NET_HOP_RATIO["ring"][p]
+    base = NCCL_BASE_LAT_S["ring"][p]
     if kind == "all_reduce":
-        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0,
-                allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
+        t_nv = 2.0 * scatter_gather_s(size_bytes, local, bw_nv, hop_nv)
+        ring = ring_allreduce_s(size_bytes / local, inter, bw_nic, hop_nic)
+        # NCCL's tree: a chain inside each node, a double binary tree across nodes
+        tree_lat = NCCL_BASE_LAT_S["tree"][p] + 2.0 * (
+            (local - 1.0) * a_nv * NCCL_NVLINK_HOP_RATIO["tree"][p]
+            + jnp.log2(jnp.maximum(inter, 1.0)) * a_nic * NCCL_NET_HOP_RATIO["tree"][p])
+        tree = 2.0 * size_bytes / (jnp.where(across, nic_bw * local * TREE_PROTO_BW_NET[p],
+                                             nv_bw * TREE_PROTO_BW_ONE_NODE[p])) + tree_lat
+        t_ring = base + t_nv + ring
+        # NCCL picks the faster algorithm; the tree's time is reported as the NIC term
+        # across nodes (its bottleneck), as the NVLink term inside one
+        use_tree = tree < t_ring
+        t_nv = jnp.where(use_tree, jnp.where(across, 0.0, tree), base + t_nv)
+        t_nic = jnp.where(use_tree, jnp.where(across, tree, 0.0), ring)
+        return (jnp.where(local * inter > 1, t_nv, 0.0), t_nic)
     if kind in ("reduce_scatter", "all_gather"):
         # NCCL runs these as one flat ring over all n ranks (no tree): n - 1 steps, of
         # which inter - 1 cross the network and n - inter stay on NVLink
         # (:func:`flat_ring_extra_latency_s`); the bandwidth terms are the hierarchical
         # ones (a flat ring with one channel per NIC moves the same bytes per link)
+        t_nv = (scatter_gather_s(size_bytes, local, bw_nv, hop_nv)
+                + flat_ring_extra_latency_s(local, inter, hop_nv))
+        t_nic = scatter_gather_s(size_bytes / local, inter, bw_nic, hop_nic)
+        return jnp.where(local * inter > 1, base + t_nv, 0.0), t_nic
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def _alpha_beta_terms(kind: str, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic):
+    """``(t_nvlink, t_nic)`` of the plain alpha-beta model: LL hop latencies at the full
+    (Simple) bandwidth, no base latency (:func:`group_collective_terms`)."""
+    if kind == "all_reduce":
+        return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) * 2.0,
+                allreduce_s(size_bytes / local, inter, nic_bw, a_nic))
+    if kind in ("reduce_scatter", "all_gather"):
         return (scatter_gather_s(size_bytes, local, nv_bw, a_nv) + flat_ring_extra_latency_s(local, inter, a_nv),
                 scatter_gather_s(size_bytes / local, inter, nic_bw, a_nic))
+    raise ValueError(f"unknown collective {kind!r}")
+
+
+def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool = False):
+    """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
+    ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
+    ``n`` ranks ``stride`` apart (hierarchical decomposition of NCCL across nodes):
+      all-reduce  = RS(local, NVLink) + AR(S/local over `inter` domains, NIC) + AG(local)
+                    (ring), or NCCL's tree (chain in the node, double binary tree across)
+      RS / AG     = RS/AG(local, NVLink) on S, then RS/AG(inter, NIC) on S/local
+      all-to-all  = the (inter-1)/inter share of the data crosses the NIC, the rest
+                    NVLink; the two phases overlap (:func:`group_collective_s` takes the max).
+    All-reduce, reduce-scatter and all-gather run under the NCCL protocol (LL, LL128,
+    Simple) whose total time is least, each with its own base latency, per-hop latency
+    and bandwidth (NCCL ``src/graph/tuning.cc``, the constants above): small collectives
+    pay LL's low latency but only ~0.37 of the NVLink bandwidth, mid-size ones LL128's
+    14 us base, large ones Simple's full bandwidth.  The base latency is in the NVLink term.
+
+    ``protocols`` (static) switches that NCCL model on; off (the default) every collective
+    pays the LL hop latency at the Simple bandwidth with no base latency -- the optimistic
+    alpha-beta bound, which is what serving engines' own one-shot / two-shot all-reduce
+    kernels (vLLM ``custom_all_reduce``, TensorRT-LLM's AllReduce plugin) approach and what
+    every caller gets today.  Training frameworks call NCCL; docs/accuracy.md gives the
+    effect of turning it on for the training graph.
+    """
+    nv_bw = hw.nvlink_bw_bytes_per_s * hw.eff_nvlink
+    nic_bw = hw.nic_bw_bytes_per_s * hw.eff_nic
+    local, inter = _split(n, stride, hw.nvlink_domain_gpus)
+    a_nv, a_nic = hw.nvlink_latency_s, hw.nic_latency_s
     if kind == "all_to_all":
         cross = size_bytes * (inter - 1.0) / jnp.maximum(inter, 1.0)
         t_nic = jnp.where(inter > 1, cross / nic_bw + (inter - 1.0) * a_nic, 0.0)
         t_nv = scatter_gather_s(size_bytes - cross, local, nv_bw, a_nv)
         return t_nv, t_nic
-    raise ValueError(f"unknown collective {kind!r}")
+    if not protocols:
+        return _alpha_beta_terms(kind, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic)
+    best = None
+    for p in range(len(PROTOCOLS)):
+        t_nv, t_nic = _protocol_terms(kind, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic, p)
+        if best is None:
+            best = (t_nv, t_nic)
+        else:
+            take = t_nv + t_nic < best[0] + best[1]
+            best = (jnp.where(take, t_nv, best[0]), jnp.where(take, t_nic, best[1]))
+    return best
 
 
-def group_collective_s(kind: str, size_bytes, n, stride, hw):
+def group_collective_s(kind: str, size_bytes, n, stride, hw, protocols: bool = False):
     """Time of collective ``kind`` on a group of ``n`` ranks ``stride`` apart, on hardware
     ``hw``: the sum of the NVLink and NIC phases of :func:`group_collective_terms` (they run
     one after the other), their max for all-to-all (they overlap)."""
-    t_nv, t_nic = group_collective_terms(kind, size_bytes, n, stride, hw)
+    t_nv, t_nic = group_collective_terms(kind, size_bytes, n, stride, hw, protocols)
     if kind == "all_to_all":
         return jnp.maximum(t_nic, t_nv)
     return t_nv + t_nic

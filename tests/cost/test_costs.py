@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -59,3 +60,51 @@ def test_flash_backward_costs_more():
     args = (1.0, 64.0, 8.0, 4096.0, 4096.0, 128.0, 0.5, 312e12, 0.7, 2e12, 5e12, 40e6, 108.0,
             164 * 1024.0, 2.0, 0.0)
     assert float(flash_attention_time_s(*args, backward=True)) > 2 * float(flash_attention_time_s(*args))
+
+
+def test_nccl_protocol_model_matches_tuning_constants():
+    """8 NVLink ranks, one node: the cheapest of NCCL's LL / LL128 / Simple ring (and
+    tree) predictions, with NCCL's constants (src/graph/tuning.cc), by hand."""
+    hw = a100()
+    bw = float(hw.nvlink_bw_bytes_per_s * hw.eff_nvlink)
+    a = float(hw.nvlink_latency_s)
+    f = 2 * 7 / 8
+    for size in (2.0**10, 2.0**21, 2.0**30):
+        ring = [6.6e-6 + 14 * a + f * size / (bw * 0.37),
+                14.0e-6 + 14 * a * 1.9 / 0.6 + f * size / (bw * 0.92),
+                8.4e-6 + 14 * a * 3.4 / 0.6 + f * size / bw]
+        tree = [6.8e-6 + 14 * a + 2 * size / (bw * 0.92 / 3.8),
+                14.0e-6 + 14 * a * 1.25 / 0.6 + 2 * size / (bw * 0.92 * 7 / 9),
+                8.4e-6 + 14 * a * 4.0 / 0.6 + 2 * size / (bw * 0.92)]
+        got = float(group_collective_s("all_reduce", size, 8.0, 1.0, hw, protocols=True))
+        assert got == pytest.approx(min(ring + tree), rel=1e-4)
+
+
+def test_protocols_never_beat_ll_latency_at_simple_bandwidth():
+    """Each protocol pays at least LL's latency and at most Simple's bandwidth, so the
+    protocol model is never faster than that optimistic alpha-beta bound; small buffers
+    are latency-bound (LL), large ones approach the Simple ring."""
+    hw = a100()
+    bw = float(hw.nvlink_bw_bytes_per_s * hw.eff_nvlink)
+    a = float(hw.nvlink_latency_s)
+    prev = 0.0
+    for size in 2.0 ** np.arange(10, 32):
+        t = float(group_collective_s("all_reduce", size, 8.0, 1.0, hw, protocols=True))
+        assert t >= float(ring_allreduce_s(size, 8.0, bw, a)) - 1e-12
+        assert t >= prev
+        prev = t
+    big = 2.0**32
+    assert float(group_collective_s("all_reduce", big, 8.0, 1.0, hw, protocols=True)) == pytest.approx(
+        float(ring_allreduce_s(big, 8.0, bw, 3.4 / 0.6 * a)) + 8.4e-6, rel=1e-3)
+    small = float(group_collective_s("reduce_scatter", 1024.0, 8.0, 1.0, hw, protocols=True))
+    assert small == pytest.approx(6.6e-6 + 7 * a + 7 / 8 * 1024 / (0.37 * bw), rel=1e-4)
+
+
+def test_protocol_model_is_opt_in():
+    """Every caller keeps the alpha-beta bound unless it asks for NCCL's protocols."""
+    hw = a100()
+    for kind in ("all_reduce", "reduce_scatter", "all_gather"):
+        for n, stride in ((8.0, 1.0), (64.0, 8.0)):
+            plain = float(group_collective_s(kind, 2.0**21, n, stride, hw))
+            nccl = float(group_collective_s(kind, 2.0**21, n, stride, hw, protocols=True))
+            assert nccl > plain
