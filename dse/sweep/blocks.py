@@ -46,11 +46,20 @@ def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
     return lb, hb
 
 
+def _axes(tree):
+    """``vmap`` axes of a block input: 0 for a leaf with a point axis, None for a 0-d
+    leaf (a field constant over the sweep, :func:`constant_fields`)."""
+    return jax.tree_util.tree_map(lambda x: 0 if jnp.ndim(x) else None, tree)
+
+
 def nested(fn):
     """``fn(model, wl, lay, hw)`` over every (layout, hardware) pair of a block: leaves of
-    shape (LB, HB)."""
-    inner = jax.vmap(fn, in_axes=(None, None, None, 0))
-    return jax.vmap(inner, in_axes=(None, None, 0, None))
+    shape (LB, HB).  0-d leaves of ``lay`` / ``hw`` are fields shared by the whole block
+    and are not mapped, so whatever depends on them alone is computed once."""
+    def run(model, wl, lay, hw):
+        inner = jax.vmap(fn, in_axes=(None, None, None, _axes(hw)))
+        return jax.vmap(inner, in_axes=(None, None, _axes(lay), None))(model, wl, lay, hw)
+    return run
 
 
 def nested_step(model, wl, lay: Layout, hw: Hardware):
@@ -68,12 +77,24 @@ def _pad(idx: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([idx, np.full(n - len(idx), idx[0], dtype=idx.dtype)]) if len(idx) < n else idx
 
 
-def block_inputs(lay_cols: dict, hw_cols: dict, l_idx: np.ndarray, h_idx: np.ndarray, lb: int, hb: int):
-    """Padded (Layout, Hardware) pytrees of one block, and its validity mask (LB, HB)."""
+def constant_fields(cols: dict, keep: str | None = None) -> frozenset:
+    """Fields of a column table (layouts or hardware specs) with one value in every row:
+    they enter a block as 0-d leaves (:func:`nested` does not map them).  ``keep`` stays
+    mapped when every field is constant (``vmap`` needs one mapped input)."""
+    const = frozenset(f for f, v in cols.items() if len(v) and bool(np.all(v == v[0])))
+    if keep is not None and len(const) == len(cols):
+        const = const - {keep}
+    return const
+
+
+def block_inputs(lay_cols: dict, hw_cols: dict, l_idx: np.ndarray, h_idx: np.ndarray, lb: int, hb: int,
+                 lay_const: frozenset = frozenset(), hw_const: frozenset = frozenset()):
+    """Padded (Layout, Hardware) pytrees of one block (the ``*_const`` fields as 0-d
+    leaves), and its validity mask (LB, HB)."""
     valid = (np.arange(lb) < len(l_idx))[:, None] & (np.arange(hb) < len(h_idx))[None, :]
     li, hi = _pad(l_idx, lb), _pad(h_idx, hb)
-    lay = Layout(**{f: v[li] for f, v in lay_cols.items()})
-    hw = Hardware(**{f: v[hi] for f, v in hw_cols.items()})
+    lay = Layout(**{f: v[0] if f in lay_const else v[li] for f, v in lay_cols.items()})
+    hw = Hardware(**{f: v[0] if f in hw_const else v[hi] for f, v in hw_cols.items()})
     return lay, hw, valid, li, hi
 
 
@@ -82,12 +103,13 @@ def iterate_blocks(fn, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progre
     (a jitted function of one padded block) for every block, dispatching block ``i + 1``
     before copying block ``i`` back."""
     lb, hb = block_shape(n_l, n_h)
+    lay_const, hw_const = constant_fields(lay_cols, "tp"), constant_fields(hw_cols, "hbm_bytes")
     pending = None
     for h0 in range(0, n_h, hb):
         h_idx = np.arange(h0, min(h0 + hb, n_h), dtype=np.int64)
         for l0 in range(0, n_l, lb):
             l_idx = np.arange(l0, min(l0 + lb, n_l), dtype=np.int64)
-            lay, hw, valid, li, hi = block_inputs(lay_cols, hw_cols, l_idx, h_idx, lb, hb)
+            lay, hw, valid, li, hi = block_inputs(lay_cols, hw_cols, l_idx, h_idx, lb, hb, lay_const, hw_const)
             out = fn(lay, hw, jnp.asarray(li, jnp.int32), jnp.asarray(hi, jnp.int32), jnp.asarray(valid))
             if pending is not None:
                 yield _collect(pending, progress)
