@@ -29,6 +29,7 @@ import numpy as np
 
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout
+from dse.sweep.devices import device_mesh, sharded_blocks
 from dse.sweep.runner import chunk_size
 from dse.train.memory_parts import MemoryParts, memory_parts
 from dse.train.step import train_step
@@ -67,9 +68,8 @@ def nested_step(model, wl, lay: Layout, hw: Hardware):
     return nested(train_step)(model, wl, lay, hw)
 
 
-@jax.jit
-def _nested_step_parts(model, wl, lay, hw):
-    # one jit: XLA shares the memory model between the step and the breakdown
+def _step_parts(model, wl, lay, hw, l_idx, h_idx, valid, n_l):
+    # one block function: XLA shares the memory model between the step and the breakdown
     return nested(train_step)(model, wl, lay, hw), nested(memory_parts)(model, wl, lay, hw)
 
 
@@ -98,32 +98,47 @@ def block_inputs(lay_cols: dict, hw_cols: dict, l_idx: np.ndarray, h_idx: np.nda
     return lay, hw, valid, li, hi
 
 
-def iterate_blocks(fn, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progress=None) -> Iterator:
-    """Yield ``(l_idx, h_idx, valid, host outputs)`` of ``fn(lay, hw, l_idx, h_idx, valid)``
-    (a jitted function of one padded block) for every block, dispatching block ``i + 1``
-    before copying block ``i`` back."""
-    lb, hb = block_shape(n_l, n_h)
+def iterate_blocks(block_fn, model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int,
+                   progress=None, static: tuple = ()) -> Iterator:
+    """Yield ``(l_idx, h_idx, valid, host outputs)`` of
+    ``block_fn(model, wl, lay, hw, l_idx, h_idx, valid, n_l, **dict(static))`` (a
+    traceable function of one padded block) for every block: ``D`` blocks at a time, one
+    per device (:func:`dse.sweep.devices.sharded_blocks`), the next ``D`` dispatched
+    before the last are copied back."""
+    mesh = device_mesh()
+    n_dev = mesh.size
+    lb, hb = block_shape(-(-n_l // n_dev), n_h)
     lay_const, hw_const = constant_fields(lay_cols, "tp"), constant_fields(hw_cols, "hbm_bytes")
     pending = None
     for h0 in range(0, n_h, hb):
         h_idx = np.arange(h0, min(h0 + hb, n_h), dtype=np.int64)
-        for l0 in range(0, n_l, lb):
-            l_idx = np.arange(l0, min(l0 + lb, n_l), dtype=np.int64)
-            lay, hw, valid, li, hi = block_inputs(lay_cols, hw_cols, l_idx, h_idx, lb, hb, lay_const, hw_const)
-            out = fn(lay, hw, jnp.asarray(li, jnp.int32), jnp.asarray(hi, jnp.int32), jnp.asarray(valid))
+        for l0 in range(0, n_l, n_dev * lb):
+            subs = [np.arange(s, min(s + lb, n_l), dtype=np.int64) for s in range(l0, l0 + n_dev * lb, lb)]
+            # a device with no layouts left gets a copy of the first block, all invalid
+            parts = [block_inputs(lay_cols, hw_cols, sub if len(sub) else subs[0], h_idx, lb, hb,
+                                  lay_const, hw_const) for sub in subs]
+            lay = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs) if np.ndim(xs[0]) else xs[0],
+                                         *(p[0] for p in parts))
+            valid = np.concatenate([p[2] & (len(sub) > 0) for p, sub in zip(parts, subs)])
+            li = np.concatenate([p[3] for p in parts]).astype(np.int32)
+            out = sharded_blocks(block_fn, static, mesh, model, wl, lay, parts[0][1], li,
+                                 parts[0][4].astype(np.int32), valid, n_l)
             if pending is not None:
-                yield _collect(pending, progress)
-            pending = (l_idx, h_idx, valid, out)
+                yield from _collect(pending, progress)
+            pending = (subs, h_idx, [p[2] for p in parts], out)
     if pending is not None:
-        yield _collect(pending, progress)
+        yield from _collect(pending, progress)
 
 
 def _collect(pending, progress):
-    l_idx, h_idx, valid, out = pending
+    subs, h_idx, valids, out = pending
     host = jax.tree_util.tree_map(np.asarray, out)
-    if progress is not None:
-        progress.update(len(l_idx) * len(h_idx))
-    return l_idx, h_idx, valid, host
+    for d, (l_idx, valid) in enumerate(zip(subs, valids)):
+        if not len(l_idx):
+            continue
+        if progress is not None:
+            progress.update(len(l_idx) * len(h_idx))
+        yield l_idx, h_idx, valid, jax.tree_util.tree_map(lambda x: x[d], host)
 
 
 def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progress=None):
@@ -135,8 +150,8 @@ def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, p
     # point order h * n_l + l at the end (a view, no copy)
     res = {f: np.empty((n_h, n_l), dtype=np.float64) for f in StepResult._fields}
     parts = {f: np.empty((n_h, n_l), dtype=np.float64) for f in MemoryParts._fields}
-    fn = lambda lay, hw, li, hi, valid: _nested_step_parts(model, wl, lay, hw)
-    for l_idx, h_idx, _, (out, mp) in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, progress):
+    for l_idx, h_idx, _, (out, mp) in iterate_blocks(_step_parts, model, wl, lay_cols, hw_cols, n_l, n_h,
+                                                     progress):
         l0, h0, k_l, k_h = l_idx[0], h_idx[0], len(l_idx), len(h_idx)
         for dst, src in ((res, out), (parts, mp)):
             for f, arr in dst.items():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +40,8 @@ import pandas as pd
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Workload
 from dse.spec.model import Model
-from dse.sweep.blocks import evaluate_pairs, iterate_blocks, nested_step
+from dse.sweep.blocks import block_shape, evaluate_pairs, iterate_blocks, nested_step
+from dse.sweep.devices import device_mesh
 from dse.sweep.grid import FIELDS
 from dse.train.memory_parts import usable_bytes
 
@@ -135,7 +135,6 @@ def reduce_points(t, mem, cap, l_idx, h_idx, valid, n_l, k: int):
     return top, (best_t, best_p), hist, front, fits
 
 
-@partial(jax.jit, static_argnames=("k", "with_rows"))
 def _reduce_block(model, wl, lay, hw, l_idx, h_idx, valid, n_l, k: int, with_rows: bool):
     """One (LB, HB) block evaluated (:func:`dse.sweep.blocks.nested_step`) and reduced
     (:func:`reduce_points`)."""
@@ -187,17 +186,16 @@ def _host_front(model, wl, hw_cols, lay_cols, l_idx, h_idx, n_l):
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:
-    """Exact 2-D Pareto front (min step_time_s, min mem_gib) per hardware; of points equal
-    in both, the one with the smallest ``point`` id (or the first row)."""
-    keep = []
+    """Exact 2-D Pareto front (min step_time_s, min mem_gib) per hardware: rows sorted by
+    (hardware, memory, step time[, point]), a row is kept iff it is faster than every
+    earlier row of its hardware; of points equal in both, the one with the smallest
+    ``point`` id (or the first row)."""
     key = ["hardware", "mem_gib", "step_time_s"] + (["point"] if "point" in df else [])
-    for _, g in df.sort_values(key, kind="stable").groupby("hardware", sort=False):
-        best = np.inf
-        for i, t in zip(g.index, g["step_time_s"]):
-            if t < best:
-                keep.append(i)
-                best = t
-    return df.loc[keep].sort_values(["hardware", "step_time_s"]).reset_index(drop=True)
+    s = df.sort_values(key, kind="stable")
+    t = s["step_time_s"]
+    prev = t.groupby(s["hardware"], sort=False).cummin().groupby(s["hardware"], sort=False).shift(1)
+    keep = t < prev.fillna(np.inf)
+    return s[keep.to_numpy()].sort_values(["hardware", "step_time_s"], kind="stable").reset_index(drop=True)
 
 
 def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict,
@@ -230,11 +228,11 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
     front_p: list[np.ndarray] = []
     kk = min(k, 1 << 16)
 
-    def fn(lay, hw, li, hi, valid):
-        return _reduce_block(model, wl, lay, hw, li, hi, valid, n_l, min(kk, valid.size),
-                             parquet is not None)
+    lb, hb = block_shape(-(-n_l // device_mesh().size), n_h)
+    static = (("k", min(kk, lb * hb)), ("with_rows", parquet is not None))
     try:
-        for l_idx, h_idx, valid, out in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, bar):
+        for l_idx, h_idx, valid, out in iterate_blocks(_reduce_block, model, wl, lay_cols, hw_cols, n_l, n_h,
+                                                       bar, static):
             (tt, tp), (bt, bp), hh, (fp, fmask, fcount), rows = out
             if int(fcount) > FRONT_CAP:      # too many candidates: this block's front exactly on the host
                 fp, fmask = _host_front(model, wl, hw_cols, lay_cols, l_idx, h_idx, n_l)
