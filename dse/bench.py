@@ -358,3 +358,58 @@ def run_bench(points: int = 16_777_216, loop_sample: int = 200, simulate: bool =
     print(f"sweep_configs_per_s={rate:.0f} (streamed, {where}; baseline: 1 device {rate1:.0f}, flat vmap "
           f"{flat:.0f}, in-memory {mem_rate:.0f}, python loop {loop_rate:.0f})")
     return rate
+
+
+def run_device_bench(points: int | None = None) -> float:
+    """``make bench-gpu``: the streamed sweep of :func:`run_bench` on every device of the
+    default backend (all GPUs, blocks sharded over them by :mod:`dse.sweep.devices`; or
+    CPU host devices, ``--devices cpu:N``), warm, against its first (compiling) call;
+    prints ``device_configs_per_s=``.  Default size: 2^28 points on an accelerator (the
+    goal, 10^8 points/s, keeps it busy for seconds), 2^24 on CPU devices.  Written and
+    tested on CPU host devices only; it has not been run on a GPU."""
+    from dse.sweep.stream import stream_sweep
+    backend = jax.default_backend()
+    points = points or (1 << 24 if backend == "cpu" else 1 << 28)
+    model = get_model("llama3-70b")
+    wl = Workload(global_batch=1024, seq_len=4096, precision=1)
+    cols = enumerate_layouts(model, 1024, 1024, 4096)
+    hws = bench_hardware(points, len(cols["tp"]))
+    n = len(cols["tp"]) * len(hws)
+    devs = jax.devices()
+    print(f"bench-gpu: llama3-70b, 1024 GPUs, seq 4096, gbs 1024: {n:,} points on {len(devs)} {backend} "
+          f"device(s) ({devs[0].device_kind})")
+    t0 = time.perf_counter()
+    stream_sweep(model, wl, hws, cols, k=10)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    st = stream_sweep(model, wl, hws, cols, k=10)
+    s = time.perf_counter() - t0
+    rate = n / s
+    print(f"streamed sweep: {n:,} points in {s:.2f} s, {st.n_feasible:,} feasible, Pareto {len(st.pareto)} points")
+    print(f"device_configs_per_s={rate:.0f} (warm, {len(devs)} {backend} device(s); baseline: first call "
+          f"{n / first:.0f}/s incl. compile)")
+    return rate
+
+
+def main(argv=None) -> int:
+    """``python -m dse.bench [--devices all|cpu:N] [--points N]`` (:func:`run_device_bench`)."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m dse.bench", description=run_device_bench.__doc__.split("\n")[0])
+    p.add_argument("--devices", default="all", help="all (the default backend's devices) or cpu:N")
+    p.add_argument("--points", type=int, default=None)
+    a = p.parse_args(argv)
+    if a.devices.startswith("cpu:"):
+        # before the backend starts: N CPU host devices
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_force_host_platform_device_count={int(a.devices[4:])}").strip()
+        jax.config.update("jax_platforms", "cpu")
+    elif a.devices != "all":
+        p.error(f"--devices must be all or cpu:N, but got {a.devices!r}")
+    from dse.jaxconfig import configure
+    configure()
+    run_device_bench(a.points)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,7 +10,7 @@ variants; only the hardware-dependent costs run per point.  (XLA's cost analysis
 2,170 FLOPs per point flat, 430 per point in 4096 x 8 blocks.)
 
 Block shapes: ``HB`` is the smallest of 1, 2, 4, ..., 64 that holds the hardware count;
-``LB`` a power of 8 from 64 to ``MAX_POINTS / HB`` (:func:`dse.sweep.runner.chunk_size`);
+``LB`` a power of 8 from 64 to ``block_points() / HB`` (:func:`dse.sweep.runner.chunk_size`);
 so a sweep compiles one of a few shapes whatever its size.  The last block is padded
 by repeating its first layout / hardware; padded points are marked invalid.  Point
 ``p = h * n_layouts + l`` (hardware-major, as :class:`dse.sweep.run.SweepResult`).
@@ -34,8 +34,15 @@ from dse.sweep.runner import chunk_size
 from dse.train.memory_parts import MemoryParts, memory_parts
 from dse.train.step import train_step
 
-MAX_POINTS = 1 << 18           # points per block (LB x HB)
+MAX_POINTS = 1 << 18           # points per block (LB x HB) on a CPU device
+MAX_POINTS_ACCEL = 1 << 22     # on a GPU: fewer, larger blocks amortize the per-block host work
 HB_MAX = 64
+
+
+def block_points() -> int:
+    """Points per block on the default backend (:data:`MAX_POINTS`, or
+    :data:`MAX_POINTS_ACCEL` on an accelerator)."""
+    return MAX_POINTS if jax.default_backend() == "cpu" else MAX_POINTS_ACCEL
 
 
 def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
@@ -43,7 +50,7 @@ def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
     hb = 1
     while hb < n_hardware and hb < HB_MAX:
         hb *= 2
-    lb = chunk_size(n_layouts, max(MAX_POINTS // hb, 64))
+    lb = chunk_size(n_layouts, max(block_points() // hb, 64))
     return lb, hb
 
 

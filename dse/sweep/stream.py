@@ -46,6 +46,11 @@ from dse.sweep.grid import FIELDS
 from dse.train.memory_parts import usable_bytes
 
 FRONT_CAP = 4096
+
+
+def front_cap(block_points: int) -> int:
+    """Front candidates a block returns: :data:`FRONT_CAP`, or 1/64 of a larger block."""
+    return max(FRONT_CAP, block_points // 64)
 HIST_EDGES_S = np.logspace(-3, 6, 91)          # 1 ms .. 11.6 days, 10 bins per decade
 MAX_POINTS = 2**31 - 1                          # point ids are int32 on the device
 
@@ -130,8 +135,9 @@ def reduce_points(t, mem, cap, l_idx, h_idx, valid, n_l, k: int):
     on_front, ps = jax.lax.cond(jnp.all(mem == mem[:, :1]), _front_shared, _front_per_column, t2, mem, p2)
     on_front = on_front.ravel()
     n_front = on_front.sum()
-    sel = _compact(on_front, FRONT_CAP)
-    front = (ps.ravel()[sel], jnp.arange(FRONT_CAP) < n_front, n_front)
+    cap = front_cap(lb * hb)
+    sel = _compact(on_front, cap)
+    front = (ps.ravel()[sel], jnp.arange(cap) < n_front, n_front)
     return top, (best_t, best_p), hist, front, fits
 
 
@@ -234,7 +240,7 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
         for l_idx, h_idx, valid, out in iterate_blocks(_reduce_block, model, wl, lay_cols, hw_cols, n_l, n_h,
                                                        bar, static):
             (tt, tp), (bt, bp), hh, (fp, fmask, fcount), rows = out
-            if int(fcount) > FRONT_CAP:      # too many candidates: this block's front exactly on the host
+            if int(fcount) > len(fp):        # too many candidates: this block's front exactly on the host
                 fp, fmask = _host_front(model, wl, hw_cols, lay_cols, l_idx, h_idx, n_l)
                 fcount = 0
             top_t, top_p = np.concatenate([top_t, tt]), np.concatenate([top_p, tp.astype(np.int64)])
