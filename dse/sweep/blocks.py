@@ -6,8 +6,14 @@ A block is ``LB`` layouts x ``HB`` hardware specs, evaluated by a *nested* ``vma
 depends on that axis, so everything of a step that depends on the layout alone -- the
 operator graph's shapes, bytes and FLOPs, parameter and activation counts, micro-batch
 and schedule arithmetic -- is computed once per layout and shared by the ``HB`` hardware
-variants; only the hardware-dependent costs run per point.  (XLA's cost analysis: about
-2,170 FLOPs per point flat, 430 per point in 4096 x 8 blocks.)
+variants.  Fields with one value over the whole sweep (:func:`constant_fields`: a
+variant grid's SM count, tile sizes, clocks, efficiencies; a dense model's ``ep``)
+enter as 0-d leaves that neither ``vmap`` maps, so what depends on them and the layout
+alone (tile and wave counts, compute time at a fixed peak) is per layout too, and only
+the terms that mix a varied hardware knob with the layout run per point.  (XLA's cost
+analysis for ``make bench``'s sweep: ~3,900 FLOPs per point with every field mapped,
+~700 for the streamed kernel -- step, memory mask and reductions -- with constant
+fields unmapped.)
 
 Block shapes: ``HB`` is the smallest of 1, 2, 4, ..., 64 that holds the hardware count;
 ``LB`` a power of 8 from 64 to ``block_points() / HB`` (:func:`dse.sweep.runner.chunk_size`);
@@ -15,8 +21,9 @@ so a sweep compiles one of a few shapes whatever its size.  The last block is pa
 by repeating its first layout / hardware; padded points are marked invalid.  Point
 ``p = h * n_layouts + l`` (hardware-major, as :class:`dse.sweep.run.SweepResult`).
 
-Blocks are dispatched one ahead of their copy-back (:func:`iterate_blocks`), so the
-device (or XLA's CPU threads) computes the next block while the host converts the last.
+Blocks run ``D`` at a time, one per JAX device (:mod:`dse.sweep.devices`), dispatched one
+super-block ahead of their copy-back (:func:`iterate_blocks`), so the devices compute the
+next blocks while the host converts the last.
 """
 
 from __future__ import annotations
