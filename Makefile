@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 STUDY   ?= llama70b
 CSV     ?= $(if $(wildcard data/validation/calibration.csv),data/validation/calibration.csv,../shared/validation/calibration.csv)
-.PHONY: setup test study bench validate dashboard clean
+.PHONY: setup test study bench bench-gpu validate dashboard clean
 
 setup: .venv/.installed
 
@@ -20,6 +20,12 @@ study: setup
 
 bench: setup
 	DSE_JAX_CACHE= $(PY) -m dse.cli bench
+
+# the same benchmark on every GPU JAX sees (needs jax[cuda12] in the venv); blocks are
+# sharded over the GPUs (dse/sweep/devices.py).  DEVICES=cpu:N runs it on N
+# CPU host devices instead (how it was tested: it has not been run on a GPU)
+bench-gpu: setup
+	DSE_JAX_CACHE= $(PY) -m dse.bench --devices $(or $(DEVICES),all)
 
 validate: setup
 	$(PY) -m dse.cli validate $(CSV) --out results/validation

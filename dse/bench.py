@@ -4,10 +4,14 @@ Sweeps Llama3-70B training (seq 4096, global batch 1024, 1024 GPUs) over every v
 layout x a grid of A100-80GB hardware variants (HBM bandwidth x L2 size x NVLink
 bandwidth x throttle) until at least ``points`` (layout x hardware) points exist, then
 reports, one figure a line with its same-run baseline: the JIT compile time (first
-calls, separately); the warm throughput of the blocked sweep (:mod:`dse.sweep.blocks`)
-against the flat ``jit(vmap(train_step))`` of host-gathered points it replaced and a
-plain Python loop over ``jax.jit(train_step)``; XLA's FLOPs per point (blocked and
-flat) and the GFLOP/s sustained; the inference sweep's points/s; a 10^8-point streaming
+calls less one warm run); the warm throughput of the streamed sweep
+(:mod:`dse.sweep.stream`) on this process's devices (``sweep_configs_per_s``) and -- on
+a CPU with several cores -- in a fresh process that sees one CPU host device per core
+(blocks sharded over them, :mod:`dse.sweep.devices`), against the in-memory
+sweep, the flat ``jit(vmap(train_step))`` of host-gathered points the blocks replaced
+and a plain Python loop over ``jax.jit(train_step)``; XLA's FLOPs per point (the
+streamed block kernel, the blocks with every field mapped, flat), the GFLOP/s sustained
+and its share of the CPU's nominal peak; the inference sweep's points/s; a 10^8-point streaming
 sweep's peak resident memory (``stream_1e8_peak_rss_gib=``, :mod:`dse.sweep.stream`)
 against the in-memory sweep's; then the event simulator's speed on one 1024-GPU step
 (:mod:`dse.bench_sim`: simulated step, wall time, events/s) and the 16k-GPU
@@ -18,6 +22,7 @@ Llama-3.1-405B replay with its 1024-GPU baseline (``sim_16k_step_s=``).  The las
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import jax
@@ -73,26 +78,98 @@ def _flat_rate(model, wl, hws, cols, max_points: int = 1 << 18) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def flops_per_point(model, wl, hws, cols) -> tuple[float, float]:
-    """XLA's cost analysis of one block and of the flat per-point function: FLOPs per
-    point (blocked, flat)."""
-    from dse.sweep.blocks import block_inputs, block_shape, nested_step
+def flops_per_point(model, wl, hws, cols) -> tuple[float, float, float]:
+    """XLA's cost analysis, FLOPs per point: (the streamed sweep's block kernel -- step,
+    memory mask and reductions, fields constant over the sweep unmapped, as
+    :func:`dse.sweep.stream.stream_sweep` runs it; the nested step with every field
+    mapped, the blocks before that; the flat per-point ``vmap(train_step)``)."""
+    from dse.sweep.blocks import block_inputs, block_shape, constant_fields, nested_step
     from dse.sweep.run import hardware_columns
+    from dse.sweep.stream import _reduce_block
     hw_cols = hardware_columns(hws)
     n_l = len(cols["tp"])
     lb, hb = block_shape(n_l, len(hws))
-    lay, hw, _, _, _ = block_inputs(cols, hw_cols, np.arange(min(lb, n_l)), np.arange(min(hb, len(hws))), lb, hb)
+    l_idx, h_idx = np.arange(min(lb, n_l)), np.arange(min(hb, len(hws)))
 
     def cost(f, *a):
         c = jax.jit(f).lower(*a).compile().cost_analysis()
         c = c[0] if isinstance(c, list) else c
         return float(c.get("flops", float("nan")))
-    blocked = cost(nested_step, model, wl, lay, hw) / (lb * hb)
+    lay, hw, valid, li, hi = block_inputs(cols, hw_cols, l_idx, h_idx, lb, hb,
+                                          constant_fields(cols, "tp"), constant_fields(hw_cols, "hbm_bytes"))
+    streamed = cost(lambda m, w, la, h, l_, h_, v: _reduce_block(m, w, la, h, l_, h_, v, n_l, 10, False),
+                    model, wl, lay, hw, li.astype(np.int32), hi.astype(np.int32), valid) / (lb * hb)
+    lay, hw, _, _, _ = block_inputs(cols, hw_cols, l_idx, h_idx, lb, hb)
+    mapped = cost(nested_step, model, wl, lay, hw) / (lb * hb)
     flat_lay = Layout(**{f: v[:lb] for f, v in cols.items()})
     from dse.spec.hardware import Hardware
     flat_hw = Hardware(**{f: np.repeat(v[:1], lb) for f, v in hw_cols.items()})
     flat = cost(jax.vmap(train_step, in_axes=(None, None, 0, 0)), model, wl, flat_lay, flat_hw) / lb
-    return blocked, flat
+    return streamed, mapped, flat
+
+
+def cpu_peak_flops_per_s() -> tuple[float, str]:
+    """Nominal fp32 peak of this machine's CPUs: ``cores x clock x 2 FMA ports x 2 FLOPs
+    x SIMD lanes`` (16 with AVX-512, 8 with AVX2, else 4; Intel 64 and IA-32
+    Architectures Optimization Reference Manual, two FMA units per core on server
+    cores), the clock read from ``/proc/cpuinfo`` (the current, not the turbo clock):
+    an upper bound that no element-wise workload reaches."""
+    mhz, flags = 0.0, ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("cpu MHz") and not mhz:
+                    mhz = float(line.split(":")[1])
+                elif line.startswith("flags") and not flags:
+                    flags = line
+    except OSError:
+        return float("nan"), "unknown CPU"
+    lanes = 16 if " avx512f" in flags else 8 if " avx2" in flags else 4
+    cores = os.cpu_count() or 1
+    return cores * mhz * 1e6 * 2 * 2 * lanes, f"{cores} cores x {mhz / 1e3:.2f} GHz x 2 FMA x 2 x {lanes} lanes"
+
+
+_SWEEP_CODE = """
+import json, sys, time
+from dse.jaxconfig import configure; configure()
+import jax
+from dse.bench import bench_hardware
+from dse.spec.layout import Workload
+from dse.spec.model import get_model
+from dse.sweep.grid import enumerate_layouts
+from dse.sweep.stream import stream_sweep
+model = get_model("llama3-70b"); wl = Workload(global_batch=1024, seq_len=4096, precision=1)
+cols = enumerate_layouts(model, 1024, 1024, 4096)
+hws = bench_hardware(int(sys.argv[1]), len(cols["tp"]))
+stream_sweep(model, wl, hws, cols, k=10)
+t = time.perf_counter()
+st = stream_sweep(model, wl, hws, cols, k=10)
+s = time.perf_counter() - t
+print(json.dumps(dict(points=st.n_points, s=s, devices=jax.device_count(), feasible=st.n_feasible,
+                      top=[int(p) for p in st.top["point"]])))
+"""
+
+
+def run_devices_bench(points: int, n_devices: int) -> dict:
+    """The streamed sweep of :func:`run_bench` in a fresh process that sees ``n_devices``
+    CPU host devices (``XLA_FLAGS=--xla_force_host_platform_device_count``; blocks are
+    sharded over them, :mod:`dse.sweep.devices`): its warm points/s and its top-k."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "")
+                                      + f" --xla_force_host_platform_device_count={n_devices}").strip())
+    out = subprocess.run([sys.executable, "-c", _SWEEP_CODE, str(points)], capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_hardware(points: int, n_layouts: int):
+    """The hardware variants of the benchmark sweep: enough for ``points`` points."""
+    n_h = -(-points // n_layouts)
+    return hardware_grid(n_h) if n_h <= 576 else wide_hardware_grid(n_h)
 
 
 def _peak_rss_gib() -> float:
@@ -194,8 +271,7 @@ def run_bench(points: int = 16_777_216, loop_sample: int = 200, simulate: bool =
     wl = Workload(global_batch=1024, seq_len=4096, precision=1)
     cols = enumerate_layouts(model, 1024, 1024, 4096)
     n_l = len(cols["tp"])
-    n_h = -(-points // n_l)
-    hws = hardware_grid(n_h) if n_h <= 576 else wide_hardware_grid(n_h)
+    hws = bench_hardware(points, n_l)
     n = n_l * len(hws)
     print(f"bench: llama3-70b, 1024 GPUs, seq 4096, gbs 1024: {n_l} layouts x "
           f"{len(hws)} hardware variants = {n} points; backend {jax.default_backend()}, "
@@ -204,32 +280,50 @@ def run_bench(points: int = 16_777_216, loop_sample: int = 200, simulate: bool =
     from dse.sweep.stream import stream_sweep
     mem_hws = hws[:max(1, (1 << 20) // n_l)]              # in-memory sweep: ~10^6 points
     t0 = time.perf_counter()
-    warm = sweep_points(model, wl, hws[:1], cols)          # compiles the 1-hardware block
-    sweep_points(model, wl, mem_hws, cols)                 # and the wide one
-    stream_sweep(model, wl, hws[:min(len(hws), 64)], {f: v[:4096] for f, v in cols.items()})  # streamed shape
-    compile_s = time.perf_counter() - t0
-    cache = jax.config.jax_compilation_cache_dir
-    print(f"jit compile (first calls): {compile_s:.2f} s"
-          + (f" (read from the on-disk cache {cache}; DSE_JAX_CACHE= for a cold compile)" if cache else ""))
+    warm = sweep_points(model, wl, hws[:1], cols)          # compiles the 1-hardware path
+    sweep_points(model, wl, mem_hws, cols)                 # and the in-memory blocks
+    first_mem_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    stream_sweep(model, wl, hws, cols, k=10)               # and the streamed blocks
+    first_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     sr = sweep_points(model, wl, mem_hws, cols)
     mem_s = time.perf_counter() - t0
     n_mem = n_l * len(mem_hws)
     mem_rate = n_mem / mem_s
-    print(f"in-memory sweep (every point copied back): {n_mem:,} points in {mem_s:.2f} s "
-          f"({mem_rate:,.0f} points/s; {sr.feasible.mean():.1%} fit in memory)")
     t0 = time.perf_counter()
     st = stream_sweep(model, wl, hws, cols, k=10)
     sweep_s = time.perf_counter() - t0
-    rate = n / sweep_s
+    cache = jax.config.jax_compilation_cache_dir
+    print(f"jit compile (first calls): ~{first_mem_s + first_s - sweep_s - mem_s:.2f} s "
+          f"(first calls {first_mem_s + first_s:.2f} s less one warm run of each)"
+          + (f" (read from the on-disk cache {cache}; DSE_JAX_CACHE= for a cold compile)" if cache else ""))
+    print(f"in-memory sweep (every point copied back): {n_mem:,} points in {mem_s:.2f} s "
+          f"({mem_rate:,.0f} points/s; {sr.feasible.mean():.1%} fit in memory)")
+    rate1 = n / sweep_s
     print(f"streamed sweep (top-k, best per hardware, Pareto, histograms on the device): {n:,} points in "
-          f"{sweep_s:.2f} s ({rate:,.0f} points/s; {st.n_feasible:,} feasible)")
+          f"{sweep_s:.2f} s ({rate1:,.0f} points/s on {jax.device_count()} {jax.default_backend()} device(s); "
+          f"{st.n_feasible:,} feasible)")
+    rate, where = rate1, f"{jax.device_count()} {jax.default_backend()} device(s)"
+    n_cpu = os.cpu_count() or 1
+    if jax.default_backend() == "cpu" and jax.device_count() == 1 and n_cpu > 1:
+        md = run_devices_bench(points, n_cpu)
+        md_rate = md["points"] / md["s"]
+        same = md["top"] == [int(p) for p in st.top["point"]] and md["feasible"] == st.n_feasible
+        print(f"streamed sweep on {md['devices']} CPU host devices (blocks sharded with jax.shard_map): "
+              f"{md['points']:,} points in {md['s']:.2f} s ({md_rate:,.0f} points/s, x{md_rate / rate1:.2f} vs "
+              f"1 device; top-k and feasible count {'identical' if same else 'DIFFERENT'})")
     flat = _flat_rate(model, wl, hws, cols)
-    blocked_f, flat_f = flops_per_point(model, wl, hws, cols)
+    streamed_f, mapped_f, flat_f = flops_per_point(model, wl, hws, cols)
     print(f"flat jit(vmap(train_step)) over host-gathered points (the sweep before blocks): {flat:,.0f} points/s "
           f"-> streamed blocks {rate / flat:.1f}x, in-memory blocks {mem_rate / flat:.1f}x")
-    print(f"flops_per_point={blocked_f:.0f} (baseline: flat {flat_f:.0f}; XLA cost analysis)")
-    print(f"  = {rate * blocked_f / 1e9:.1f} GFLOP/s sustained on {jax.default_backend()} by the streamed sweep")
+    print(f"flops_per_point={streamed_f:.0f} (streamed block kernel: step, mask, reductions; baseline: every "
+          f"field mapped {mapped_f:.0f}, flat {flat_f:.0f}; XLA cost analysis)")
+    line = f"  = {rate * streamed_f / 1e9:.1f} GFLOP/s sustained on {where} by the streamed sweep"
+    if jax.default_backend() == "cpu":
+        peak, how = cpu_peak_flops_per_s()
+        line += f", {rate * streamed_f / peak:.2%} of the CPU's nominal fp32 peak {peak / 1e9:.0f} GFLOP/s ({how})"
+    print(line)
 
     scalar = jax.jit(train_step)
     rng = np.random.default_rng(0)
@@ -260,6 +354,61 @@ def run_bench(points: int = 16_777_216, loop_sample: int = 200, simulate: bool =
         run_sim_bench()
         run_sim_bench(Layout(tp=8, pp=8, dp=16, mbs=4, zero=1, sp=1))
         run_sim_16k_bench()
-    print(f"sweep_configs_per_s={rate:.0f} (streamed; baseline: flat vmap {flat:.0f}, in-memory {mem_rate:.0f}, "
-          f"python loop {loop_rate:.0f})")
+    print(f"sweep_configs_per_s={rate:.0f} (streamed, {where}; baseline: flat vmap {flat:.0f}, "
+          f"in-memory {mem_rate:.0f}, python loop {loop_rate:.0f})")
     return rate
+
+
+def run_device_bench(points: int | None = None) -> float:
+    """``make bench-gpu``: the streamed sweep of :func:`run_bench` on every device of the
+    default backend (all GPUs, blocks sharded over them by :mod:`dse.sweep.devices`; or
+    CPU host devices, ``--devices cpu:N``), warm, against its first (compiling) call;
+    prints ``device_configs_per_s=``.  Default size: 2^28 points on an accelerator (the
+    goal, 10^8 points/s, keeps it busy for seconds), 2^24 on CPU devices.  Written and
+    tested on CPU host devices only; it has not been run on a GPU."""
+    from dse.sweep.stream import stream_sweep
+    backend = jax.default_backend()
+    points = points or (1 << 24 if backend == "cpu" else 1 << 28)
+    model = get_model("llama3-70b")
+    wl = Workload(global_batch=1024, seq_len=4096, precision=1)
+    cols = enumerate_layouts(model, 1024, 1024, 4096)
+    hws = bench_hardware(points, len(cols["tp"]))
+    n = len(cols["tp"]) * len(hws)
+    devs = jax.devices()
+    print(f"bench-gpu: llama3-70b, 1024 GPUs, seq 4096, gbs 1024: {n:,} points on {len(devs)} {backend} "
+          f"device(s) ({devs[0].device_kind})")
+    t0 = time.perf_counter()
+    stream_sweep(model, wl, hws, cols, k=10)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    st = stream_sweep(model, wl, hws, cols, k=10)
+    s = time.perf_counter() - t0
+    rate = n / s
+    print(f"streamed sweep: {n:,} points in {s:.2f} s, {st.n_feasible:,} feasible, Pareto {len(st.pareto)} points")
+    print(f"device_configs_per_s={rate:.0f} (warm, {len(devs)} {backend} device(s); baseline: first call "
+          f"{n / first:.0f}/s incl. compile)")
+    return rate
+
+
+def main(argv=None) -> int:
+    """``python -m dse.bench [--devices all|cpu:N] [--points N]`` (:func:`run_device_bench`)."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m dse.bench", description=run_device_bench.__doc__.split("\n")[0])
+    p.add_argument("--devices", default="all", help="all (the default backend's devices) or cpu:N")
+    p.add_argument("--points", type=int, default=None)
+    a = p.parse_args(argv)
+    if a.devices.startswith("cpu:"):
+        # before the backend starts: N CPU host devices
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_force_host_platform_device_count={int(a.devices[4:])}").strip()
+        jax.config.update("jax_platforms", "cpu")
+    elif a.devices != "all":
+        p.error(f"--devices must be all or cpu:N, but got {a.devices!r}")
+    from dse.jaxconfig import configure
+    configure()
+    run_device_bench(a.points)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,17 +6,24 @@ A block is ``LB`` layouts x ``HB`` hardware specs, evaluated by a *nested* ``vma
 depends on that axis, so everything of a step that depends on the layout alone -- the
 operator graph's shapes, bytes and FLOPs, parameter and activation counts, micro-batch
 and schedule arithmetic -- is computed once per layout and shared by the ``HB`` hardware
-variants; only the hardware-dependent costs run per point.  (XLA's cost analysis: about
-2,170 FLOPs per point flat, 430 per point in 4096 x 8 blocks.)
+variants.  Fields with one value over the whole sweep (:func:`constant_fields`: a
+variant grid's SM count, tile sizes, clocks, efficiencies; a dense model's ``ep``)
+enter as 0-d leaves that neither ``vmap`` maps, so what depends on them and the layout
+alone (tile and wave counts, compute time at a fixed peak) is per layout too, and only
+the terms that mix a varied hardware knob with the layout run per point.  (XLA's cost
+analysis for ``make bench``'s sweep: ~3,900 FLOPs per point with every field mapped,
+~700 for the streamed kernel -- step, memory mask and reductions -- with constant
+fields unmapped.)
 
 Block shapes: ``HB`` is the smallest of 1, 2, 4, ..., 64 that holds the hardware count;
-``LB`` a power of 8 from 64 to ``MAX_POINTS / HB`` (:func:`dse.sweep.runner.chunk_size`);
+``LB`` a power of 8 from 64 to ``block_points() / HB`` (:func:`dse.sweep.runner.chunk_size`);
 so a sweep compiles one of a few shapes whatever its size.  The last block is padded
 by repeating its first layout / hardware; padded points are marked invalid.  Point
 ``p = h * n_layouts + l`` (hardware-major, as :class:`dse.sweep.run.SweepResult`).
 
-Blocks are dispatched one ahead of their copy-back (:func:`iterate_blocks`), so the
-device (or XLA's CPU threads) computes the next block while the host converts the last.
+Blocks run ``D`` at a time, one per JAX device (:mod:`dse.sweep.devices`), dispatched one
+super-block ahead of their copy-back (:func:`iterate_blocks`), so the devices compute the
+next blocks while the host converts the last.
 """
 
 from __future__ import annotations
@@ -29,12 +36,20 @@ import numpy as np
 
 from dse.spec.hardware import Hardware
 from dse.spec.layout import Layout
+from dse.sweep.devices import device_mesh, sharded_blocks
 from dse.sweep.runner import chunk_size
 from dse.train.memory_parts import MemoryParts, memory_parts
 from dse.train.step import train_step
 
-MAX_POINTS = 1 << 18           # points per block (LB x HB)
+MAX_POINTS = 1 << 18           # points per block (LB x HB) on a CPU device
+MAX_POINTS_ACCEL = 1 << 22     # on a GPU: fewer, larger blocks amortize the per-block host work
 HB_MAX = 64
+
+
+def block_points() -> int:
+    """Points per block on the default backend (:data:`MAX_POINTS`, or
+    :data:`MAX_POINTS_ACCEL` on an accelerator)."""
+    return MAX_POINTS if jax.default_backend() == "cpu" else MAX_POINTS_ACCEL
 
 
 def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
@@ -42,15 +57,24 @@ def block_shape(n_layouts: int, n_hardware: int) -> tuple[int, int]:
     hb = 1
     while hb < n_hardware and hb < HB_MAX:
         hb *= 2
-    lb = chunk_size(n_layouts, max(MAX_POINTS // hb, 64))
+    lb = chunk_size(n_layouts, max(block_points() // hb, 64))
     return lb, hb
+
+
+def _axes(tree):
+    """``vmap`` axes of a block input: 0 for a leaf with a point axis, None for a 0-d
+    leaf (a field constant over the sweep, :func:`constant_fields`)."""
+    return jax.tree_util.tree_map(lambda x: 0 if jnp.ndim(x) else None, tree)
 
 
 def nested(fn):
     """``fn(model, wl, lay, hw)`` over every (layout, hardware) pair of a block: leaves of
-    shape (LB, HB)."""
-    inner = jax.vmap(fn, in_axes=(None, None, None, 0))
-    return jax.vmap(inner, in_axes=(None, None, 0, None))
+    shape (LB, HB).  0-d leaves of ``lay`` / ``hw`` are fields shared by the whole block
+    and are not mapped, so whatever depends on them alone is computed once."""
+    def run(model, wl, lay, hw):
+        inner = jax.vmap(fn, in_axes=(None, None, None, _axes(hw)))
+        return jax.vmap(inner, in_axes=(None, None, _axes(lay), None))(model, wl, lay, hw)
+    return run
 
 
 def nested_step(model, wl, lay: Layout, hw: Hardware):
@@ -58,9 +82,8 @@ def nested_step(model, wl, lay: Layout, hw: Hardware):
     return nested(train_step)(model, wl, lay, hw)
 
 
-@jax.jit
-def _nested_step_parts(model, wl, lay, hw):
-    # one jit: XLA shares the memory model between the step and the breakdown
+def _step_parts(model, wl, lay, hw, l_idx, h_idx, valid, n_l):
+    # one block function: XLA shares the memory model between the step and the breakdown
     return nested(train_step)(model, wl, lay, hw), nested(memory_parts)(model, wl, lay, hw)
 
 
@@ -68,40 +91,68 @@ def _pad(idx: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([idx, np.full(n - len(idx), idx[0], dtype=idx.dtype)]) if len(idx) < n else idx
 
 
-def block_inputs(lay_cols: dict, hw_cols: dict, l_idx: np.ndarray, h_idx: np.ndarray, lb: int, hb: int):
-    """Padded (Layout, Hardware) pytrees of one block, and its validity mask (LB, HB)."""
+def constant_fields(cols: dict, keep: str | None = None) -> frozenset:
+    """Fields of a column table (layouts or hardware specs) with one value in every row:
+    they enter a block as 0-d leaves (:func:`nested` does not map them).  ``keep`` stays
+    mapped when every field is constant (``vmap`` needs one mapped input)."""
+    const = frozenset(f for f, v in cols.items() if len(v) and bool(np.all(v == v[0])))
+    if keep is not None and len(const) == len(cols):
+        const = const - {keep}
+    return const
+
+
+def block_inputs(lay_cols: dict, hw_cols: dict, l_idx: np.ndarray, h_idx: np.ndarray, lb: int, hb: int,
+                 lay_const: frozenset = frozenset(), hw_const: frozenset = frozenset()):
+    """Padded (Layout, Hardware) pytrees of one block (the ``*_const`` fields as 0-d
+    leaves), and its validity mask (LB, HB)."""
     valid = (np.arange(lb) < len(l_idx))[:, None] & (np.arange(hb) < len(h_idx))[None, :]
     li, hi = _pad(l_idx, lb), _pad(h_idx, hb)
-    lay = Layout(**{f: v[li] for f, v in lay_cols.items()})
-    hw = Hardware(**{f: v[hi] for f, v in hw_cols.items()})
+    lay = Layout(**{f: v[0] if f in lay_const else v[li] for f, v in lay_cols.items()})
+    hw = Hardware(**{f: v[0] if f in hw_const else v[hi] for f, v in hw_cols.items()})
     return lay, hw, valid, li, hi
 
 
-def iterate_blocks(fn, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progress=None) -> Iterator:
-    """Yield ``(l_idx, h_idx, valid, host outputs)`` of ``fn(lay, hw, l_idx, h_idx, valid)``
-    (a jitted function of one padded block) for every block, dispatching block ``i + 1``
-    before copying block ``i`` back."""
-    lb, hb = block_shape(n_l, n_h)
+def iterate_blocks(block_fn, model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int,
+                   progress=None, static: tuple = ()) -> Iterator:
+    """Yield ``(l_idx, h_idx, valid, host outputs)`` of
+    ``block_fn(model, wl, lay, hw, l_idx, h_idx, valid, n_l, **dict(static))`` (a
+    traceable function of one padded block) for every block: ``D`` blocks at a time, one
+    per device (:func:`dse.sweep.devices.sharded_blocks`), the next ``D`` dispatched
+    before the last are copied back."""
+    mesh = device_mesh()
+    n_dev = mesh.size
+    lb, hb = block_shape(-(-n_l // n_dev), n_h)
+    lay_const, hw_const = constant_fields(lay_cols, "tp"), constant_fields(hw_cols, "hbm_bytes")
     pending = None
     for h0 in range(0, n_h, hb):
         h_idx = np.arange(h0, min(h0 + hb, n_h), dtype=np.int64)
-        for l0 in range(0, n_l, lb):
-            l_idx = np.arange(l0, min(l0 + lb, n_l), dtype=np.int64)
-            lay, hw, valid, li, hi = block_inputs(lay_cols, hw_cols, l_idx, h_idx, lb, hb)
-            out = fn(lay, hw, jnp.asarray(li, jnp.int32), jnp.asarray(hi, jnp.int32), jnp.asarray(valid))
+        for l0 in range(0, n_l, n_dev * lb):
+            subs = [np.arange(s, min(s + lb, n_l), dtype=np.int64) for s in range(l0, l0 + n_dev * lb, lb)]
+            # a device with no layouts left gets a copy of the first block, all invalid
+            parts = [block_inputs(lay_cols, hw_cols, sub if len(sub) else subs[0], h_idx, lb, hb,
+                                  lay_const, hw_const) for sub in subs]
+            lay = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs) if np.ndim(xs[0]) else xs[0],
+                                         *(p[0] for p in parts))
+            valid = np.concatenate([p[2] & (len(sub) > 0) for p, sub in zip(parts, subs)])
+            li = np.concatenate([p[3] for p in parts]).astype(np.int32)
+            out = sharded_blocks(block_fn, static, mesh, model, wl, lay, parts[0][1], li,
+                                 parts[0][4].astype(np.int32), valid, n_l)
             if pending is not None:
-                yield _collect(pending, progress)
-            pending = (l_idx, h_idx, valid, out)
+                yield from _collect(pending, progress)
+            pending = (subs, h_idx, [p[2] for p in parts], out)
     if pending is not None:
-        yield _collect(pending, progress)
+        yield from _collect(pending, progress)
 
 
 def _collect(pending, progress):
-    l_idx, h_idx, valid, out = pending
+    subs, h_idx, valids, out = pending
     host = jax.tree_util.tree_map(np.asarray, out)
-    if progress is not None:
-        progress.update(len(l_idx) * len(h_idx))
-    return l_idx, h_idx, valid, host
+    for d, (l_idx, valid) in enumerate(zip(subs, valids)):
+        if not len(l_idx):
+            continue
+        if progress is not None:
+            progress.update(len(l_idx) * len(h_idx))
+        yield l_idx, h_idx, valid, jax.tree_util.tree_map(lambda x: x[d], host)
 
 
 def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, progress=None):
@@ -113,8 +164,8 @@ def evaluate_all(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int, p
     # point order h * n_l + l at the end (a view, no copy)
     res = {f: np.empty((n_h, n_l), dtype=np.float64) for f in StepResult._fields}
     parts = {f: np.empty((n_h, n_l), dtype=np.float64) for f in MemoryParts._fields}
-    fn = lambda lay, hw, li, hi, valid: _nested_step_parts(model, wl, lay, hw)
-    for l_idx, h_idx, _, (out, mp) in iterate_blocks(fn, lay_cols, hw_cols, n_l, n_h, progress):
+    for l_idx, h_idx, _, (out, mp) in iterate_blocks(_step_parts, model, wl, lay_cols, hw_cols, n_l, n_h,
+                                                     progress):
         l0, h0, k_l, k_h = l_idx[0], h_idx[0], len(l_idx), len(h_idx)
         for dst, src in ((res, out), (parts, mp)):
             for f, arr in dst.items():
