@@ -52,10 +52,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
-from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
+from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
 from dse.infer.forward import stage_time
 from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.prefill import prefill_attention
@@ -66,6 +67,42 @@ from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
 CANDIDATES = 5          # the cap and up to four powers of two within a factor 8 below it
+
+#: engine profiles that run only on NVIDIA GPUs: TensorRT-LLM (and NeMo on its backend) is
+#: a CUDA library (TensorRT-LLM README, "supported hardware": NVIDIA GPUs); vLLM and
+#: SGLang ship ROCm builds for AMD Instinct GPUs (vLLM docs "Installation with ROCm",
+#: SGLang docs "AMD GPUs"), so they serve on both.
+NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "nemo")
+
+
+def is_amd(hw: Hardware) -> bool:
+    return str(hw.generation).startswith("cdna")
+
+
+def default_engine(hw: Hardware) -> str:
+    """The engine a deployment on ``hw`` would use by default: TensorRT-LLM on NVIDIA,
+    vLLM on AMD (TensorRT-LLM does not run there)."""
+    return "vllm" if is_amd(hw) else "trtllm"
+
+
+def engine_rule(name: str, hw: Hardware) -> str:
+    """"" when engine ``name`` runs on ``hw``, else the rule it breaks."""
+    if name not in PROFILES:
+        return f"must be one of {sorted(PROFILES)}, but got {name!r}"
+    if name in NVIDIA_ONLY and is_amd(hw):
+        return (f"{name} (TensorRT-LLM) runs on NVIDIA GPUs only, but {hw.name} is AMD "
+                f"({hw.generation}); use vllm or sglang")
+    return ""
+
+
+def kv_element_bytes(eng: EngineProfile, precision: int) -> float:
+    """Bytes per cached K/V element: fp8 where the engine makes it the default of an fp8 /
+    fp4 model (``fp8_kv_with_fp8``, TensorRT-LLM), else the activation size (4 fp32,
+    2 bf16/fp16), as :mod:`dse.infer.predict_rows` chooses for a row without a KV
+    precision."""
+    if eng.fp8_kv_with_fp8 and precision >= 2:
+        return 1.0
+    return 4.0 if precision == 0 else 2.0
 
 
 class Replica(NamedTuple):
@@ -210,10 +247,11 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
     k = _pow2_floor_exp(c)
     cands = [c] + [2.0 ** (k - j) for j in range(CANDIDATES - 1)]
     valid = [ok] + [ok & (k - j >= 0) & (2.0 ** (k - j) >= c / 8.0) for j in range(CANDIDATES - 1)]
-    tput = [jnp.where(v, b / steady_iteration_s(rep, eng, b, S, O), -jnp.inf)
-            for b, v in zip(cands, valid)]
-    best = jnp.argmax(jnp.stack(tput), axis=0)
-    tuned = jnp.where(ok, jnp.stack(cands)[best], 0.0)
+    cands, valid = jnp.stack(cands), jnp.stack(valid)
+    # one traced iteration mapped over the candidates (not five unrolled copies: compile time)
+    t = jax.vmap(lambda b: steady_iteration_s(rep, eng, b, S, O))(cands)
+    best = jnp.argmax(jnp.where(valid, cands / t, -jnp.inf))
+    tuned = jnp.where(ok, cands[best], 0.0)
     return Slots(pool, n_slots, cap, tuned, weights_bytes(rep), per_seq)
 
 
