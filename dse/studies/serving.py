@@ -205,11 +205,15 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
 
 def pareto(pts: pd.DataFrame) -> pd.DataFrame:
     """The feasible points no other feasible point of the same (model, hardware) beats on
-    both tok/s/GPU and tok/s/user, ordered by tok/s/user."""
+    both tok/s/GPU and tok/s/user, ordered by tok/s/user.  Of points equal on both axes
+    (continuous batching: a concurrency above the KV slots runs the same admitted batch and
+    only queues longer) the front keeps the one with the lowest TTFT."""
     ok = pts[pts["feasible"]]
     parts = []
     for _, g in ok.groupby(["model_id", "hardware"], sort=False):
         front = g[pareto_front(g, list(AXES), ["maximize", "maximize"])]
+        front = front.sort_values(["ttft_ms", "batch"], kind="stable").drop_duplicates(
+            ["precision", "tp", "pp", "replicas", *AXES])
         parts.append(front.sort_values(["tok_s_per_user", "tok_s_per_gpu"], kind="stable"))
     return pd.concat(parts, ignore_index=True) if parts else ok.iloc[:0]
 
