@@ -69,11 +69,15 @@ def _engine_line(name: str, hws: list, st) -> str:
     mix = ("prompts run inside the decode iteration (in-flight batching: one pass over decode and "
            "prompt tokens)" if e.mixed_batches else
            "prompts run as prefill passes of their own while decode waits")
-    chunk = (f"prompts split into {e.max_num_tokens}-token chunks, one per iteration "
-             f"({-(-st.input_len // e.max_num_tokens)} for a {st.input_len}-token prompt)"
-             if e.chunked_prefill else f"a prompt enters whole (no chunking; {st.input_len} ≤ "
-             f"{e.max_num_tokens} tokens per iteration)" if st.input_len <= e.max_num_tokens else
-             f"a prompt enters whole (no chunking)")
+    S = st.input_len
+    if e.mixed_batches and e.chunked_prefill:
+        chunk = (f"prompts split into {e.max_num_tokens}-token chunks, one per iteration "
+                 f"({-(-S // e.max_num_tokens)} for a {S}-token prompt)")
+    elif S <= e.max_num_tokens:
+        chunk = f"a {S}-token prompt fits one iteration's {e.max_num_tokens}-token budget"
+    else:
+        chunk = (f"a {S}-token prompt is longer than the {e.max_num_tokens} tokens of an iteration "
+                 "and is modelled as one pass")
     pool = (f"{e.mem_fraction:.0%} of the memory left after weights" if e.kv_after_weights
             else f"{e.mem_fraction:.0%} of GPU memory, weights included")
     held = (f"input + output = {st.input_len + st.output_len}" if e.reserve_final_kv
