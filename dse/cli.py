@@ -189,17 +189,29 @@ def cmd_infer(a) -> int:
     prec = serving_precision_code(a.precision)
     for hw in hws:
         check_precision(hw, prec, "--precision")
-    df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec, mem_margin=a.mem_margin)
+    if a.batching == "continuous" and a.engine is not None:
+        from dse.infer.continuous import engine_rule
+        for hw in hws:
+            if engine_rule(a.engine, hw):
+                raise InputError("dse infer", "--engine", engine_rule(a.engine, hw))
+    df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec, mem_margin=a.mem_margin,
+                         batching=a.batching, engine=a.engine)
     if a.output is not None:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:
         print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
         return 1
-    cols = ["hardware", "tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
-            "mem_gib", "kv_gib", "mem_weights_gib", "mem_activations_gib", "mem_reserve_gib"]
+    if a.batching == "continuous":
+        cols = ["hardware", "engine", "tp", "pp", "batch", "admitted", "slots", "ttft_s", "queue_s",
+                "tpot_s", "tokens_per_s", "mem_gib", "kv_pool_gib", "weights_gib"]
+        what = "continuous batching, batch = requests in flight per replica"
+    else:
+        cols = ["hardware", "tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
+                "mem_gib", "kv_gib", "mem_weights_gib", "mem_activations_gib", "mem_reserve_gib"]
+        what = "static batches"
     print(f"{model.name} serving on {a.gpus} GPUs per replica, prompt {a.prompt}, {a.gen} generated "
-          f"tokens: {len(df)} points, {len(ok)} fit; highest decode throughput first:")
+          f"tokens, {what}: {len(df)} points, {len(ok)} fit; highest throughput first:")
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(ok.sort_values("tokens_per_s", ascending=False)[cols].head(a.top).to_string(index=False))
     return 0
@@ -384,7 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vary", action="append", metavar="KNOB=v1,v2",
                    help="grid over a hardware knob (repeatable; `dse list knobs`)")
     s.add_argument("--top", type=_positive_int, default=10, help="points to print")
-    margin_arg(s, "a point must fit in")
+    s.add_argument("--batching", choices=("continuous", "static"), default="continuous",
+                   help="continuous (in-flight, as serving engines run; --batch = requests in flight "
+                        "per replica) or static (a batch prefilled and decoded together)")
+    s.add_argument("--engine", default=None,
+                   help="engine profile for continuous batching: trtllm | vllm | sglang | trtllm_mlperf "
+                        "| trtllm_static | nemo (default: trtllm on NVIDIA, vllm on AMD)")
+    margin_arg(s, "a static batch must fit in (continuous: the engine's KV pool decides)")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_infer)
 

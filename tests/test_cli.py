@@ -85,6 +85,10 @@ def test_infer_command_prints_throughput(capsys):
     rc = main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "2",
                "--batch", "8", "--prompt", "512", "--gen", "64", "--top", "3"])
     out = capsys.readouterr().out
+    assert rc == 0 and "continuous batching" in out and "tpot_s" in out and "tokens_per_s" in out
+    rc = main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "2",
+               "--batch", "8", "--prompt", "512", "--gen", "64", "--top", "3", "--batching", "static"])
+    out = capsys.readouterr().out
     assert rc == 0 and "decode_s_per_token" in out and "tokens_per_s" in out
 
 

@@ -19,6 +19,7 @@ from dse.report.atomic import save_fig, write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
 from dse.report.markdown import md_table
 from dse.report.serving_results import ServingResults
+from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES
 
 #: one colour per hardware entry, in study-file order (matplotlib's tab10)
 #: one marker per SLA, in study-file order (its best point per GPU)
@@ -52,8 +53,85 @@ def write(res: ServingResults) -> Path:
 
 def _fixed(res: ServingResults, mid: str) -> str:
     st = res.study
-    return (f"{mid} on {st.gpus} GPUs, {st.input_len} prompt + {st.output_len} generated tokens per "
-            f"request, static batches of 1–{st.max_batch} per replica")
+    how = (f"continuous batching, 1–{st.max_batch} requests in flight per replica"
+           if st.batching == "continuous" else f"static batches of 1–{st.max_batch} per replica")
+    return f"{mid} on {st.gpus} GPUs, {st.input_len} prompt + {st.output_len} generated tokens per request, {how}"
+
+
+def _engine_line(name: str, hws: list, st) -> str:
+    """One bullet on an engine profile, every figure from :mod:`dse.infer.engines`."""
+    e = PROFILES[name]
+    launch = sorted({f"{float(h.kernel_launch_s) * 1e6:g}" for h in hws})
+    graphs = (f"decode-only iterations up to {e.graph_max_batch} sequences replay as CUDA graphs "
+              f"({GRAPH_LAUNCH_S * 1e6:g} µs per kernel), other iterations launch at "
+              f"{'/'.join(launch)} µs per kernel" if e.cuda_graphs
+              else f"no CUDA graphs ({'/'.join(launch)} µs per kernel launch)")
+    mix = ("prompts run inside the decode iteration (in-flight batching: one pass over decode and "
+           "prompt tokens)" if e.mixed_batches else
+           "prompts run as prefill passes of their own while decode waits")
+    S = st.input_len
+    if e.mixed_batches and e.chunked_prefill:
+        chunk = (f"prompts split into {e.max_num_tokens}-token chunks, one per iteration "
+                 f"({-(-S // e.max_num_tokens)} for a {S}-token prompt)")
+    elif S <= e.max_num_tokens:
+        chunk = f"a {S}-token prompt fits one iteration's {e.max_num_tokens}-token budget"
+    else:
+        chunk = (f"a {S}-token prompt is longer than the {e.max_num_tokens} tokens of an iteration "
+                 "and is modelled as one pass")
+    pool = (f"{e.mem_fraction:.0%} of the memory left after weights" if e.kv_after_weights
+            else f"{e.mem_fraction:.0%} of GPU memory, weights included")
+    held = (f"input + output = {st.input_len + st.output_len}" if e.reserve_final_kv
+            else f"input + output/2 = {st.input_len + st.output_len / 2:g} (admission on current blocks)")
+    kv8 = "fp8 KV cache with fp8/fp4 weights (the engine's default), else 16-bit" if e.fp8_kv_with_fp8 \
+        else "KV cache in 16 bit at every precision"
+    return (f"- `{name}` on {', '.join(h.name for h in hws)}: host time {e.overhead_per_iter_s * 1e3:g} ms per "
+            f"iteration (not overlapped with the GPU); {graphs}; {mix}; {chunk}; at most {e.max_batch} running "
+            f"requests and {e.max_num_tokens} tokens per iteration; KV pool {pool}, {e.block_tokens}-token "
+            f"blocks, a request holds {held} tokens; {kv8}.")
+
+
+def _batching_lines(res: ServingResults) -> list[str]:
+    """The bullets of "How the numbers are made" on the batching modelled (from the study
+    file's settings and the engine profiles)."""
+    st = res.study
+    if st.batching == "static":
+        return ["- Serving screen: `dse infer --batching static` (`dse.infer.sweep.sweep_inference`), "
+                "vectorized over every (TP, PP, batch) of one replica; a layout is `replicas` replicas of "
+                "`TP x PP` GPUs. Static batching: a replica prefills its batch, then decodes it, so **TTFT is "
+                "the prefill of the whole batch** and TPOT the decode step at the mean context; tok/s/user = "
+                "1 / TPOT; tok/s/GPU = batch x output tokens / (TTFT + (output - 1) x TPOT) / GPUs per "
+                "replica. No engine host time per iteration is included (the GPU time of the operator graph).",
+                "- Memory: weights + the KV cache of the batch at prompt + output tokens + workspace must fit "
+                "in 97 % of HBM; points that do not are kept with the reason."]
+    pts = res.points
+    ok = pts[pts["feasible"]]
+    queued = int((ok["batch"] > ok["slots"]).sum())
+    by_eng: dict[str, list] = {}
+    for h, e in zip(st.hardware, st.engines):
+        by_eng.setdefault(e, []).append(h)
+    O, S = st.output_len, st.input_len
+    return [
+        "- Serving screen: `dse infer --batching continuous` (`dse.infer.sweep.sweep_inference`, the "
+        "closed-loop `concurrency` scenario of `dse/infer/serving.py` vectorized in "
+        "`dse/infer/continuous.py`), over every (TP, PP, concurrency) of one replica; a layout is "
+        f"`replicas` replicas of `TP x PP` GPUs with 1–{st.max_batch} requests in flight on each "
+        "(a finished request is replaced at once). **Continuous (in-flight) batching**: the engine admits "
+        "B = min(in flight, its tuned KV-slot limit) requests; every iteration decodes them at the mean "
+        f"context {S} + {O}/2 tokens and, as each request finishes after {O} iterations, takes in B/{O} new "
+        "prompts.",
+        "- TPOT = that steady-state iteration: the operator graph's GPU time for B decode tokens + the new "
+        "prompt tokens, plus the engine's host time and kernel-launch costs. TTFT = the wait for a KV slot "
+        "(when more requests are in flight than admitted: Little's law, (in flight / B − 1) × the served "
+        "request's latency) + half the running scheduling pass + the prompt's prefill (its iteration, or its "
+        f"own prefill pass). tok/s/user = 1 / TPOT; tok/s/GPU = B x {O} / (TTFT without the wait + "
+        f"{O - 1} x TPOT) / GPUs per replica.",
+        *[_engine_line(e, hws, st) for e, hws in by_eng.items()],
+        "- Memory: the engine's KV pool (above) over a request's paged footprint gives the KV slots; the "
+        "tuned running-batch limit is the best steady-state throughput among min(slots, max running "
+        "requests, token budget) and the powers of two within 8x below it. A layout whose weights leave no "
+        f"KV slot is infeasible (kept with the reason); {queued:,} of the {len(ok):,} feasible points have "
+        "more requests in flight than they admit (the excess waits for a slot, inside their TTFT)."]
+
 
 
 def plot(res: ServingResults, mid: str, path: Path) -> str:
@@ -93,9 +171,12 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens/s per user (1 / time per output token)")
-    ax.set_ylabel("output tokens/s per GPU (batch × output tokens / (TTFT + decode), per GPU)")
-    ax.set_title(f"{_fixed(res, mid)}\nPareto front per GPU type over TP × PP × replicas × batch × precision "
-                 "(labels: TP, PP, x replicas, b batch per replica, precision; faint: every point that fits)\n"
+    ax.set_ylabel("output tokens/s per GPU (replica's output tokens / request latency, per GPU)")
+    n = "c requests in flight" if st.batching == "continuous" else "b batch"
+    eng = (", engines: " + ", ".join(f"{h.name} {e}" for h, e in zip(st.hardware, st.engines))
+           if st.batching == "continuous" else "")
+    ax.set_title(f"{_fixed(res, mid)}{eng}\nPareto front per GPU type over TP × PP × replicas × batch × precision "
+                 f"(labels: TP, PP, x replicas, {n} per replica, precision; faint: every point that fits)\n"
                  "large markers: best layout per SLA, which may lie inside the front (the front ignores TTFT)",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
@@ -180,6 +261,17 @@ def _table(res: ServingResults, mid: str) -> pd.DataFrame:
         + b["points_feasible"].astype(int).astype(str)})
 
 
+def _read_lines(st) -> list[str]:
+    if st.batching == "continuous":
+        return ["- Layout labels: `TP4 PP2 x1 c64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
+                "replica, 64 requests in flight per replica, fp8 weights and activations. Concurrencies are "
+                "powers of two, so `next batch at this layout` is the doubled concurrency: one between the two "
+                "may still meet the SLA."]
+    return ["- Layout labels: `TP4 PP2 x1 b64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
+            "replica, 64 requests per replica batch, fp8 weights and activations. Batches are powers of two, so "
+            "`next batch at this layout` is the doubled batch: a batch between the two may still meet the SLA."]
+
+
 def report(res: ServingResults, files: list[str]) -> str:
     st = res.study
     pts = res.points
@@ -191,25 +283,20 @@ def report(res: ServingResults, files: list[str]) -> str:
          f"Models: {models}. {st.gpus} GPUs per deployment, {st.input_len} prompt tokens and "
          f"{st.output_len} generated tokens per request.",
          f"The search evaluated **{len(pts):,}** points (model x GPU x precision x replica size x TP x PP x "
-         f"batch), {n_ok:,} of which fit in memory (run time in `manifest.json`; every point with its status "
+         f"{'concurrency' if st.batching == 'continuous' else 'batch'}), {n_ok:,} of which "
+         f"{'leave a KV slot for at least one request' if st.batching == 'continuous' else 'fit in memory'} (run time in `manifest.json`; every point with its status "
          "in `sweep.parquet`, the Pareto fronts in `pareto.csv`, the best point per SLA in `best_per_sla.csv`).",
          "",
          "## How the numbers are made", "",
-         "- Serving screen: `dse serve` (`dse.infer.sweep.sweep_inference`), vectorized over every (TP, PP, batch) "
-         "of one replica; a layout is `replicas` replicas of `TP x PP` GPUs. Static batching: a replica prefills "
-         "its batch, then decodes it, so **TTFT is the prefill of the whole batch** and TPOT the decode step at "
-         "the mean context; tok/s/user = 1 / TPOT; tok/s/GPU = batch x output tokens / (TTFT + (output - 1) x "
-         "TPOT) / GPUs per replica. No engine host time per iteration is included (the GPU time of the "
-         "operator graph).",
+         *_batching_lines(res),
          f"- Precisions (weights and GEMM inputs; peaks from the catalog): {_precision_line(res)}. fp4 is the "
-         "GPU's block-scaled 4-bit format (NVFP4 on Blackwell); attention and the KV cache stay 16-bit at every "
-         "precision (`dse/cost/rates.py`).",
+         "GPU's block-scaled 4-bit format (NVFP4 on Blackwell); attention runs in 16 bit (`dse/cost/rates.py`)"
+         + ("; the KV cache precision is the engine's (below)." if st.batching == "continuous"
+            else " and the KV cache stays 16-bit at every precision."),
          *([f"- MoE ({', '.join(mid for mid, m in zip(st.model_ids, st.models) if m.num_experts > 1)}): the "
             "experts are split over the replica's TP GPUs; this screen has no expert-parallel or attention-DP "
             "axis (`dse predict` rows take `ep` / `attn_dp`)."] if any(m.num_experts > 1 for m in st.models)
            else []),
-         "- Memory: weights + the KV cache of the batch at prompt + output tokens + workspace must fit in 97 % "
-         "of HBM; points that do not are kept with the reason.",
          "- Best per SLA: the highest tok/s/GPU among the points meeting both bounds (per GPU over every "
          "precision it lists; a sentence also compares at a precision every GPU has when that changes the "
          "choice).", ""]
@@ -221,8 +308,6 @@ def report(res: ServingResults, files: list[str]) -> str:
               f"Best layout per SLA ({_fixed(res, mid)}):", "", md_table(_table(res, mid)), ""]
         L += sla_sentences(res, mid) + [""]
     L += ["## How to read this", "",
-          "- Layout labels: `TP4 PP2 x1 b64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
-          "replica, 64 requests per replica batch, fp8 weights and activations. Batches are powers of two, so "
-          "`next batch at this layout` is the doubled batch: a batch between the two may still meet the SLA.",
+          *_read_lines(st),
           "- Reproduce: `make study STUDY=" + res.head.name + "`; provenance in `manifest.json`.", ""]
     return "\n".join(L)

@@ -41,6 +41,8 @@ class ServingStudy:
     output_len: int                     # generated tokens per request
     max_batch: int                      # batches: powers of two up to this, and it
     slas: tuple[SLA, ...]
+    batching: str = "continuous"        # continuous | static (dse.infer.sweep)
+    engines: tuple[str, ...] = ()       # engine profile per hardware entry (continuous)
 
 
 @dataclass(frozen=True, eq=False)

@@ -115,10 +115,14 @@ def test_best_per_sla_meets_its_sla_and_is_best(small):
     tight = ok[(ok["sla"] == "tight") & (ok["scope"] == "any")].set_index("hardware")
     # a looser SLA admits a superset of points: never less throughput per GPU
     assert (loose["tok_s_per_gpu"] >= tight.reindex(loose.index)["tok_s_per_gpu"].fillna(0)).all()
-    # tok/s/GPU is the static-batch cycle: batch x output / (TTFT + (output - 1) TPOT) / GPUs
-    r = ok.iloc[0]
-    assert r["tok_s_per_gpu"] == pytest.approx(
-        r["batch"] * 128 / (r["ttft_ms"] / 1e3 + 127 * r["tpot_ms"] / 1e3) / r["gpus_per_replica"], rel=1e-6)
+    # tok/s/GPU is continuous batching's served rate: admitted x output / (TTFT without the
+    # slot wait + (output - 1) TPOT) / GPUs, under each GPU's default engine
+    for _, r in ok.iterrows():
+        assert r["engine"] == "trtllm" and r["admitted"] <= r["slots"]
+        run = r["ttft_ms"] / 1e3 - r["queue_s"] + 127 * r["tpot_ms"] / 1e3
+        assert r["tok_s_per_gpu"] == pytest.approx(r["admitted"] * 128 / run / r["gpus_per_replica"], rel=1e-5)
+    assert (pts["batching"] == "continuous").all()
+    assert pts["layout"].str.contains(r" c\d+ ").all()
 
 
 def test_report_sentences_are_computed(small, tmp_path):
@@ -160,6 +164,9 @@ def test_report_sentences_are_computed(small, tmp_path):
     (lambda t: t.replace('"h200-sxm-141gb"', '"h100-sxm-80gb"'), "hardware"),
     (lambda t: t.replace("gpus = 2", "gpus = 0"), "serving.gpus"),
     (lambda t: t.replace('name = "loose"', 'name = "tight"'), "sla"),
+    (lambda t: t.replace("max_batch = 64", 'max_batch = 64\nbatching = "dynamic"'), "serving.batching"),
+    (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "mi300x"\nengine = "trtllm"'), "hardware[1].engine"),
+    (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "tgi"'), "hardware[1].engine"),
 ])
 def test_bad_study_exits_2(tmp_path, capsys, edit, field):
     p = tmp_path / "bad.toml"
@@ -169,9 +176,52 @@ def test_bad_study_exits_2(tmp_path, capsys, edit, field):
     assert len(err.splitlines()) == 1 and field in err, err
 
 
+def test_static_mode_is_the_fixed_batch_cycle(tmp_path):
+    """``batching = "static"``: tok/s/GPU = batch x output / (TTFT + (output - 1) TPOT) / GPUs,
+    the report says static batches."""
+    text = SMALL.replace("max_batch = 64", 'max_batch = 16\nbatching = "static"').replace(
+        'name = "serving-small"', 'name = "serving-static"')
+    p = tmp_path / "static.toml"
+    p.write_text(text)
+    d, path = load_study(str(p))
+    st = S.parse(d, path)
+    assert st.batching == "static"
+    pts = S.sweep_points(dataclasses.replace(st, hardware=st.hardware[:1], precisions=(("bf16",),),
+                                             engines=st.engines[:1]))
+    ok = pts[pts["feasible"]]
+    assert len(ok) and (ok["batching"] == "static").all() and ok["layout"].str.contains(r" b\d+ ").all()
+    cyc = ok["batch"] * 128 / (ok["ttft_ms"] / 1e3 + 127 * ok["tpot_ms"] / 1e3) / ok["gpus_per_replica"]
+    assert ok["tok_s_per_gpu"].to_numpy() == pytest.approx(cyc.to_numpy(), rel=1e-5)
+    assert ok["ttft_s"].to_numpy() == pytest.approx(ok["prefill_s"].to_numpy())
+
+
 def test_study_file_parses_with_its_precisions():
     d, p = load_study(str(STUDY))
     st = S.parse(d, p)
+    assert st.batching == "continuous"
+    eng = dict(zip((h.name for h in st.hardware), st.engines))
+    assert eng == {"h100-sxm-80gb": "trtllm", "h200-sxm-141gb": "trtllm", "b200": "trtllm", "mi300x": "vllm"}
     prec = dict(zip((h.name for h in st.hardware), st.precisions))
     assert prec["b200"] == ("fp8", "fp4") and prec["h100-sxm-80gb"] == ("bf16", "fp8")
     assert S.precision_of("fp4", st.hardware[[h.name for h in st.hardware].index("b200")]) == 3   # NVFP4
+
+
+def test_how_the_numbers_are_made_follows_the_engines(small, tmp_path):
+    """The batching bullets are computed from the study's engines and lengths."""
+    out, p, _, _ = small
+    d, path = load_study(str(p))
+    st = S.parse(d, path)
+    pts = pd.read_parquet(out / "sweep.parquet")
+    head = StudyHeader("serving-small", "", path, tmp_path)
+    text = lambda study: report(ServingResults(head, study, pts, S.pareto(pts), S.best_per_sla(pts, study),
+                                               0.0), ["x.png"])
+    base = text(st)
+    assert "**Continuous (in-flight) batching**" in base and "TTFT is the prefill of the whole batch" not in base
+    assert "`trtllm` on h100-sxm-80gb, h200-sxm-141gb: host time 0.5 ms per iteration" in base
+    assert "no CUDA graphs" in base and "input + output = 640 tokens" in base
+    queued = int((pts[pts["feasible"]]["batch"] > pts[pts["feasible"]]["slots"]).sum())
+    assert f"{queued:,} of the {int(pts['feasible'].sum()):,} feasible points" in base
+    other = text(dataclasses.replace(st, engines=("trtllm", "sglang")))
+    assert "`sglang` on h200-sxm-141gb: host time 1.5 ms per iteration" in other
+    assert "up to 160 sequences replay as CUDA graphs (1.5 µs per kernel)" in other
+    assert "prefill passes of their own" in other and "a 512-token prompt fits one iteration's 8192" in other

@@ -1,0 +1,293 @@
+"""Continuous (in-flight) batching, vectorized: the closed-loop ``concurrency`` scenario of
+:mod:`dse.infer.serving` as pure JAX functions of one design point, for ``jit(vmap)``
+over the serving grid (:mod:`dse.infer.sweep`, ``--batching continuous``).
+
+The equations are those of :mod:`dse.infer.serving` (its docstring has the sources),
+written on traced leaves instead of Python floats, with the engine profile
+(:class:`dse.infer.engines.EngineProfile`, static) choosing the branches; the engine
+constants are the global ones of :mod:`dse.infer.engines` (``GRAPH_LAUNCH_S``, host time
+per iteration, batch and token limits, KV pool policy), none new here.
+
+Per replica of ``tp x pp`` GPUs, prompt ``S``, output ``O`` tokens, ``N`` requests in
+flight (closed loop: a finished request is replaced at once):
+
+* **KV capacity** (:func:`slots`): the engine's KV pool (``mem_fraction`` of HBM, of the
+  memory left after weights on TensorRT-LLM, minus weights x (1 + fragmentation), the
+  allocator reserve and the activation workspace of one ``min(max_num_tokens, S)``-token
+  prefill chunk) over the paged footprint of one request, ``ceil(held / block) block``
+  tokens of ``2 ceil(L/pp) g_t d`` elements at ``kv_bytes``; ``held = S + O`` where
+  admission reserves the final footprint, ``S + O/2`` otherwise.  The running-batch cap is
+  ``min(slots, max_batch, max(max_num_tokens / (1 + S/O), 1))`` (the iteration token
+  budget: B decode tokens + B S / O prompt tokens), and the tuned limit ``B*`` is the best
+  steady-state throughput among the cap and the powers of two within a factor 8 below it
+  (:func:`dse.infer.serving.tuned_batch`, evaluated on all five candidates at once).
+* **Admitted batch** ``B = min(N, B*)``; the other ``N - B`` requests wait for a slot.
+* **Steady-state iteration** (:func:`steady_iteration_s`): B sequences decode at mean
+  context ``S + O/2``; each finishes after O iterations, so ``B / O`` prompts (``B S / O``
+  prompt tokens) enter per iteration.  Mixing engines (TensorRT-LLM in-flight batching)
+  run them in the same pass, ``t = pp t_stage((B + p)/m) + prefill attention + host``;
+  the others (vLLM 0.6, SGLang 0.3) run a separate prefill pass in a share
+  ``min(q, 1)`` of the iterations, ``t = t_decode(B) + min(q, 1) t_prefill(max(q, 1))``.
+  Decode-only passes up to the engine's captured batch launch as CUDA graphs
+  (``GRAPH_LAUNCH_S`` per kernel), everything else at the hardware's launch cost.
+  TPOT = t.
+* **Time to first token** (:func:`first_token_s`): the wait for a KV slot (closed loop,
+  Little's law: ``N`` requests cycle through ``B`` slots each held for ``e2e_run``, so a
+  request spends ``N e2e_run / B`` in the system, ``(N / B - 1) e2e_run`` of it queued;
+  0 when ``N <= B*``) plus half the running scheduling pass and the prompt's prefill:
+  on a mixing engine the prompt's ``ceil(S / chunk)`` chunks, one per iteration
+  (``chunk = max_num_tokens`` where the engine chunks prompts, the whole prompt otherwise:
+  ``(steps/2 + chunks) t``), else ``steps/2 t + t_prefill(max(q, 1))``.
+* e2e = TTFT + (O - 1) TPOT; tokens/s per replica = ``B O / e2e_run`` (the queue does not
+  change the service rate).
+
+Where ``N <= B*`` and the prompt fits one chunk this is exactly
+:func:`dse.infer.serving.concurrency` with one replica (tests/infer/test_continuous.py
+compares them); beyond ``B*`` the scalar model reports the served rate without the queue
+wait, this one adds it.  Expert parallelism and attention DP are not axes of the sweep
+(``ep = dp = 1``).  Units: seconds, tokens, bytes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from dse.graph.ops import KVRead, time_s
+from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
+from dse.infer.forward import stage_time
+from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
+from dse.infer.prefill import prefill_attention
+from dse.infer.workload import InferenceWorkload
+from dse.spec.hardware import Hardware
+from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
+from dse.cost.rates import rates
+
+CANDIDATES = 5          # the cap and up to four powers of two within a factor 8 below it
+
+#: engine profiles that run only on NVIDIA GPUs: TensorRT-LLM (and NeMo on its backend) is
+#: a CUDA library (TensorRT-LLM README, "supported hardware": NVIDIA GPUs); vLLM and
+#: SGLang ship ROCm builds for AMD Instinct GPUs (vLLM docs "Installation with ROCm",
+#: SGLang docs "AMD GPUs"), so they serve on both.
+NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "nemo")
+
+
+def is_amd(hw: Hardware) -> bool:
+    return str(hw.generation).startswith("cdna")
+
+
+def default_engine(hw: Hardware) -> str:
+    """The engine a deployment on ``hw`` would use by default: TensorRT-LLM on NVIDIA,
+    vLLM on AMD (TensorRT-LLM does not run there)."""
+    return "vllm" if is_amd(hw) else "trtllm"
+
+
+def engine_rule(name: str, hw: Hardware) -> str:
+    """"" when engine ``name`` runs on ``hw``, else the rule it breaks."""
+    if name not in PROFILES:
+        return f"must be one of {sorted(PROFILES)}, but got {name!r}"
+    if name in NVIDIA_ONLY and is_amd(hw):
+        return (f"{name} (TensorRT-LLM) runs on NVIDIA GPUs only, but {hw.name} is AMD "
+                f"({hw.generation}); use vllm or sglang")
+    return ""
+
+
+def kv_element_bytes(eng: EngineProfile, precision: int) -> float:
+    """Bytes per cached K/V element: fp8 where the engine makes it the default of an fp8 /
+    fp4 model (``fp8_kv_with_fp8``, TensorRT-LLM), else the activation size (4 fp32,
+    2 bf16/fp16), as :mod:`dse.infer.predict_rows` chooses for a row without a KV
+    precision."""
+    if eng.fp8_kv_with_fp8 and precision >= 2:
+        return 1.0
+    return 4.0 if precision == 0 else 2.0
+
+
+class Replica(NamedTuple):
+    """One serving replica's numerics (all leaves; the engine travels separately, static)."""
+    model: Model
+    hw: Hardware
+    tp: object
+    pp: object
+    precision: object
+    kv_bytes: object        # bytes per cached K/V element
+
+
+class Slots(NamedTuple):
+    kv_pool_bytes: object   # KV pool per GPU
+    kv_slots: object        # requests the pool holds
+    cap: object             # running-batch cap: slots, max_batch, token budget
+    tuned: object           # the tuned running-batch limit B* (0 when cap < 1)
+    weights_bytes: object
+    kv_bytes_per_seq: object   # paged footprint of one admitted request
+
+
+class Continuous(NamedTuple):
+    ttft_s: object
+    tpot_s: object
+    e2e_s: object
+    queue_s: object         # wait for a KV slot (part of ttft_s)
+    tokens_per_s: object    # output tokens/s of the replica
+    admitted: object        # running sequences B
+    slots: object           # tuned running-batch limit B*
+    kv_slots: object
+    mem_bytes: object       # weights + admitted KV + workspace, with the allocator terms
+
+
+def _launch(hw: Hardware, graphs) -> Hardware:
+    """The hardware with the per-kernel gap of a CUDA-graph replay where ``graphs``."""
+    return hw.replace(kernel_launch_s=jnp.where(graphs, GRAPH_LAUNCH_S, hw.kernel_launch_s))
+
+
+def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True):
+    """One iteration: ``b`` decode sequences at KV length ``context`` plus ``p`` prompt
+    tokens of ``S``-token prompts (``p=None``: a decode-only pass), as
+    :func:`dse.infer.serving.iteration_s`."""
+    m = rep.model
+    b = jnp.asarray(b, jnp.float32)
+    decode_only = p is None
+    graphs = jnp.logical_and(eng.cuda_graphs and decode_only, b <= eng.graph_max_batch)
+    hw = _launch(rep.hw, graphs)
+    r = rates(hw, rep.precision)
+    micro = jnp.maximum(jnp.minimum(jnp.where(b >= 1, b, 1.0), rep.pp * 1.0), 1.0)
+    bs = b / micro
+    ps = 0.0 if decode_only else p / micro
+    S = jnp.maximum(S * 1.0, 1.0)
+    heads = m.num_attention_heads / rep.tp
+    kv_read = kv_heads_per_rank(m, rep.tp) if eng.gqa_shared_kv else heads
+    att = KVRead(bs, heads, kv_read, context * 1.0, head_dim_of(m), kv_bytes=rep.kv_bytes)
+    t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r).total_s
+    if not decode_only:
+        fa = prefill_attention(m, ps / S, S, rep.tp)
+        t = t + jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp) * time_s(fa, hw, r), 0.0)
+    return t * rep.pp + (eng.overhead_per_iter_s if overhead else 0.0)
+
+
+def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
+    """Static prefill of ``batch`` prompts, pipelined in ``min(batch, pp)`` micro-batches
+    (:func:`dse.infer.serving.prefill_s`)."""
+    m = rep.model
+    r = rates(rep.hw, rep.precision)
+    micro = jnp.maximum(jnp.minimum(batch * 1.0, rep.pp * 1.0), 1.0)
+    b = batch / micro
+    att = prefill_attention(m, b, S * 1.0, rep.tp)
+    t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r).total_s
+    return t * (micro + rep.pp - 1.0) + (eng.overhead_per_iter_s if overhead else 0.0)
+
+
+def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S):
+    """One decode iteration of ``b`` sequences with ``q`` new prompts (a mean):
+    :func:`dse.infer.serving._cycle`."""
+    if eng.mixed_batches:
+        return iteration_s(rep, eng, b, context, q * S, S)
+    sep = iteration_s(rep, eng, b, context) + jnp.minimum(q, 1.0) * prefill_s(
+        rep, eng, jnp.maximum(q, 1.0), S)
+    return jnp.where(q > 0, sep, iteration_s(rep, eng, b, context))
+
+
+def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):
+    """Continuous batching's iteration with ``b`` running and ``b / O`` new prompts each."""
+    return cycle_s(rep, eng, b, S + O / 2.0, b / jnp.maximum(O, 1.0), S)
+
+
+def weights_bytes(rep: Replica):
+    r = rates(rep.hw, rep.precision)
+    lin, other = weight_params_per_gpu(rep.model, rep.tp, rep.pp)
+    return lin * r.linear_bytes + other * r.act_bytes
+
+
+def kv_bytes_per_token(rep: Replica):
+    """``2 ceil(L/pp) g_t d kv_bytes`` on one GPU of the heaviest stage."""
+    m = rep.model
+    return (2.0 * jnp.ceil(m.num_layers / rep.pp) * kv_heads_per_rank(m, rep.tp)
+            * head_dim_of(m) * rep.kv_bytes)
+
+
+def _pool_bytes(rep: Replica, eng: EngineProfile, S):
+    r = rates(rep.hw, rep.precision)
+    hbm = rep.hw.hbm_bytes * 1.0
+    w = weights_bytes(rep)
+    chunk = jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0))
+    wl = InferenceWorkload(batch=1.0, prompt_len=chunk, gen_len=1.0, precision=rep.precision)
+    acts = activation_workspace_bytes(rep.model, wl, rep.tp, rep.pp, r.act_bytes)
+    fixed = w * (1.0 + FRAGMENTATION) + RESERVE_BYTES + acts
+    if eng.kv_after_weights:
+        return eng.mem_fraction * (hbm - fixed), acts
+    return eng.mem_fraction * hbm - fixed, acts
+
+
+def held_tokens(eng: EngineProfile, S, O):
+    """Paged tokens one admitted request holds (module docstring)."""
+    held = S + (O if eng.reserve_final_kv else O / 2.0)
+    return jnp.ceil(held / eng.block_tokens) * eng.block_tokens
+
+
+def _pow2_floor_exp(x):
+    """``floor(log2(x))`` for x >= 1, exact at powers of two despite float32 ``log2``."""
+    k = jnp.floor(jnp.log2(x))
+    k = jnp.where(2.0 ** (k + 1.0) <= x, k + 1.0, k)
+    return jnp.where(2.0 ** k > x, k - 1.0, k)
+
+
+def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
+    """KV slots, the running-batch cap and the tuned limit of one replica (module
+    docstring; :func:`dse.infer.serving.kv_slots`, ``running_batch``, ``tuned_batch``)."""
+    S = S * 1.0
+    O = O * 1.0
+    pool, _ = _pool_bytes(rep, eng, S)
+    per_seq = held_tokens(eng, S, O) * kv_bytes_per_token(rep)
+    n_slots = jnp.where(pool > 0, jnp.floor(pool / per_seq), 0.0)
+    budget = eng.max_num_tokens / (1.0 + S / jnp.maximum(O, 1.0))
+    cap = jnp.maximum(jnp.minimum(jnp.minimum(n_slots, eng.max_batch * 1.0),
+                                  jnp.maximum(budget, 1.0)), 0.0)
+    ok = cap >= 1.0
+    c = jnp.maximum(cap, 1.0)
+    k = _pow2_floor_exp(c)
+    cands = [c] + [2.0 ** (k - j) for j in range(CANDIDATES - 1)]
+    valid = [ok] + [ok & (k - j >= 0) & (2.0 ** (k - j) >= c / 8.0) for j in range(CANDIDATES - 1)]
+    cands, valid = jnp.stack(cands), jnp.stack(valid)
+    # one traced iteration mapped over the candidates (not five unrolled copies: compile time)
+    t = jax.vmap(lambda b: steady_iteration_s(rep, eng, b, S, O))(cands)
+    best = jnp.argmax(jnp.where(valid, cands / t, -jnp.inf))
+    tuned = jnp.where(ok, cands[best], 0.0)
+    return Slots(pool, n_slots, cap, tuned, weights_bytes(rep), per_seq)
+
+
+def first_token_s(rep: Replica, eng: EngineProfile, t_iter, q, S):
+    """TTFT without the slot wait (module docstring; :func:`dse.infer.serving.first_token_s`
+    with the prompt's chunk count on chunking engines)."""
+    half = 0.5 * eng.scheduler_steps * t_iter
+    if eng.mixed_batches:
+        chunks = jnp.ceil(S / eng.max_num_tokens) if eng.chunked_prefill else 1.0
+        return half + chunks * t_iter
+    return half + prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
+
+
+def concurrency_point(rep: Replica, eng: EngineProfile, n, S, O, sl: Slots) -> Continuous:
+    """``n`` requests in flight on one replica whose slots are ``sl`` (module docstring);
+    NaN times where the KV pool holds no request."""
+    S = S * 1.0
+    O = O * 1.0
+    ok = sl.tuned >= 1.0
+    B = jnp.where(ok, jnp.minimum(n * 1.0, sl.tuned), 1.0)
+    t = steady_iteration_s(rep, eng, B, S, O)
+    q = B / jnp.maximum(O, 1.0)
+    ttft0 = first_token_s(rep, eng, t, q, S)
+    e2e_run = ttft0 + (O - 1.0) * t
+    queue = jnp.maximum(n / B - 1.0, 0.0) * e2e_run
+    ttft = ttft0 + queue
+    _, acts = _pool_bytes(rep, eng, S)
+    mem = (sl.weights_bytes + B * sl.kv_bytes_per_seq + acts) * (1.0 + FRAGMENTATION) + RESERVE_BYTES
+    nan = jnp.nan
+    return Continuous(
+        ttft_s=jnp.where(ok, ttft, nan), tpot_s=jnp.where(ok, t, nan),
+        e2e_s=jnp.where(ok, ttft + (O - 1.0) * t, nan), queue_s=jnp.where(ok, queue, nan),
+        tokens_per_s=jnp.where(ok, B * O / e2e_run, nan), admitted=jnp.where(ok, B, 0.0),
+        slots=sl.tuned, kv_slots=sl.kv_slots, mem_bytes=mem)
+
+
+def continuous(rep: Replica, eng: EngineProfile, n, S, O) -> Continuous:
+    """The whole scenario for one point: :func:`slots` then :func:`concurrency_point`."""
+    return concurrency_point(rep, eng, n, S, O, slots(rep, eng, S, O))
