@@ -28,8 +28,9 @@ replicas for the system):
 
 * ``fixed_batch`` (static batch N, TensorRT-LLM gptSessionBenchmark): prefill of the
   batch, then O - 1 decode steps at context ``S + O/2``:
-  ``T = t_prefill(N) + (O - 1) t_iter(N, 0)``; tokens/s = N O / T; TTFT = t_prefill,
-  TPOT = t_iter.
+  ``T = t_prefill(N) + t_req + (O - 1) t_iter(N, 0)``; tokens/s = N O / T; TTFT =
+  t_prefill + t_req (the engine's fixed host time per generate call,
+  ``request_overhead_s``), TPOT = t_iter.
 * ``latency``: ``fixed_batch`` with N = 1.
 * ``offline_throughput`` (all requests queued): steady state of continuous batching.
   B sequences run; each finishes after O iterations, so B / O new requests start per
@@ -339,7 +340,7 @@ def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int
     """``batch`` sequences per replica (``batch / dp`` on each attention-DP rank)."""
     gpus = gpus_per_replica(dep) * replicas
     b = batch / dep.dp
-    ttft = prefill_s(dep, b, S)
+    ttft = prefill_s(dep, b, S) + dep.engine.request_overhead_s
     tpot = iteration_s(dep, b, S + O / 2.0) if O > 1 else 0.0
     e2e = ttft + (O - 1.0) * tpot
     tps = b * O / e2e * streams(dep, replicas)

@@ -223,3 +223,17 @@ def test_poisson_tpot_and_ttft_rise_towards_capacity():
     assert all(not r.note for r in res)
     assert res[0].tpot_s < res[1].tpot_s < res[2].tpot_s
     assert res[0].ttft_s < res[1].ttft_s < res[2].ttft_s
+
+
+def test_static_session_pays_its_request_overhead_once_on_the_first_token():
+    """gptSessionBenchmark times whole generate() calls: the session's fixed host cost
+    (request_overhead_s) lands on the first token, not on every decode step."""
+    static = dep(engine="trtllm_static")
+    assert static.engine.request_overhead_s > 0
+    bare = static._replace(engine=dataclasses.replace(static.engine, request_overhead_s=0.0))
+    with_req, without = fixed_batch(static, 1.0, 128, 1, 1), fixed_batch(bare, 1.0, 128, 1, 1)
+    assert with_req.ttft_s == pytest.approx(without.ttft_s + static.engine.request_overhead_s)
+    long_w, long_wo = fixed_batch(static, 64.0, 128, 2048, 1), fixed_batch(bare, 64.0, 128, 2048, 1)
+    assert long_w.tpot_s == long_wo.tpot_s
+    assert long_w.tokens_per_s == pytest.approx(long_wo.tokens_per_s, rel=1e-3)
+    assert dep(engine="trtllm").engine.request_overhead_s == 0.0
