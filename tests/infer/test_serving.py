@@ -237,3 +237,22 @@ def test_static_session_pays_its_request_overhead_once_on_the_first_token():
     assert long_w.tpot_s == long_wo.tpot_s
     assert long_w.tokens_per_s == pytest.approx(long_wo.tokens_per_s, rel=1e-3)
     assert dep(engine="trtllm").engine.request_overhead_s == 0.0
+
+
+def test_output_length_spread_raises_the_kv_a_running_request_holds():
+    """Length-biased residence: with E[O^2] / E[O]^2 = o2 a resident request holds
+    S + o2 O / 2 tokens on average (vLLM / SGLang) and S + o2 O where TensorRT-LLM
+    reserves the final footprint; o2 = 1 (fixed lengths) is the default."""
+    from dse.infer.serving import kv_bytes_per_token, kv_pool_bytes, resident_output
+    for engine in ("vllm", "trtllm"):
+        d = dep(engine=engine)
+        S, O = 226.0, 194.0
+        assert kv_slots(d, S, O, 1.0) == kv_slots(d, S, O)
+        fixed, spread = kv_slots(d, S, O, 1.0), kv_slots(d, S, O, 2.0)
+        held = S + (resident_output(O, 2.0) if d.engine.reserve_final_kv else O)
+        held = math.ceil(held / d.engine.block_tokens) * d.engine.block_tokens
+        assert spread == math.floor(kv_pool_bytes(d, S) / (held * kv_bytes_per_token(d)))
+        assert spread < fixed
+    d = dep(engine="sglang")
+    assert offline(d, 226, 194, 1, o2=2.0).tokens_per_s < offline(d, 226, 194, 1).tokens_per_s
+    assert poisson(d, 4.0, 226, 194, 1, o2=2.0).tpot_s >= poisson(d, 4.0, 226, 194, 1).tpot_s
