@@ -22,7 +22,8 @@ Blank settings, as a tuned deployment would choose them:
 * ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
   ``pp`` blank: 1; ``replicas`` blank: ``gpus / (tp pp)``.
 * ``input_len`` / ``output_len`` blank (dataset-driven): the dataset's mean lengths
-  (:data:`DATASETS`, documented properties of the public datasets).
+  and the spread of its output lengths (:data:`DATASETS`, documented properties of the
+  public datasets; the spread enters as ``o2``, :func:`dse.infer.serving.resident_output`).
 * ``batch_or_concurrency`` blank in ``offline_throughput``: the running batch the KV pool
   and the engine's limits allow (:func:`dse.infer.serving.running_batch`).
 
@@ -71,11 +72,16 @@ MEASURED = {"output_tok_s": "measured_output_tok_s", "ttft_ms": "measured_ttft_m
 #   ShareGPT as sglang.bench_serving samples it: mean input ~226, output ~194 tokens
 #     (benchmark/benchmark_vllm_060: 22.03 req/s at 4281.5 output tok/s -> 194.4;
 #     input from the bench_serving summary "Total input tokens" of the same README
-#     family, ASSUMPTION); output lengths ~exponential -> median ln2 x mean.
+#     family, ASSUMPTION); output lengths ~exponential -> median ln2 x mean and
+#     E[O^2] / E[O]^2 = 2 (the second moment of an exponential), which sets the KV a
+#     running request holds on average (dse.infer.serving, "Length spread").
+#   The MLPerf sets' output spread is not documented here: E[O^2] / E[O]^2 = 1 (every
+#     request at the mean; ASSUMPTION, which understates their KV footprint).
+# Values: (mean input, mean output, median output, E[O^2] / E[O]^2).
 DATASETS = {
-    "mlperf llama2-70b": (286.0, 294.45, 294.45),
-    "mlperf mixtral-8x7b": (256.0, 145.9, 145.9),
-    "sharegpt": (226.0, 194.4, 194.4 * math.log(2.0)),
+    "mlperf llama2-70b": (286.0, 294.45, 294.45, 1.0),
+    "mlperf mixtral-8x7b": (256.0, 145.9, 145.9, 1.0),
+    "sharegpt": (226.0, 194.4, 194.4 * math.log(2.0), 2.0),
 }
 
 
@@ -114,14 +120,19 @@ def _posint(row, col, default=None):
     return int(f)
 
 
-def _dataset_lengths(row):
+def _dataset_key(row):
     ds = str(row.get("dataset", "")).lower()
-    for key, v in DATASETS.items():
+    for key in DATASETS:
         if key.split()[0] in ds and all(k in ds for k in key.split()[1:]):
-            return v
+            return key
     if "sharegpt" in ds:
-        return DATASETS["sharegpt"]
+        return "sharegpt"
     return None
+
+
+def _dataset_lengths(row):
+    key = _dataset_key(row)
+    return None if key is None else DATASETS[key]
 
 
 def _kv_fp8(row, prec: str, eng=None) -> bool:
@@ -198,12 +209,13 @@ def predict_inference_row(row: dict) -> dict:
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
     S, O = _posint(row, "input_len"), _posint(row, "output_len")
     med_O = O
+    o2 = 1.0
     if S is None or O is None:
         ds = _dataset_lengths(row)
         if ds is None:
             return {**out, **chosen, "status": "infeasible: input_len/output_len blank and the "
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
-        S, O, med_O = ds
+        S, O, med_O, o2 = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
     if not _blank(row.get("disagg")):
         return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
@@ -224,18 +236,19 @@ def predict_inference_row(row: dict) -> dict:
             raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
         res = fixed_batch(dep, n, S, O, replicas)
     elif scen == "offline_throughput":
-        res = offline(dep, S, O, replicas)
+        res = offline(dep, S, O, replicas, o2=o2)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
-        res = concurrency(dep, n, S, O, replicas)
+        res = concurrency(dep, n, S, O, replicas, o2=o2)
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:
             raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
                              f"but got {row.get('request_rate')!r}")
-        res = offline(dep, S, O, replicas) if math.isinf(rate) else poisson(dep, rate, S, O, replicas)
+        res = (offline(dep, S, O, replicas, o2=o2) if math.isinf(rate)
+               else poisson(dep, rate, S, O, replicas, o2=o2))
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
 

@@ -23,13 +23,25 @@ of :mod:`dse.infer.memory`; a sequence holds ``ceil(tokens / block) * block`` to
 engine reserves at admission (TensorRT-LLM), the mean ``S + O/2`` otherwise (vLLM /
 SGLang admit on current blocks).  The running batch is ``min(slots, max_batch)``.
 
+**Length spread** (:func:`resident_output`): with dataset-driven output lengths O_i a
+running request is resident for O_i iterations, so the requests in the batch at a
+random instant are length-biased (the inspection paradox; renewal-reward theorem): the
+time average of the output tokens a resident request will have produced in all is
+``E[O^2] / E[O] = o2 E[O]``, not ``E[O]``.  Tokens held and the mean decode context use
+``O_res = o2 O`` (held ``S + O_res`` where the engine reserves, ``S + O_res / 2``
+otherwise; context ``S + O_res / 2``); completions per iteration stay ``B / O`` (mean
+O).  ``o2`` = 1 for fixed lengths; 2 for exponential lengths (ShareGPT,
+:data:`dse.infer.predict_rows.DATASETS`).  Prompt lengths are taken as independent of
+output lengths, so the prompt term keeps its mean.
+
 **Scenarios** (S prompt, O output tokens per request; throughput of one replica, times
 replicas for the system):
 
 * ``fixed_batch`` (static batch N, TensorRT-LLM gptSessionBenchmark): prefill of the
   batch, then O - 1 decode steps at context ``S + O/2``:
-  ``T = t_prefill(N) + (O - 1) t_iter(N, 0)``; tokens/s = N O / T; TTFT = t_prefill,
-  TPOT = t_iter.
+  ``T = t_prefill(N) + t_req + (O - 1) t_iter(N, 0)``; tokens/s = N O / T; TTFT =
+  t_prefill + t_req (the engine's fixed host time per generate call,
+  ``request_overhead_s``), TPOT = t_iter.
 * ``latency``: ``fixed_batch`` with N = 1.
 * ``offline_throughput`` (all requests queued): steady state of continuous batching.
   B sequences run; each finishes after O iterations, so B / O new requests start per
@@ -212,18 +224,26 @@ def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
     return dep.engine.mem_fraction * hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
 
 
-def kv_slots(dep: Deployment, prompt_len: float, output_len: float) -> float:
+def resident_output(output_len: float, o2: float = 1.0) -> float:
+    """Output tokens a running request holds, averaged over the time it is resident:
+    ``E[O^2] / E[O] = o2 E[O]`` (module docstring, "Length spread"); ``o2`` = 1 for
+    fixed lengths."""
+    return output_len * o2
+
+
+def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:
     """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit."""
-    held = prompt_len + (output_len if dep.engine.reserve_final_kv else output_len / 2.0)
+    o_res = resident_output(output_len, o2)
+    held = prompt_len + (o_res if dep.engine.reserve_final_kv else o_res / 2.0)
     blk = dep.engine.block_tokens
     held = math.ceil(held / blk) * blk
     pool = kv_pool_bytes(dep, prompt_len)
     return math.floor(pool / (held * kv_bytes_per_token(dep))) if pool > 0 else 0.0
 
 
-def running_batch(dep: Deployment, prompt_len: float, output_len: float) -> float:
+def running_batch(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:
     """Continuous batching's running sequences: slots, engine cap, token budget."""
-    slots = kv_slots(dep, prompt_len, output_len)
+    slots = kv_slots(dep, prompt_len, output_len, o2)
     budget = dep.engine.max_num_tokens / (1.0 + prompt_len / max(output_len, 1.0))
     return max(min(slots, dep.engine.max_batch, max(budget, 1.0)), 0.0)
 
@@ -317,29 +337,31 @@ def first_token_s(dep: Deployment, c: Cycle) -> float:
     return 0.5 * dep.engine.scheduler_steps * c.mean_s + c.first_s
 
 
-def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False) -> Cycle:
+def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False,
+            o2: float = 1.0) -> Cycle:
     """Iteration times of continuous batching with ``batch`` running and B / O new prompts
-    per iteration."""
-    return cycle(dep, batch, S + O / 2.0, batch / max(O, 1.0), S, spread)
+    per iteration (mean context ``S + o2 O / 2``)."""
+    return cycle(dep, batch, S + resident_output(O, o2) / 2.0, batch / max(O, 1.0), S, spread)
 
 
-def tuned_batch(dep: Deployment, S: float, O: float, spread: bool = False) -> float:
+def tuned_batch(dep: Deployment, S: float, O: float, spread: bool = False,
+                o2: float = 1.0) -> float:
     """The running-batch limit a tuned deployment sets (its ``max_batch_size`` /
     ``max_num_seqs``): the best steady-state throughput among the KV/engine limit and
     the powers of two within a factor 8 below it (a batch just above a tile boundary
     can be slower per token than the power of two below it: GEMM wave quantization)."""
-    cap = running_batch(dep, S, O)
+    cap = running_batch(dep, S, O, o2)
     if cap < 1:
         return cap
     cands = {cap} | {2.0 ** k for k in range(int(math.log2(cap)) + 1) if 2.0 ** k >= cap / 8}
-    return max(cands, key=lambda b: b / _steady(dep, b, S, O, spread).mean_s)
+    return max(cands, key=lambda b: b / _steady(dep, b, S, O, spread, o2).mean_s)
 
 
 def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int) -> ServingResult:
     """``batch`` sequences per replica (``batch / dp`` on each attention-DP rank)."""
     gpus = gpus_per_replica(dep) * replicas
     b = batch / dep.dp
-    ttft = prefill_s(dep, b, S)
+    ttft = prefill_s(dep, b, S) + dep.engine.request_overhead_s
     tpot = iteration_s(dep, b, S + O / 2.0) if O > 1 else 0.0
     e2e = ttft + (O - 1.0) * tpot
     tps = b * O / e2e * streams(dep, replicas)
@@ -347,30 +369,31 @@ def fixed_batch(dep: Deployment, batch: float, S: float, O: float, replicas: int
 
 
 def offline(dep: Deployment, S: float, O: float, replicas: int,
-            spread: bool = False) -> ServingResult:
-    """All requests queued; ``spread``: dataset-driven lengths (:func:`cycle`)."""
+            spread: bool = False, o2: float = 1.0) -> ServingResult:
+    """All requests queued; ``spread``: dataset-driven lengths (:func:`cycle`); ``o2``:
+    the output lengths' ``E[O^2] / E[O]^2`` (:func:`resident_output`)."""
     gpus = gpus_per_replica(dep) * replicas
-    B = tuned_batch(dep, S, O, spread)
+    B = tuned_batch(dep, S, O, spread, o2)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    c = _steady(dep, B, S, O, spread)
+    c = _steady(dep, B, S, O, spread, o2)
     tps = B / c.mean_s * streams(dep, replicas)
     ttft = first_token_s(dep, c)
     return ServingResult(tps, tps / gpus, ttft, c.mean_s, ttft + (O - 1) * c.mean_s, B, "")
 
 
 def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
-                spread: bool = False) -> ServingResult:
-    """Closed loop, ``n`` requests in flight; ``spread`` as :func:`offline`."""
+                spread: bool = False, o2: float = 1.0) -> ServingResult:
+    """Closed loop, ``n`` requests in flight; ``spread``, ``o2`` as :func:`offline`."""
     gpus = gpus_per_replica(dep) * replicas
-    slots = tuned_batch(dep, S, O, spread)
+    slots = tuned_batch(dep, S, O, spread, o2)
     units = streams(dep, replicas)
     B = min(n / units, slots)
     if B < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    c = _steady(dep, B, S, O, spread)
+    c = _steady(dep, B, S, O, spread, o2)
     ttft = first_token_s(dep, c)
     e2e = ttft + (O - 1) * c.mean_s
     tps = B * O / e2e * units
@@ -379,17 +402,17 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
 
 
 def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
-            spread: bool = True) -> ServingResult:
+            spread: bool = True, o2: float = 1.0) -> ServingResult:
     """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
     prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
     iteration and the one at the KV/engine cap; no root below the cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
-    cap = running_batch(dep, S, O)     # a server admits up to its KV / engine limit
+    cap = running_batch(dep, S, O, o2)     # a server admits up to its KV / engine limit
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    ctx = S + O / 2.0
+    ctx = S + resident_output(O, o2) / 2.0
 
     def excess(t):                     # E t_iter at the load t implies, minus t
         c = cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread)
@@ -400,7 +423,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
     if hi <= lo or excess(hi)[0] > 0.0:
         # past capacity: the offline steady state (its tuned batch, deterministic
         # admission from a full queue) is what such a server delivers
-        off = offline(dep, S, O, replicas)
+        off = offline(dep, S, O, replicas, o2=o2)
         return off._replace(note="saturated: arrival rate above the offline capacity")
     for _ in range(50):
         mid = math.sqrt(lo * hi)

@@ -223,3 +223,36 @@ def test_poisson_tpot_and_ttft_rise_towards_capacity():
     assert all(not r.note for r in res)
     assert res[0].tpot_s < res[1].tpot_s < res[2].tpot_s
     assert res[0].ttft_s < res[1].ttft_s < res[2].ttft_s
+
+
+def test_static_session_pays_its_request_overhead_once_on_the_first_token():
+    """gptSessionBenchmark times whole generate() calls: the session's fixed host cost
+    (request_overhead_s) lands on the first token, not on every decode step."""
+    static = dep(engine="trtllm_static")
+    assert static.engine.request_overhead_s > 0
+    bare = static._replace(engine=dataclasses.replace(static.engine, request_overhead_s=0.0))
+    with_req, without = fixed_batch(static, 1.0, 128, 1, 1), fixed_batch(bare, 1.0, 128, 1, 1)
+    assert with_req.ttft_s == pytest.approx(without.ttft_s + static.engine.request_overhead_s)
+    long_w, long_wo = fixed_batch(static, 64.0, 128, 2048, 1), fixed_batch(bare, 64.0, 128, 2048, 1)
+    assert long_w.tpot_s == long_wo.tpot_s
+    assert long_w.tokens_per_s == pytest.approx(long_wo.tokens_per_s, rel=1e-3)
+    assert dep(engine="trtllm").engine.request_overhead_s == 0.0
+
+
+def test_output_length_spread_raises_the_kv_a_running_request_holds():
+    """Length-biased residence: with E[O^2] / E[O]^2 = o2 a resident request holds
+    S + o2 O / 2 tokens on average (vLLM / SGLang) and S + o2 O where TensorRT-LLM
+    reserves the final footprint; o2 = 1 (fixed lengths) is the default."""
+    from dse.infer.serving import kv_bytes_per_token, kv_pool_bytes, resident_output
+    for engine in ("vllm", "trtllm"):
+        d = dep(engine=engine)
+        S, O = 226.0, 194.0
+        assert kv_slots(d, S, O, 1.0) == kv_slots(d, S, O)
+        fixed, spread = kv_slots(d, S, O, 1.0), kv_slots(d, S, O, 2.0)
+        held = S + (resident_output(O, 2.0) if d.engine.reserve_final_kv else O)
+        held = math.ceil(held / d.engine.block_tokens) * d.engine.block_tokens
+        assert spread == math.floor(kv_pool_bytes(d, S) / (held * kv_bytes_per_token(d)))
+        assert spread < fixed
+    d = dep(engine="sglang")
+    assert offline(d, 226, 194, 1, o2=2.0).tokens_per_s < offline(d, 226, 194, 1).tokens_per_s
+    assert poisson(d, 4.0, 226, 194, 1, o2=2.0).tpot_s >= poisson(d, 4.0, 226, 194, 1).tpot_s
