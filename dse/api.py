@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from dse.cli_layout import DEFAULT_SEQ
-from dse.errors import InputError, require
+from dse.errors import require
 
 __all__ = ["sweep", "estimate", "Estimate", "compare", "serve", "infer"]
 
@@ -264,7 +264,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     prec, att, fw = _workload_codes(precision, attention, framework, where)
     lay = Layout(**knobs, dp=dp, recompute=_code(recompute_code, recompute, "recompute", where),
                  zero=int(zero), sp=int(bool(sp)))
-    check_layout(m, gpus, global_batch, seq, lay, where=where)
+    check_layout(m, gpus, global_batch, seq, lay, where=where, framework=fw)
     _check_precision([hw], prec, where)
     wl = Workload(global_batch=global_batch, seq_len=seq, precision=prec, attention=att,
                   framework=fw, tp_overlap=int(bool(tp_overlap)))

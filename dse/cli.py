@@ -72,11 +72,11 @@ def cmd_sweep_stream(a, model, hws) -> int:
     if a.output is not None and not a.output.endswith(".parquet"):
         raise InputError("-o", "output", f"a streamed sweep writes Parquet: must end in .parquet, but got {a.output!r}")
     seq = a.seq
-    cols = enumerate_layouts(model, a.gpus, a.global_batch, seq)
+    wl = training_workload(a, a.global_batch, seq)
+    cols = enumerate_layouts(model, a.gpus, a.global_batch, seq, framework=int(wl.framework))
     if len(cols["tp"]) == 0:
         print(f"no valid layout for {a.model} on {a.gpus} GPUs")
         return 1
-    wl = training_workload(a, a.global_batch, seq)
     import time
     t0 = time.perf_counter()
     r = stream_sweep(model, wl, hws, cols, k=a.top * 4, parquet=a.output, progress=True,

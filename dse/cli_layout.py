@@ -138,10 +138,12 @@ def resolve_layout(a):
     dp = a.dp or max(a.gpus // (a.tp * a.pp * a.cp), 1)
     lay = Layout(tp=a.tp, pp=a.pp, dp=dp, cp=a.cp, ep=a.ep, mbs=a.mbs, vpp=a.vpp,
                  recompute=recompute_code(a.recompute), zero=a.zero, sp=int(a.sp))
-    check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line")
+    wl = training_workload(a, a.global_batch, seq)
+    check_layout(model, a.gpus, a.global_batch, seq, lay, where="command line",
+                 framework=int(wl.framework))
     from dse.spec.hardware import check_precision
     check_precision(hw, precision_code(a.precision), "--precision")
-    return model, hw, training_workload(a, a.global_batch, seq), lay
+    return model, hw, wl, lay
 
 
 def vary_hardware(hws: list, specs: list[str]) -> list:

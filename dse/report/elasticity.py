@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from dse.report.markdown import md_table
 from dse.report.tornado import tornado
 
 #: knobs named in the "which knob matters" sentence, and rows of the table

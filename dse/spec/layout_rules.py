@@ -20,6 +20,10 @@ same rule's message.  Rules (Megatron-LM ``arguments.py`` and ``parallel_state.p
     groups of pp: ``forward_backward_pipelining_with_interleaving``)
   * sp only with tp > 1
   * ep divides num_experts and dp*cp (dense models: ep = 1)
+  * under the ``deepspeed`` framework profile, pp > 1 needs zero <= 1: DeepSpeed's
+    pipeline engine refuses ZeRO-2/3 (deepspeedai/DeepSpeed
+    ``deepspeed/runtime/pipe/engine.py``: ``assert self.zero_optimization_stage() <
+    ZeroStageEnum.gradients``); Megatron-LM and FSDP have no such rule
 
 Integers are int64 here, so no product of degrees, batch and sequence overflows.
 """
@@ -29,11 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 from dse.errors import InputError
+from dse.spec.layout import FRAMEWORK_DEEPSPEED
 
 FIELDS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp")
 
 
-def _rules(model, gpus, global_batch, seq_len, c):
+def _rules(model, gpus, global_batch, seq_len, c, framework=0):
     """[(field, ok mask, message for row i)] in the order they are reported."""
     L, a, g, E = (int(model.num_layers), int(model.num_attention_heads),
                   int(model.num_kv_heads), int(model.num_experts))
@@ -75,12 +80,15 @@ def _rules(model, gpus, global_batch, seq_len, c):
         ("ep", (E % ep1 == 0) & ((dp1 * cp1) % ep1 == 0),
          lambda i: f"`num_experts % ep == 0` and `(dp*cp) % ep == 0` must hold, but got "
          f"(num_experts={E}, ep={int(ep[i])}, dp*cp={int(dp[i] * cp[i])})"),
+        ("zero", (int(framework) != FRAMEWORK_DEEPSPEED) | (pp1 == 1) | (z <= 1),
+         lambda i: f"DeepSpeed's pipeline engine needs `zero <= 1` when pp > 1, but got "
+         f"(pp={int(pp[i])}, zero={int(z[i])})"),
     ]
     return r
 
 
 def layout_violations(model, gpus: int, global_batch: int, seq_len: int,
-                      cols: dict) -> tuple[np.ndarray, np.ndarray]:
+                      cols: dict, framework: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(valid mask, reason) for a column of layouts ``cols`` (one int array per
     :data:`FIELDS` name); ``reason`` is ``""`` for valid rows, else ``"field: rule"`` of
     the first broken rule."""
@@ -88,7 +96,7 @@ def layout_violations(model, gpus: int, global_batch: int, seq_len: int,
     n = len(c["tp"])
     valid = np.ones(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
-    for field, ok, msg in _rules(model, int(gpus), int(global_batch), int(seq_len), c):
+    for field, ok, msg in _rules(model, int(gpus), int(global_batch), int(seq_len), c, framework):
         bad = valid & ~ok
         for i in np.flatnonzero(bad):
             reason[i] = f"{field}: {msg(i)}"
@@ -96,24 +104,25 @@ def layout_violations(model, gpus: int, global_batch: int, seq_len: int,
     return valid, reason
 
 
-def layout_mask(model, gpus: int, global_batch: int, seq_len: int, cols: dict) -> np.ndarray:
+def layout_mask(model, gpus: int, global_batch: int, seq_len: int, cols: dict,
+                framework: int = 0) -> np.ndarray:
     """Valid mask only (no messages): what the enumeration filters with."""
     c = {f: np.asarray(cols[f], dtype=np.int64) for f in FIELDS}
     valid = np.ones(len(c["tp"]), dtype=bool)
-    for _, ok, _ in _rules(model, int(gpus), int(global_batch), int(seq_len), c):
+    for _, ok, _ in _rules(model, int(gpus), int(global_batch), int(seq_len), c, framework):
         valid &= ok
     return valid
 
 
 def check_layout(model, gpus: int, global_batch: int, seq_len: int, lay,
-                 where: str = "layout") -> None:
+                 where: str = "layout", framework: int = 0) -> None:
     """Raise :class:`InputError` (exit 2) unless one explicit layout obeys every rule."""
     for f in FIELDS:
         v = getattr(lay, f)
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
             raise InputError(where, f, f"must be an integer, but got {v!r}")
     valid, reason = layout_violations(model, gpus, global_batch, seq_len,
-                                      {f: [int(getattr(lay, f))] for f in FIELDS})
+                                      {f: [int(getattr(lay, f))] for f in FIELDS}, framework)
     if not valid[0]:
         field, _, rule = reason[0].partition(": ")
         raise InputError(where, field, rule)

@@ -7,10 +7,9 @@ sweep):
 
 * **pure ZeRO-3**: the fastest feasible layout with TP = PP = CP = 1 and ZeRO-3 (best
   micro-batch and recompute), as the study's ``speedup_vs_zero3_dp`` baseline;
-* **best hybrid**: the fastest feasible layout the framework can run.  DeepSpeed's
-  pipeline engine does not support ZeRO-2/3 (deepspeedai/DeepSpeed
-  ``deepspeed/runtime/pipe/engine.py`` asserts ``zero_optimization_stage() < 2``), so under
-  the deepspeed profile a layout with PP > 1 must have ZeRO <= 1;
+* **best hybrid**: the fastest feasible layout the framework can run: the sweep
+  enumerates only those (:mod:`dse.spec.layout_rules`: under the deepspeed profile a
+  layout with PP > 1 must have ZeRO <= 1, as DeepSpeed's pipeline engine asserts);
 * ``ratio = t_zero3 / t_hybrid``, and per breakdown term (``dse.train.step`` BREAKDOWN)
   ``delta = term(zero3) - term(hybrid)``: the term with the largest delta is the one that
   explains the ratio; the most negative one (``offset_term``) is what the hybrid pays
@@ -24,24 +23,16 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.report.plots import BREAKDOWN_LABELS
-from dse.spec.layout import FRAMEWORK_DEEPSPEED, FRAMEWORK_NAMES
+from dse.spec.layout import FRAMEWORK_NAMES
 from dse.studies.common import layout_label
 from dse.sweep.run import sweep
 
 BREAKDOWN = list(BREAKDOWN_LABELS)
 
 
-def runnable(df: pd.DataFrame, framework: int) -> pd.Series:
-    """Layouts the framework can run (see the module docstring for DeepSpeed + PP)."""
-    ok = df["feasible"].astype(bool)
-    if framework == FRAMEWORK_DEEPSPEED:
-        ok &= (df["pp"] == 1) | (df["zero"] <= 1)
-    return ok
-
-
 def compare(df: pd.DataFrame, framework: int, published: float) -> dict:
     """The row of one (case, framework): ZeRO-3 and hybrid layouts, times, ratio, deltas."""
-    ok = df[runnable(df, framework)].sort_values("step_time_s", kind="stable")
+    ok = df[df["feasible"].astype(bool)].sort_values("step_time_s", kind="stable")
     z = ok[(ok.tp == 1) & (ok.pp == 1) & (ok.cp == 1) & (ok.zero == 3)]
     r = {"framework": FRAMEWORK_NAMES[framework], "published_ratio": published}
     if not len(ok) or not len(z):

@@ -60,9 +60,10 @@ def _allowed(v: int, choice) -> bool:
 
 
 def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
-                      opt: GridOptions = GridOptions()) -> dict[str, np.ndarray]:
-    """All valid layouts (:func:`dse.spec.layout_rules.layout_mask`) within the options,
-    as a dict of int32 arrays (one entry per FIELDS name)."""
+                      opt: GridOptions = GridOptions(), framework: int = 0) -> dict[str, np.ndarray]:
+    """All valid layouts (:func:`dse.spec.layout_rules.layout_mask`, under the framework
+    profile ``framework``) within the options, as a dict of int32 arrays (one entry per
+    FIELDS name)."""
     p2 = lambda x: (x & (x - 1)) == 0
     inner = [list(opt.recompute), list(opt.zero), list(opt.sp)]
     blocks = []
@@ -89,12 +90,12 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
                 blocks.append(grid)
     arr = np.concatenate(blocks) if blocks else np.zeros((0, len(FIELDS)), dtype=np.int64)
     cols = {f: arr[:, i] for i, f in enumerate(FIELDS)}
-    keep = layout_mask(model, gpus, global_batch, seq_len, cols)
+    keep = layout_mask(model, gpus, global_batch, seq_len, cols, framework)
     return {f: cols[f][keep].astype(np.int32) for f in FIELDS}
 
 
 def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: Layout,
-                 where: str = "layout") -> None:
+                 where: str = "layout", framework: int = 0) -> None:
     """Raise InputError (exit 2) unless one explicit layout obeys the rules
     (:func:`dse.spec.layout_rules.check_layout`)."""
-    _check(model, gpus, global_batch, seq_len, lay, where)
+    _check(model, gpus, global_batch, seq_len, lay, where, framework)

@@ -99,7 +99,7 @@ def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_l
     """Every valid layout x hardware for one workload, as a DataFrame sorted fastest
     first (infeasible rows last, with their reason in ``status``); a layout is feasible
     when it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`)."""
-    cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt)
+    cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt, framework)
     wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision, attention=attention,
                   framework=framework, tp_overlap=tp_overlap)
     if len(cols["tp"]) == 0:

@@ -237,7 +237,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     z3_ahead = 2 if prof.z3_prefetch_depth >= 1 else 1
     check_layout(model, tp * pp * dp * cp, int(wl.global_batch), int(wl.seq_len),
                  Layout(**{f: _int(getattr(lay, f)) for f in FIELDS}),
-                 where=f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}")
+                 where=f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}", framework=int(wl.framework))
     L_ch = L_st // vpp                              # layers per model chunk
     # full: all layers; block: the first rc_layers/vpp layers of every chunk
     rc_per_chunk = int(round(c["rc_frac"] * L_st)) // vpp

@@ -1,5 +1,7 @@
 """One set of layout rules: the sweep's enumeration and the explicit-layout check agree."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -52,3 +54,21 @@ def test_known_cases(fields, gpus, gb, seq, field):
         assert valid[0], reason[0]
     else:
         assert not valid[0] and reason[0].startswith(field + ":"), reason[0]
+
+
+def test_deepspeed_pipeline_needs_zero_at_most_1():
+    """DeepSpeed's pipeline engine refuses ZeRO-2/3 (``deepspeed/runtime/pipe/engine.py``);
+    Megatron-LM does not, and without PP DeepSpeed takes every stage."""
+    from dse.spec.layout import FRAMEWORK_DEEPSPEED, FRAMEWORK_MEGATRON
+    piped = Layout(tp=2, pp=2, dp=4, cp=1, ep=1, mbs=1, vpp=1, recompute=0, zero=2, sp=0)
+    check_layout(MODEL, 16, 64, 4096, piped, framework=FRAMEWORK_MEGATRON)
+    with pytest.raises(InputError, match="DeepSpeed's pipeline engine needs `zero <= 1`"):
+        check_layout(MODEL, 16, 64, 4096, piped, framework=FRAMEWORK_DEEPSPEED)
+    check_layout(MODEL, 16, 64, 4096, dataclasses.replace(piped, zero=1), framework=FRAMEWORK_DEEPSPEED)
+    flat = Layout(tp=2, pp=1, dp=8, cp=1, ep=1, mbs=1, vpp=1, recompute=0, zero=3, sp=0)
+    check_layout(MODEL, 16, 64, 4096, flat, framework=FRAMEWORK_DEEPSPEED)
+    ds = enumerate_layouts(MODEL, 16, 64, 4096, OPT, framework=FRAMEWORK_DEEPSPEED)
+    mg = enumerate_layouts(MODEL, 16, 64, 4096, OPT, framework=FRAMEWORK_MEGATRON)
+    assert not np.any((ds["pp"] > 1) & (ds["zero"] >= 2))
+    assert np.any((mg["pp"] > 1) & (mg["zero"] >= 2))
+    assert np.any((ds["pp"] == 1) & (ds["zero"] == 3))
