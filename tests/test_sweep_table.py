@@ -59,7 +59,7 @@ def test_bad_energy_flags_exit_2(capsys):
     assert main(SWEEP + ["--train-tokens", "lots"]) == 2
     assert main(SWEEP + ["--gpu-hour-usd", "1", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and "train_tokens" in err[1] and "gpu_hour_usd" in err[2]
+    assert len(err) == 3 and "train-tokens" in err[1] and "gpu_hour_usd" in err[2]
 
 
 def test_infeasible_sweep_quotes_the_smallest_need(capsys, tmp_path):

@@ -36,6 +36,7 @@ import jax
 import numpy as np
 import pandas as pd
 
+from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
 from dse.infer.continuous import (Continuous, Replica, Slots, concurrency_point,
                                   default_engine, engine_rule, kv_element_bytes, slots)
@@ -60,7 +61,7 @@ def _memory_parts(model, wl, hw, tp, pp):
 
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True,
               "ttft_s": True, "tpot_s": True}  # ascending?
-BATCHING = ("static", "continuous")
+BATCHING = SERVING_BATCHING          # the one list (dse.spec.study)
 
 
 @jax.jit

@@ -206,6 +206,8 @@ UPGRADE_STUDY: tuple[Field, ...] = _HEADER + (
 SERVING_PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
 SERVING_MAX_BATCH = 1 << 16
 SERVING_MAX_LEN = 1 << 20
+#: batching modes of the serving sweep (dse.infer.sweep.BATCHING is this tuple)
+SERVING_BATCHING = ("static", "continuous")
 
 SERVING_STUDY: tuple[Field, ...] = _HEADER + (
     Field("serving", kind="table", doc="what is served", fields=(
@@ -213,9 +215,13 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
         _i("gpus", "GPUs of one replica group", hi=INT_LIMITS["gpus"], unit="GPUs"),
         _i("input_len", "prompt tokens", hi=SERVING_MAX_LEN, unit="tokens"),
         _i("output_len", "generated tokens", hi=SERVING_MAX_LEN, unit="tokens"),
-        _i("max_batch", "largest batch tried", hi=SERVING_MAX_BATCH))),
+        _i("max_batch", "largest batch tried", hi=SERVING_MAX_BATCH),
+        _s("batching", "continuous: requests in flight per replica under the engine profile; "
+           "static: one batch prefilled then decoded", default="continuous",
+           choices=SERVING_BATCHING))),
     Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
         _s("name", "catalog name", required=True),
+        _s("engine", "engine profile (dse.infer.engines; default trtllm on NVIDIA, vllm on AMD)"),
         Field("precisions", kind="strings", choices=SERVING_PRECISIONS, default=("bf16",),
               doc="fp4: NVFP4 on NVIDIA, MXFP4 on AMD"))),
     Field("sla", kind="tables", min_items=1, doc="latency targets", fields=(

@@ -215,14 +215,18 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
 
 
 def check_stored_objectives(name: str, url: str, obj: list[str]) -> None:
-    """A stored study of this name must optimize the same objectives (exit 2 otherwise)."""
+    """A stored study of this name must optimize the same objectives (exit 2 otherwise).
+    The storage is opened by :func:`dse.search.storage.open_storage`, so an empty, foreign
+    or damaged file is its one-line error and is never turned into a new database here."""
     import optuna
     from dse.errors import InputError
+    from dse.search.storage import open_storage, sqlite_path
+    db = sqlite_path(url)
+    if db is not None and not db.exists():
+        return                                   # a new study: nothing stored yet
     try:
-        stored = optuna.load_study(study_name=name, storage=url).metric_names
+        stored = optuna.load_study(study_name=name, storage=open_storage(url, None)).metric_names
     except KeyError:
-        return
-    except Exception:       # unreadable storage: run_search reports it
         return
     if stored is not None and list(stored) != list(obj):
         raise InputError(url, "search.objectives", f"the stored study {name!r} optimizes {list(stored)}, but the "
