@@ -15,7 +15,8 @@ flight (closed loop: a finished request is replaced at once):
   memory left after weights on TensorRT-LLM, minus weights x (1 + fragmentation), the
   allocator reserve and the activation workspace of one ``min(max_num_tokens, S)``-token
   prefill chunk) over the paged footprint of one request, ``ceil(held / block) block``
-  tokens of ``2 ceil(L/pp) g_t d`` elements at ``kv_bytes``; ``held = S + O`` where
+  tokens of ``2 ceil(L/pp) g_t d`` elements (MLA: ``ceil(L/pp) (r + rho)``) at ``kv_bytes``;
+  ``held = S + O`` where
   admission reserves the final footprint, ``S + O/2`` otherwise.  The running-batch cap is
   ``min(slots, max_batch, max(max_num_tokens / (1 + S/O), 1))`` (the iteration token
   budget: B decode tokens + B S / O prompt tokens), and the tuned limit ``B*`` is the best
@@ -62,7 +63,8 @@ from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model, head_dim_of, kv_heads_per_rank
+from dse.spec.model import (Model, decode_kv_geometry, is_mla, kv_cache_elems_per_token,
+                            select)
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
@@ -156,8 +158,9 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     ps = 0.0 if decode_only else p / micro
     S = jnp.maximum(S * 1.0, 1.0)
     heads = m.num_attention_heads / rep.tp
-    kv_read = kv_heads_per_rank(m, rep.tp) if eng.gqa_shared_kv else heads
-    att = KVRead(bs, heads, kv_read, context * 1.0, head_dim_of(m), kv_bytes=rep.kv_bytes)
+    g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
+    kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
+    att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r).total_s
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
@@ -199,10 +202,11 @@ def weights_bytes(rep: Replica):
 
 
 def kv_bytes_per_token(rep: Replica):
-    """``2 ceil(L/pp) g_t d kv_bytes`` on one GPU of the heaviest stage."""
+    """``ceil(L/pp) e kv_bytes`` on one GPU of the heaviest stage, ``e`` the cached
+    elements per token and layer (:func:`dse.spec.model.kv_cache_elems_per_token`:
+    ``2 g_t d``, or MLA's latent ``r + rho``), as :func:`dse.infer.serving.kv_bytes_per_token`."""
     m = rep.model
-    return (2.0 * jnp.ceil(m.num_layers / rep.pp) * kv_heads_per_rank(m, rep.tp)
-            * head_dim_of(m) * rep.kv_bytes)
+    return jnp.ceil(m.num_layers / rep.pp) * kv_cache_elems_per_token(m, rep.tp) * rep.kv_bytes
 
 
 def _pool_bytes(rep: Replica, eng: EngineProfile, S):

@@ -22,6 +22,7 @@ from dse.spec.model import get_model
 
 M70 = get_model("llama3-70b")
 M8 = get_model("llama3-8b")
+R1 = get_model("deepseek-r1")     # MLA latent KV cache, MoE with a shared expert
 H100, H200, MI300 = (get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb", "mi300x"))
 ONE = jax.jit(continuous, static_argnums=1)
 
@@ -32,13 +33,16 @@ def rep(model, hw, tp, pp, prec, kvb):
 
 # (engine, hardware, tp, pp, precision code, KV bytes) -- mixing and non-mixing engines,
 # CUDA graphs on and off, PP > 1, fp8 KV, AMD
-CASES = [("trtllm", H100, 4, 1, 1, 2.0), ("trtllm", H200, 2, 2, 2, 1.0),
-         ("vllm", H100, 8, 1, 2, 2.0), ("vllm", MI300, 2, 1, 1, 2.0), ("sglang", H200, 4, 1, 1, 2.0)]
+CASES = [("trtllm", H100, 4, 1, 1, 2.0, M70), ("trtllm", H200, 2, 2, 2, 1.0, M70),
+         ("vllm", H100, 8, 1, 2, 2.0, M70), ("vllm", MI300, 2, 1, 1, 2.0, M70),
+         ("sglang", H200, 4, 1, 1, 2.0, M70), ("trtllm", H200, 8, 1, 2, 1.0, R1),
+         ("vllm", MI300, 8, 1, 2, 2.0, R1)]
 
 
-@pytest.mark.parametrize("eng, hw, tp, pp, prec, kvb", CASES)
-def test_agrees_with_scalar_serving_model(eng, hw, tp, pp, prec, kvb):
+@pytest.mark.parametrize("eng, hw, tp, pp, prec, kvb, model", CASES)
+def test_agrees_with_scalar_serving_model(eng, hw, tp, pp, prec, kvb, model):
     e = PROFILES[eng]
+    M70 = model
     dep = SV.Deployment(M70, hw, e, tp, pp, prec, kvb)
     S, O = 1024.0, 512.0
     B_star = SV.tuned_batch(dep, S, O)
