@@ -488,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:          # `dse list | head`: the reader left; not an error of ours
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())      # Python docs, "Note on SIGPIPE"
+        return 0
 
 
 if __name__ == "__main__":

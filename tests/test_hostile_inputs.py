@@ -86,6 +86,8 @@ SWEEP = ["sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus
       "--pp", "4", "--vpp", "2", "--mbs", "16"], "micro_batches % pp == 0"),
     (SWEEP + ["--vary", "throttle=0", "--vary", "throttle=0.2"], "is given twice"),
     (SWEEP + ["--vary", "throttle=1"], "0 <= throttle < 1"),
+    (SWEEP + ["--vary", "hbm_bw=1e30x"], "within 1000x of the base"),
+    (SWEEP + ["--vary", "hbm_bw=1e-30x"], "within 1000x of the base"),
 ])
 def test_bad_output_paths_and_flags(args, needle, cli, tmp_path):
     pd.DataFrame([ROW]).to_csv(tmp_path / "rows.csv", index=False)
@@ -415,3 +417,11 @@ def test_study_seed_flag_overrides_the_search_seed(monkeypatch, tmp_path):
         study.execute({"kind": "codesign", "name": "x", "search": {"seed": 1, "trials": 4}}, tmp_path / "x.toml",
                       seed=123)
     assert seen == {"seed": 123, "trials": 4}
+
+
+def test_a_closed_pipe_is_not_a_traceback():
+    """`dse list models | head -1`: the reader leaves early; no BrokenPipeError traceback."""
+    p = subprocess.run(f"{sys.executable} -m dse.cli list models | head -1", shell=True,
+                       capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
+    assert p.stdout.strip()

@@ -88,10 +88,16 @@ def _units_text(units: dict) -> str:
     return ", ".join(units) if units else "a bare number"
 
 
+#: a variant is a design point near a real GPU: every knob stays within this factor of the
+#: base value, which also keeps every product of the cost code inside float32
+#: (:mod:`dse.spec.numerics`); "1e30x" or "1e-30x" is a typo, not a design
+VARIANT_RANGE = 1e3
+
+
 def parse_value(value, units: dict[str, float], base_si: float, where: str, field: str) -> float:
     """One knob value -> SI.  ``"<k>x"`` gives ``k x base_si``; ``"<v><unit>"`` gives
     ``v x scale(unit)``; a bare number is accepted only for unitless knobs (``units``
-    empty).  The result must be finite and > 0."""
+    empty).  The result must be finite, > 0 and within :data:`VARIANT_RANGE` of ``base_si``."""
     rule = (f"must be '<k>x' (a multiplier of the base value) or "
             f"{'a value with a unit (' + _units_text(units) + ')' if units else 'a bare number'}")
     if isinstance(value, bool):
@@ -117,6 +123,10 @@ def parse_value(value, units: dict[str, float], base_si: float, where: str, fiel
         raise InputError(where, field, f"{rule}, but got {value!r}")
     require(math.isfinite(si) and si > 0, where, field,
             f"`value > 0` must hold for the resulting value, but got ({field}={value!r} -> {si:g})")
+    lo, hi = (base_si / VARIANT_RANGE, base_si * VARIANT_RANGE) if base_si > 0 else (0.0, 1e30)
+    require(lo <= si <= hi, where, field,
+            f"`{lo:g} <= value <= {hi:g}` must hold (within {VARIANT_RANGE:g}x of the base "
+            f"{base_si:g}), but got ({field}={value!r} -> {si:g})")
     return si
 
 
