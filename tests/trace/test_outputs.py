@@ -143,7 +143,8 @@ def test_rerun_replaces_outputs(tmp_path, capsys):
 
 # ---------------------------------------------------------------- ZeRO-3 per FSDP unit
 
-Z3 = [(fw, pp) for fw in (0, 1, 2, 3) for pp in (1, 2)]   # megatron deepspeed fsdp fsdp2
+# megatron deepspeed fsdp fsdp2; DeepSpeed's pipeline engine runs no ZeRO-3 (layout rule)
+Z3 = [(fw, pp) for fw in (0, 1, 2, 3) for pp in (1, 2) if not (fw == 1 and pp > 1)]
 
 
 @pytest.mark.parametrize("fw,pp", Z3, ids=lambda x: str(x))
