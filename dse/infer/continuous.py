@@ -60,11 +60,11 @@ from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
 from dse.infer.forward import stage_time
 from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
+from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import (Model, decode_kv_geometry, is_mla, kv_cache_elems_per_token,
-                            select)
+from dse.spec.model import Model, decode_kv_geometry, is_mla, select
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
@@ -202,11 +202,9 @@ def weights_bytes(rep: Replica):
 
 
 def kv_bytes_per_token(rep: Replica):
-    """``ceil(L/pp) e kv_bytes`` on one GPU of the heaviest stage, ``e`` the cached
-    elements per token and layer (:func:`dse.spec.model.kv_cache_elems_per_token`:
-    ``2 g_t d``, or MLA's latent ``r + rho``), as :func:`dse.infer.serving.kv_bytes_per_token`."""
-    m = rep.model
-    return jnp.ceil(m.num_layers / rep.pp) * kv_cache_elems_per_token(m, rep.tp) * rep.kv_bytes
+    """KV bytes one token holds on one GPU of the heaviest stage: the one formula,
+    :func:`dse.infer.kv_cache.kv_cache_bytes` (as :func:`dse.infer.serving.kv_bytes_per_token`)."""
+    return kv_cache_bytes(rep.model, 1.0, 1.0, rep.tp, rep.pp, rep.kv_bytes)
 
 
 def _pool_bytes(rep: Replica, eng: EngineProfile, S):

@@ -93,12 +93,12 @@ import jax
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import stage_time
+from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
-from dse.spec.model import (Model, decode_kv_geometry, head_dim_of, is_mla,
-                            kv_cache_elems_per_token, kv_heads_per_rank)
+from dse.spec.model import Model, decode_kv_geometry, is_mla
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
@@ -194,14 +194,10 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
 
 
 def kv_bytes_per_token(dep: Deployment) -> float:
-    """KV bytes one token holds on one GPU of the heaviest stage: ``2 ceil(L/pp) g_t d el``
-    (MLA: ``ceil(L/pp) (r + rho) el``, :func:`dse.spec.model.kv_cache_elems_per_token`)."""
-    m = dep.model
-    if is_mla(m):
-        return (math.ceil(m.num_layers / dep.pp) * float(kv_cache_elems_per_token(m, dep.tp))
-                * dep.kv_bytes)
-    return (2.0 * math.ceil(m.num_layers / dep.pp) * float(kv_heads_per_rank(m, dep.tp))
-            * float(head_dim_of(m)) * dep.kv_bytes)
+    """KV bytes one token holds on one GPU of the heaviest stage:
+    :func:`dse.infer.kv_cache.kv_cache_bytes` of one sequence of one token (``2 ceil(L/pp)
+    g_t d el``; MLA ``ceil(L/pp) (r + rho) el``)."""
+    return float(kv_cache_bytes(dep.model, 1.0, 1.0, dep.tp, dep.pp, dep.kv_bytes))
 
 
 def weights_bytes(dep: Deployment) -> float:
