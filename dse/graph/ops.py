@@ -240,14 +240,16 @@ def time_s(op, hw, r):
 
 def host_kernels(op):
     """Kernels one call of ``op`` launches from the host (each is one PyTorch eager
-    operator the CPU must dispatch): a GEMM one (Transformer Engine issues the chunks of
-    a userbuffers-overlapped GEMM from its C++ loop, ``comm_gemm_overlap``, within one
-    Python call); FlashAttention 1 forward,
+    operator the CPU must dispatch): a GEMM one per problem of its ``count`` (1 for a
+    linear; a grouped MoE GEMM issues one cuBLAS GEMM per local expert,
+    :mod:`dse.graph.moe`), while Transformer Engine issues the chunks of a
+    userbuffers-overlapped GEMM from its C++ loop, ``comm_gemm_overlap``, within one
+    Python call; FlashAttention 1 forward,
     3 backward (FA2: dot(dO, O) preprocess, the main kernel, the dQ conversion); the
     unfused core QK^T, softmax and PV (+ dropout) forward, their four GEMMs, softmax and
     dropout backward; a memory pass its ``kernels``; a collective or transfer one."""
     if isinstance(op, Gemm):
-        return 1.0 + 0.0 * op.calls
+        return op.count + 0.0 * op.calls
     if isinstance(op, Attention):
         fused = (1.0 if not op.backward else 3.0)
         unfused = (3.0 if not op.backward else 5.0) + op.dropout

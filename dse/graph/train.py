@@ -60,6 +60,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available, flash_head_dim
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
+from dse.graph.moe import moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -108,13 +109,11 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     o_in = select(mla, a * model.v_head_dim, a * d)  # out proj input width
     ops = [*(op.replace(calls=select(mla, 0.0, 1.0))
              for op in _linear("qkv", T, (a + 2 * g) * d / t, h, 1.0, ring, 1.0)),
-           *_linear("out proj", T, h, o_in / t, 1.0, pipe, ring),
-           *(op.replace(calls=w_moe)
-             for op in (*_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
-                        *_linear("fc2", tpe, h, f / t, n_local, pipe, ring)))]
-    ops += mla_linears(model, T, t) + mlp_kind_linears(model, T, t, ring, pipe)
-    router = [op.replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe)
-              for op in _linear("router", T, E, h, 1.0, 1.0, 1.0)]
+           *_linear("out proj", T, h, o_in / t, 1.0, pipe, ring)]
+    # the MLP, or routed experts with router, token permutation, EP comm (dse.graph.moe)
+    mo = moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe)
+    ops += mo.mlp + mla_linears(model, T, t) + mlp_kind_linears(model, T, t, ring, pipe)
+    router = mo.router
 
     # attention core: FlashAttention where a fused kernel exists (and the workload uses
     # it), else the unfused path; selective recompute re-runs the unfused forward
@@ -163,11 +162,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     for phase, n_ex in (("fwd", 1.0), ("bwd", 2.0)):
         comm.append(P2P(kv_chunk, t, calls=jnp.where(lay.cp > 1, n_ex * (lay.cp - 1), 0.0),
                         name="cp kv exchange", phase=phase, group="cp"))
-    a2a = T * k_top * h * el
-    for phase in ("fwd", "bwd"):
-        comm.append(Collective(a2a, lay.ep * 1.0, t * lay.cp, calls=jnp.where(moe, 2.0, 0.0) * w_moe,
-                               name="ep all-to-all", phase=phase, kind="all_to_all", group="ep"))
-    return tuple(ops + router + attn + elementwise + comm)
+    return tuple(ops + router + attn + elementwise + mo.passes + comm + mo.comm)
 
 
 def mla_linears(model: Model, T, t) -> list:

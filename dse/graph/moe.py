@@ -1,0 +1,142 @@
+"""The mixture-of-experts block of one training layer's operator graph: Megatron-Core
+``MoELayer`` (``megatron/core/transformer/moe/moe_layer.py``) with the top-k router
+(``router.py``), the all-to-all token dispatcher (``token_dispatcher.py``
+``MoEAlltoAllTokenDispatcher``) and Transformer Engine's grouped experts
+(``experts.py`` ``TEGroupedMLP`` over ``transformer_engine/pytorch/module/grouped_linear.py``
+``GroupedLinear``), eager (no CUDA graph), dropless, ``moe_permute_fusion`` on (every
+Megatron-Bridge performance recipe sets it).  :func:`dse.graph.train.layer_ops` calls
+:func:`moe_ops`; every operator's ``calls`` is 0 for a dense model.
+
+With T tokens per GPU per micro-batch, h hidden, k = top_k, E experts, ep, t = tp,
+``n_local = E / ep`` local experts, each seeing ``tpe = T k ep / E`` tokens (balanced
+routing; the Megatron-Bridge MoE benchmarks force it, ``moe_router_force_load_balancing``):
+
+* router: (T, E, h) gating GEMM, its dgrad and wgrad;
+* experts: fc1 ``n_local`` x (tpe, f (1+gated)/t, h), fc2 ``n_local`` x (tpe, h, f/t) and
+  their dgrad / wgrad.  ``GroupedLinear`` (discrete-weight path) hands the list of
+  ``n_local`` problems to ``general_grouped_gemm``, which issues one cuBLAS GEMM per
+  expert from its C++ loop (``transformer_engine/pytorch/csrc/extensions/gemm.cpp``
+  ``te_general_grouped_gemm``, spread over ``NVTE_NUM_GEMM_STREAMS`` streams): the host
+  launches ``n_local`` GEMMs per grouped call (:func:`dse.graph.ops.host_kernels` counts
+  a GEMM record's ``count`` problems);
+* token movement (memory-bound, 16-bit tokens; the all-to-all dispatcher does not
+  quantize what it sends): the fused permute (``moe_utils.permute(fused=True)`` -> TE
+  ``moe_permute_with_probs``) reads T h and writes T k h; with more than one local
+  expert the received tokens are regrouped by expert (``sort_chunks_by_idxs``) and
+  regrouped back after the experts (read + write T k h each); the fused unpermute reads
+  T k h and writes T h.  Backward moves the same bytes (:data:`PERMUTE_PASSES`);
+* fp8 (Transformer Engine): each expert's fc1 input is quantized separately
+  (``tex.split_quantize`` over ``m_splits``): T k h elements, where the dense cast of
+  :func:`dse.graph.train.layer_ops` counts T h, so the difference (3 bytes an element)
+  is added here (twice that backward, as the dense cast), with one quantize kernel per
+  expert for fc1's and fc2's inputs forward and for the two gradients backward;
+* bookkeeping kernels per layer: :data:`MOE_FWD_KERNELS`, :data:`MOE_BWD_KERNELS`;
+* communication (group ``ep``): dispatch and combine all-to-alls of T k h 16-bit
+  elements each way (GShard, Lepikhin et al. 2020), the all-to-all of the routing
+  probabilities (``token_dispatch`` sends ``permuted_probs`` beside the tokens: T k fp32
+  values), and forward only the all-gather of the per-expert token counts over the
+  TP x EP group (``preprocess``: ``gather_from_sequence_parallel_region`` of E int64).
+
+Not modelled here: the dispatcher's device-to-host sync of the split sizes
+(``_maybe_dtoh_and_synchronize``, one per layer forward), which stops the host running
+ahead across layers; CUDA graphs of the router / preprocess (``cuda_graph_scope``) or of
+the whole iteration, which remove host launches; DeepEP / HybridEP fused dispatch.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from dse.graph.ops import Collective, Gemm, MemPass
+from dse.spec.layout import PRECISION_FP8
+from dse.spec.model import expert_ffn
+
+# Kernels (and device-to-host copies) one eager MoE layer issues beyond its GEMMs,
+# all-to-alls and the shared element-wise pass, counted from Megatron-Core
+# (megatron/core/transformer/moe/, the alltoall dispatcher, moe_permute_fusion and
+# moe_router_fusion on):
+#   forward  router.py: fused top-k with score function (1), the aux-loss scores and
+#            loss (fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss: 2);
+#            token_dispatcher.py preprocess: routing_map.sum + .long (2), input_splits
+#            (1), slice + contiguous (1), three sums (3); _maybe_dtoh_and_synchronize:
+#            five non-blocking D2H copies (tokens_per_expert, input_splits,
+#            output_splits, output_splits_tp, num_global_tokens_per_local_expert: 5);
+#            fused permute: row-id map (3) + permute (1); sort_chunks_by_idxs (2);
+#            combine: sort back (2) + fused unpermute (1)                        = 24
+#   backward unpermute (1), the two regroupings (2), permute of tokens and probs (2),
+#            top-k / softmax (1) and aux loss (2) backward, the probs gradient
+#            accumulation (1)                                                     = 9
+MOE_FWD_KERNELS = 24.0
+MOE_BWD_KERNELS = 9.0
+# token passes over T k h elements per direction (module docstring): permute write,
+# two regroupings (read + write each), unpermute read = 6 T k h, plus T h read + T h
+# written at the ends (the ``2 T h`` term of :func:`moe_ops`)
+PERMUTE_PASSES = 6.0
+PROB_BYTES = 4.0          # routing probabilities travel as fp32
+COUNT_BYTES = 8.0         # per-expert token counts are int64
+
+
+def _linear(name, m, n, k, count, fwd_chunks, dgrad_chunks):
+    """A linear's three GEMMs: forward (m, n, k), dgrad (m, k, n), wgrad (k, n, m)."""
+    return (Gemm(m, n, k, count, fwd_chunks, name=f"{name}", phase="fwd"),
+            Gemm(m, k, n, count, dgrad_chunks, name=f"{name} dgrad", phase="bwd"),
+            Gemm(k, n, m, count, 1.0, name=f"{name} wgrad", phase="bwd"))
+
+
+class MoEOps(NamedTuple):
+    """The MLP block's operators in the order :func:`dse.graph.train.layer_ops` lists
+    them (a dense model keeps its exact operator list: the MoE-only ones have
+    ``calls`` 0)."""
+    mlp: list        # fc1 / fc2 (a dense model's MLP, or the grouped experts)
+    router: list     # the gating GEMMs
+    passes: list     # token permutation, per-expert quantization, bookkeeping kernels
+    comm: list       # EP all-to-alls and the token-count all-gather
+
+
+def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
+    """The MLP block of one layer, one micro-batch (module docstring): the dense MLP of a
+    dense model, else the routed experts with their router, token movement and EP
+    communication; ``w_moe`` the MoE share of the layers, ``ring`` / ``pipe`` the
+    TP-overlap chunks of :func:`dse.graph.train.layer_ops`."""
+    h = model.hidden_size * 1.0
+    f = expert_ffn(model) * 1.0
+    gated = model.gated_mlp * 1.0
+    moe = model.num_experts > 1
+    on = jnp.where(moe, 1.0, 0.0) * w_moe
+    E = model.num_experts * 1.0
+    k = model.top_k * 1.0
+    tpe = jnp.where(moe, T * k * lay.ep / E, T)             # tokens per local expert
+    n_local = jnp.where(moe, E / lay.ep, 1.0)
+    mlp = [op.replace(calls=w_moe)
+           for op in (*_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
+                      *_linear("fc2", tpe, h, f / t, n_local, pipe, ring))]
+    router = [op.replace(calls=on) for op in _linear("router", T, E, h, 1.0, 1.0, 1.0)]
+
+    el = act_bytes
+    Tk = tpe * n_local                                         # routed tokens on this GPU
+    sort = jnp.where(n_local > 1, 1.0, 0.0)
+    token_bytes = el * h * (2.0 * T + (PERMUTE_PASSES - 4.0 * (1.0 - sort)) * Tk)
+    fp8 = jnp.where(wl.precision == PRECISION_FP8, 1.0, 0.0)
+    quant_bytes = fp8 * 3.0 * (Tk - T) * h                     # fc1 input beyond the dense cast
+    quant_kernels = fp8 * 2.0 * n_local
+    # backward: the same token bytes; the casts twice over, as the dense cast's backward
+    passes = [MemPass(token_bytes + quant_bytes, MOE_FWD_KERNELS + quant_kernels, calls=on,
+                      name="moe permute/route", phase="fwd"),
+              MemPass(token_bytes + 2.0 * quant_bytes, MOE_BWD_KERNELS + quant_kernels, calls=on,
+                      name="moe permute/route", phase="bwd")]
+
+    stride = t * lay.cp
+    a2a = T * k * h * el
+    probs = T * k * PROB_BYTES
+    comm = []
+    for phase in ("fwd", "bwd"):
+        comm += [Collective(a2a, lay.ep * 1.0, stride, calls=2.0 * on, name="ep all-to-all",
+                            phase=phase, kind="all_to_all", group="ep"),
+                 Collective(probs, lay.ep * 1.0, stride, calls=on, name="ep probs all-to-all",
+                            phase=phase, kind="all_to_all", group="ep")]
+    comm.append(Collective(COUNT_BYTES * E * lay.ep * t, lay.ep * t, lay.cp * 1.0, calls=on,
+                           name="ep token-count all-gather", phase="fwd", kind="all_gather",
+                           group="ep"))
+    return MoEOps(mlp, router, passes, comm)
