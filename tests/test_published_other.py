@@ -58,14 +58,20 @@ def test_nemo_blackwell_and_h100_fp8_runs():
 
 @pytest.mark.validation
 def test_nemo_mixture_of_experts_runs():
-    """Mixtral 8x7B/8x22B and Qwen3 30B-A3B/235B-A22B from the same tables: predicted
-    (optional num_experts/top_k columns) but under-predicted, more so in early releases;
-    rows whose expert parallelism spans TP ranks (MoE parallel folding) are reported
-    infeasible, with the reason."""
+    """Mixtral 8x7B/8x22B and Qwen3 30B-A3B/235B-A22B from the same tables (optional
+    num_experts/top_k columns).  The graph launches the grouped experts eagerly, one
+    GEMM per local expert (dse.graph.moe), as the releases up to 26.04 ran them (CUDA
+    graphs of attention/router/preprocess only, Megatron-Bridge
+    scripts/performance/configs/qwen); the 26.06 GB200 recipe's full-iteration CUDA
+    graph removes those host launches and is predicted too slow (a documented gap,
+    docs/accuracy.md).  Rows whose expert parallelism spans TP ranks (MoE parallel
+    folding) are reported infeasible, with the reason."""
     p = _predict("published_moe.csv")
     ok = p[p["status"] == "ok"]
     assert len(ok) >= 0.85 * len(p)
-    assert ok["ape"].mean() <= 0.32, ok[["id", "ape"]].round(3).to_string()
+    assert ok["ape"].mean() <= 0.20, ok[["id", "ape"]].round(3).to_string()
+    eager = ok[~ok["id"].str.startswith("mb2606") & ~ok["id"].str.startswith("mb260601")]
+    assert eager.loc[eager["gpu"] != "h100-sxm-80gb", "ape"].mean() <= 0.10
 
 
 @pytest.mark.validation
