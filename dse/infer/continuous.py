@@ -165,7 +165,7 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         t = t + jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp) * time_s(fa, hw, r), 0.0)
-    return t * rep.pp + (eng.overhead_per_iter_s if overhead else 0.0)
+    return t * rep.pp + (eng.host_s(b) if overhead else 0.0)
 
 
 def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):

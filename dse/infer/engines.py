@@ -107,7 +107,24 @@ Profiles (constants and where they come from):
     (``enable_mixed_chunk`` off by default).  The scheduler runs between GPU iterations until the
     v0.4 overlap scheduler (SGLang v0.4 release blog, 2024-12-04, "Zero-Overhead Batch
     Scheduler": without overlap the CPU scheduling overhead is a visible share of each
-    decode step).
+    decode step).  That host time also grows with the running batch,
+    ``seq_overhead_s`` = 20 us per running request per iteration: the v0.3 scheduler
+    (``python/sglang/srt/managers/tp_worker.py``, ``forward_decode_batch`` and
+    ``handle_finished_requests``) runs a Python loop over every request after each
+    decode step -- append the token, ``check_finished``, and, for streamed requests
+    (``bench_serving`` streams), ``init_incremental_detokenize`` (a list of the prompt +
+    output ids, ~S + o elements), a ``meta_info`` dict and the per-request lists of the
+    ``BatchTokenIDOut`` pickled to the detokenizer -- and ``prepare_for_decode`` builds
+    the next input ids from a Python list, all before the next forward starts (no
+    overlap until v0.4).  ESTIMATE from those code paths (~100-200 Python bytecode-level
+    operations of ~0.1 us each per request), not fitted: the calibration rows would
+    take more (the A100 8B ShareGPT runs' median ITL rises 11.93 -> 14.41 ms from 4 to 8
+    RPS, ~140 us per extra running request, while KV reads explain ~35 us), but a
+    larger linear term makes the 5000-prompt offline runs too slow, so the rest of
+    that rise is not a linear host cost (scan: 0 / 20 / 40 us: row-mean 12.67 / 12.49
+    / 12.40 %).  vLLM 0.6 is left at 0: its MLPerf MI300X rows (vLLM 0.4.3, offline
+    at the batch cap) are already predicted slow, and a per-sequence term makes them
+    slower.
 
 Units: seconds, bytes, tokens.
 """
@@ -138,10 +155,16 @@ class EngineProfile:
     gqa_shared_kv: bool = True     # decode kernel reads a KV head once per group
     fp8_kv_with_fp8: bool = False  # fp8 (or fp4) weights imply an fp8 KV cache
     request_overhead_s: float = 0.0  # host time per static generate() call (first token)
+    seq_overhead_s: float = 0.0    # host time per running sequence per iteration
 
     @property
     def overhead_per_iter_s(self) -> float:
         return self.step_overhead_s / self.scheduler_steps
+
+    def host_s(self, sequences) -> float:
+        """Host time of one iteration that is serial with the GPU: the per-pass part
+        (:attr:`overhead_per_iter_s`) plus ``seq_overhead_s`` per running sequence."""
+        return self.overhead_per_iter_s + self.seq_overhead_s * sequences
 
 
 PROFILES = {
@@ -156,7 +179,7 @@ PROFILES = {
     "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
-                            mixed_batches=False),
+                            mixed_batches=False, seq_overhead_s=20e-6),
 }
 
 

@@ -8,9 +8,9 @@ batching: TensorRT-LLM in-flight batching, vLLM / SGLang chunked prefill).  It i
 stage pass of :func:`dse.infer.forward.forward_ops` over ``T = b + p`` tokens (every
 linear sees M = T: one weight read serves both), plus the causal FlashAttention of the
 prompt tokens (``p / S`` prompts of S tokens), plus the engine's host time
-(:mod:`dse.infer.engines`):
+(:mod:`dse.infer.engines`: per pass, and per running sequence):
 
-    t_iter = pp * t_stage((b + p) / m) + overhead,   m = min(b, pp) micro-batches
+    t_iter = pp * t_stage((b + p) / m) + overhead + b seq_overhead,   m = min(b, pp) micro-batches
 
 Kernel gaps use the engine's launch cost (CUDA graphs for decode-only iterations up to
 its captured batch).  Overlap: none inside a pass (ops on one stream: sum); host time is
@@ -177,7 +177,7 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp)) * dep.pp
-    return t + (dep.engine.overhead_per_iter_s if overhead else 0.0)
+    return t + (dep.engine.host_s(b) if overhead else 0.0)
 
 
 def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
