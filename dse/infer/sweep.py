@@ -162,6 +162,28 @@ def hardware_table(hws: list[Hardware]) -> dict[str, np.ndarray]:
     return {f: np.asarray([getattr(h, f) for h in hws], np.float32) for f in Hardware._leaf_fields}
 
 
+class _Status:
+    """Per-point status as codes into a table of messages ("ok" = 0): a message is
+    formatted once however many points share it, and the column is built by one take."""
+
+    def __init__(self, n: int):
+        self.msgs = ["ok"]
+        self.code = np.zeros(n, np.int32)
+
+    def set(self, where, msg: str) -> None:
+        self.msgs.append(msg)
+        self.code[where] = len(self.msgs) - 1
+
+    def column(self):
+        return _strings(self.msgs, self.code)
+
+
+def _strings(uniques, codes):
+    """A pandas string column ``uniques[codes]`` (the dtype pandas infers for Python
+    strings), built by one take instead of converting an object array."""
+    return pd.array(list(uniques), dtype="str").take(np.asarray(codes, np.int64))
+
+
 def _pad_pow2(n: int) -> int:
     p = MIN_BATCH_PAD
     while p < n:
@@ -247,9 +269,8 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     cap = hw_cols["hbm_bytes"][h_pt]
     no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_pt] <= 0))
               | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_pt] <= 0)))
-    status = np.full(len(bs), "ok", dtype=object)
-    names = np.asarray([h.name for h in hws], dtype=object)
-    base = {"model": model.name, "hardware": names[h_pt],
+    status = _Status(len(bs))
+    base = {"model": model.name, "hardware": _strings([h.name for h in hws], h_pt),
             "tp": lays["tp"][l_pt], "pp": lays["pp"][l_pt], "ep": lays["ep"][l_pt],
             "attn_dp": lays["attn_dp"][l_pt]}
     base.update({"batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
@@ -262,9 +283,9 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
                              status, no_fp8, hws, h_pt, bs, cap)
     cols["hbm_gib"] = cap / GIB
     order = _order(cols["feasible"], cols["tokens_per_s"])
-    out = {k: (v[order] if isinstance(v, np.ndarray) and v.shape == bs.shape else v)
+    out = {k: (v[order] if hasattr(v, "shape") and v.shape == bs.shape else v)
            for k, v in {**base, **cols}.items()}
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)      # fresh arrays: no consolidation copy
 
 
 def _order(feasible, tokens):
@@ -276,9 +297,9 @@ def _order(feasible, tokens):
 
 
 def _no_fp8_status(status, no_fp8, hws, h_idx, precision):
-    for i in np.nonzero(no_fp8)[0]:
-        status[i] = (f"infeasible: {hws[h_idx[i]].name} has no "
-                     f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
+    for h in np.unique(h_idx[no_fp8]):
+        status.set(no_fp8 & (h_idx == h), f"infeasible: {hws[h].name} has no "
+                   f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
 
 
 def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin, status,
@@ -293,11 +314,11 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     mem = parts.total_bytes
     oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
-        status[i] = oom_status(mem[i], cap[i], mem_margin)
+        status.set(i, oom_status(mem[i], cap[i], mem_margin))
     _no_fp8_status(status, no_fp8, hws, h_pt, precision)
     feasible = ~oom & ~no_fp8
     for f in InferenceResult._fields:
-        res[f] = np.where(feasible, res[f], np.nan)
+        res[f] = np.where(feasible, res[f].astype(np.float64), np.nan)
     e2e = res["prefill_s"] + (gen_len - 1.0) * res["decode_s_per_token"]
     cols = {
         "prefill_s": res["prefill_s"],
@@ -313,7 +334,7 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
         "mem_activations_gib": parts.activations_bytes / GIB,
         "mem_reserve_gib": (mem - parts.weights_bytes - parts.kv_bytes - parts.activations_bytes) / GIB,
         "feasible": feasible,
-        "status": status,
+        "status": status.column(),
     }
     for f in DECODE_BREAKDOWN:
         cols[f] = res[f]
@@ -349,16 +370,18 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
         msg = (f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
                f"leave no KV cache for one request under {row_eng[r]} (KV pool "
                f"{max(sl['kv_pool_bytes'][r], 0.0) / GIB:.1f} GiB)")
-        status[row_pt == r] = msg
+        status.set(row_pt == r, msg)
     no_kv = no_kv_row[row_pt]
     few = bs < dp_pt
-    status[few & ~no_kv] = "infeasible: fewer requests in flight than attention-DP ranks (batch < attn_dp)"
+    if (few & ~no_kv).any():
+        status.set(few & ~no_kv, "infeasible: fewer requests in flight than attention-DP ranks "
+                   "(batch < attn_dp)")
     _no_fp8_status(status, no_fp8, hws, h_pt, precision)
     feasible = ~no_kv & ~no_fp8 & ~few
     nan_if = lambda x: np.where(feasible, x, np.nan)
     slots_pt = sl["tuned"][row_pt]
     return {
-        "engine": row_eng[row_pt],
+        "engine": _strings(sorted(set(engines)), np.searchsorted(sorted(set(engines)), row_eng)[row_pt]),
         "ttft_s": nan_if(res["ttft_s"]), "tpot_s": nan_if(res["tpot_s"]), "e2e_s": nan_if(res["e2e_s"]),
         "queue_s": nan_if(res["queue_s"]),
         "output_tok_s": nan_if(res["tokens_per_s"] * dp_pt), "tokens_per_s": nan_if(res["tokens_per_s"] * dp_pt),
@@ -369,7 +392,7 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
         "weights_gib": sl["weights_bytes"][row_pt] / GIB,
         "experts_per_gpu": experts_per_gpu(model, grid.lays["ep"][l_pt]),
         "feasible": feasible,
-        "status": status,
+        "status": status.column(),
     }
 
 
