@@ -1,31 +1,46 @@
-"""Inference screen: every (hardware, tp, pp, batch) point of one serving replica, under
+"""Inference screen: every (hardware, layout, batch) point of one serving replica, under
 static or continuous batching (``batching``).
 
-Flow (docs/architecture.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> costs -> masks -> DataFrame.
 
-Points: ``tp * pp == gpus_per_replica``; ``tp`` divides ``num_attention_heads`` (KV heads
-are replicated when ``tp > num_kv_heads``, :mod:`dse.infer.kv_cache`); ``pp <=
-num_layers``; batch in the powers of two up to ``batch`` (and ``batch`` itself).
-Memory feasibility runs first over all points (one ``jit(vmap)``), then
-:func:`dse.infer.step.inference_step` (one more ``jit(vmap)``) on the feasible ones;
-infeasible rows stay with their reason in ``status`` and NaN times.  Both passes run
-through the one chunked runner of every sweep (:mod:`dse.sweep.runner`, its padding
-policy), so repeated sweeps reuse the compiled functions.
+Layouts: ``(tp, pp, ep, attn_dp)`` with ``tp * attn_dp * pp == gpus_per_replica`` from
+the serving layout rules (:func:`dse.infer.expert_parallel.serving_layouts`,
+:func:`dse.spec.layout_rules.serving_layout_violations`): ``tp`` divides
+``num_attention_heads`` (KV heads are replicated when ``tp > num_kv_heads``,
+:mod:`dse.infer.kv_cache`), ``pp <= num_layers``; MoE models may split the experts over
+``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (continuous batching
+only; default ``ep = attn_dp = 1``, the layouts before EP).  Batch: the powers of two up
+to ``batch`` (and ``batch`` itself), or an explicit list.
+
+**One call per engine.**  The grid is (hardware x layout) rows times the batch axis.
+Each row's hardware, layout and engine-independent work runs once per row and every
+batch of the row in the same program: ``jit(vmap_rows(vmap_batches(...)))``; ``vmap``
+maps only what depends on its axis, so the row-level terms (rates, weights, the KV pool,
+continuous batching's slots and tuned limit) are not repeated per batch.  Padding
+policy (fixed, so repeated sweeps reuse the compiled programs): the batch axis to the
+next power of two (at least :data:`MIN_BATCH_PAD`) by repeating its last value, the rows
+by the one chunked runner of every sweep (:mod:`dse.sweep.runner`: powers of 8, at most
+:data:`POINTS_PER_CHUNK` points per chunk).  Static batching is one call in all; the
+continuous mode one per engine profile (its branches are static).  The frame is built
+from numpy columns (status as codes into a message table, string columns by one take)
+and sorted with ``np.lexsort``.
 
 ``batching = "static"`` (the default of this function; :func:`dse.infer.step.inference_step`):
 ``batch`` requests are prefilled together and decoded together; TTFT = the batch's
-prefill, TPOT = the decode step at the mean context, no engine host time.
+prefill, TPOT = the decode step at the mean context, no engine host time; a point is
+feasible when its memory fits (the time of an infeasible point is computed and dropped:
+NaN).
 
 ``batching = "continuous"`` (the default of ``dse infer`` and the serving study;
 :mod:`dse.infer.continuous`): ``batch`` is the number of requests in flight on the
-replica (closed loop) under an engine profile (:mod:`dse.infer.engines`; per hardware
-by default: TensorRT-LLM on NVIDIA, vLLM on AMD).  A first ``jit(vmap)`` over the
-(hardware, tp, pp) layouts computes the KV pool, the KV slots and the tuned running-batch
-limit (it does not depend on ``batch``); a second over the points computes the
-steady-state mixed iteration (TPOT, with the engine's host time and launch costs), TTFT
-(slot wait + scheduling + the prompt's prefill), e2e and output tokens/s.  A point is
-infeasible when the KV pool holds no request (the engine's memory policy replaces
-``mem_margin`` here) or the precision has no tensor cores.
+replica (closed loop), ``batch / attn_dp`` per attention rank, under an engine profile
+(:mod:`dse.infer.engines`; per hardware by default: TensorRT-LLM on NVIDIA, vLLM on
+AMD).  Per row: the KV pool, the KV slots and the tuned running-batch limit; per point:
+the steady-state mixed iteration (TPOT, with the engine's host time and launch costs),
+TTFT (slot wait + scheduling + the prompt's prefill), e2e and output tokens/s (the
+replica's: ``attn_dp`` ranks).  A point is infeasible when the KV pool holds no request
+(the engine's memory policy replaces ``mem_margin`` here), the precision has no tensor
+cores, or fewer requests are in flight than attention-DP ranks.
 """
 
 from __future__ import annotations
