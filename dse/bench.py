@@ -11,7 +11,8 @@ a CPU with several cores -- in a fresh process that sees one CPU host device per
 sweep, the flat ``jit(vmap(train_step))`` of host-gathered points the blocks replaced
 and a plain Python loop over ``jax.jit(train_step)``; XLA's FLOPs per point (the
 streamed block kernel, the blocks with every field mapped, flat), the GFLOP/s sustained
-and its share of the CPU's nominal peak; the inference sweep's points/s; a 10^8-point streaming
+and its share of the CPU's nominal peak; the inference sweep's points/s and the serving
+search's (``serving_search_points_per_s=``, :func:`run_serving_search_bench`); a 10^8-point streaming
 sweep's peak resident memory (``stream_1e8_peak_rss_gib=``, :mod:`dse.sweep.stream`)
 against the in-memory sweep's; then the event simulator's speed on one 1024-GPU step
 (:mod:`dse.bench_sim`: simulated step, wall time, events/s) and the 16k-GPU
@@ -243,9 +244,14 @@ def wide_hardware_grid(n: int):
     return out
 
 
+SERVING_SEARCH_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "b200", "gb200")
+SERVING_SEARCH_ENGINES = ("trtllm", "vllm", "sglang")
+
+
 def run_infer_bench() -> float:
     """Inference sweep throughput: ``dse.infer.sweep.sweep_inference`` points/s over the
-    catalog's Hopper and Blackwell GPUs (warm), vs the first (compiling) call."""
+    catalog's Hopper and Blackwell GPUs (warm), vs the first (compiling) call; then the
+    serving search (:func:`run_serving_search_bench`)."""
     from dse.infer.sweep import sweep_inference
     model = get_model("llama3-70b")
     hws = [get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb", "b200", "gb200")]
@@ -261,6 +267,36 @@ def run_infer_bench() -> float:
     print(f"inference sweep: {len(df)} points (4 GPUs x (tp, pp) x batch), warm {warm * 1e3:.1f} ms "
           f"(first call {cold:.2f} s incl. compile)")
     print(f"infer_configs_per_s={rate:.0f} (baseline: first call {len(df) / cold:.0f}/s)")
+    run_serving_search_bench()
+    return rate
+
+
+def run_serving_search_bench(concurrency: int = 2048) -> float:
+    """The serving search (issue: >= 10^6 points/s): continuous batching of Llama-3-70B
+    and DeepSeek-R1 (fp8, 1024 + 1024 tokens) on 8-GPU replicas of each GPU of
+    :data:`SERVING_SEARCH_GPUS` under each engine of :data:`SERVING_SEARCH_ENGINES`, every
+    layout (DeepSeek-R1: every valid ep and attention DP too) at every concurrency 1 ..
+    ``concurrency``: one :func:`dse.infer.sweep.sweep_inference` call per model, its
+    DataFrame included.  Prints the warm points/s (wall clock, and per CPU-second of this
+    process) and the first call's (compile included)."""
+    from dse.infer.sweep import sweep_inference
+    hws = [get_hardware(n) for n in SERVING_SEARCH_GPUS for _ in SERVING_SEARCH_ENGINES]
+    engines = [e for _ in SERVING_SEARCH_GPUS for e in SERVING_SEARCH_ENGINES]
+    batches = range(1, concurrency + 1)
+    calls = [(get_model("llama3-70b"), {}), (get_model("deepseek-r1"), {"ep": "auto", "attn_dp": "auto"})]
+    run = lambda m, kw: sweep_inference(m, hws, 8, concurrency, 1024, 1024, 2, batching="continuous",
+                                        engine=engines, batches=batches, **kw)
+    t0 = time.perf_counter()
+    n = sum(len(run(m, kw)) for m, kw in calls)
+    cold = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    n = sum(len(run(m, kw)) for m, kw in calls)
+    warm, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rate = n / warm
+    print(f"serving search: {n:,} points (llama3-70b + deepseek-r1 x {len(SERVING_SEARCH_GPUS)} GPUs x "
+          f"{len(SERVING_SEARCH_ENGINES)} engines x layouts x concurrency 1..{concurrency}), warm "
+          f"{warm:.2f} s ({n / cpu:.0f} points per CPU-second), first call {cold:.1f} s incl. compile")
+    print(f"serving_search_points_per_s={rate:.0f} (baseline: first call {n / cold:.0f}/s)")
     return rate
 
 

@@ -194,8 +194,11 @@ def cmd_infer(a) -> int:
         for hw in hws:
             if engine_rule(a.engine, hw):
                 raise InputError("dse infer", "--engine", engine_rule(a.engine, hw))
+    ep = _degrees(a.ep, a.batching, "--ep")
+    attn_dp = _degrees(a.attn_dp, a.batching, "--attn-dp")
+    batches = range(1, a.batch + 1) if a.every_batch else None
     df = sweep_inference(model, hws, a.gpus, a.batch, a.prompt, a.gen, prec, mem_margin=a.mem_margin,
-                         batching=a.batching, engine=a.engine)
+                         batching=a.batching, engine=a.engine, ep=ep, attn_dp=attn_dp, batches=batches)
     if a.output is not None:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
@@ -203,8 +206,10 @@ def cmd_infer(a) -> int:
         print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
         return 1
     if a.batching == "continuous":
-        cols = ["hardware", "engine", "tp", "pp", "batch", "admitted", "slots", "ttft_s", "queue_s",
-                "tpot_s", "tokens_per_s", "mem_gib", "kv_pool_gib", "weights_gib"]
+        cols = ["hardware", "engine", "tp", "pp", "ep", "attn_dp", "batch", "admitted", "slots", "ttft_s",
+                "queue_s", "tpot_s", "tokens_per_s", "mem_gib", "kv_pool_gib", "weights_gib"]
+        if (df["ep"] == 1).all() and (df["attn_dp"] == 1).all():
+            cols = [c for c in cols if c not in ("ep", "attn_dp")]
         what = "continuous batching, batch = requests in flight per replica"
     else:
         cols = ["hardware", "tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
@@ -215,6 +220,18 @@ def cmd_infer(a) -> int:
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(ok.sort_values("tokens_per_s", ascending=False)[cols].head(a.top).to_string(index=False))
     return 0
+
+
+def _degrees(values, batching, flag):
+    """``--ep`` / ``--attn-dp``: None -> every valid degree under continuous batching (1
+    under static), ``auto`` -> every valid degree, else the integers given."""
+    if values is None:
+        return "auto" if batching == "continuous" else None
+    if values == ["auto"]:
+        return "auto"
+    if not all(v.isdigit() and int(v) >= 1 for v in values):
+        raise InputError("dse infer", flag, f"must be auto or integers >= 1, but got {' '.join(values)}")
+    return [int(v) for v in values]
 
 
 def cmd_predict(a) -> int:
@@ -402,6 +419,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--engine", default=None,
                    help="engine profile for continuous batching: trtllm | vllm | sglang | trtllm_mlperf "
                         "| trtllm_static | nemo (default: trtllm on NVIDIA, vllm on AMD)")
+    s.add_argument("--ep", nargs="+", metavar="N", default=None,
+                   help="MoE expert-parallel degrees to sweep, or auto (default under continuous "
+                        "batching: every valid one; dense models: 1)")
+    s.add_argument("--attn-dp", nargs="+", metavar="N", default=None,
+                   help="attention data-parallel ranks per replica (DP attention + EP MoE), or auto "
+                        "(default as --ep); --gpus = tp x attn-dp x pp")
+    s.add_argument("--every-batch", action="store_true",
+                   help="every batch / concurrency 1..--batch instead of the powers of two")
     margin_arg(s, "a static batch must fit in (continuous: the engine's KV pool decides)")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_infer)

@@ -115,6 +115,8 @@ class Replica(NamedTuple):
     pp: object
     precision: object
     kv_bytes: object        # bytes per cached K/V element
+    ep: object = 1.0        # MoE experts over ep GPUs of the tp x dp group (dse.infer.expert_parallel)
+    dp: object = 1.0        # attention data-parallel ranks (each its own requests and KV)
 
 
 class Slots(NamedTuple):
@@ -161,7 +163,8 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
-    t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r).total_s
+    t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
+                   rep.ep, rep.dp).total_s
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         t = t + jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp) * time_s(fa, hw, r), 0.0)
@@ -176,7 +179,8 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
     micro = jnp.maximum(jnp.minimum(batch * 1.0, rep.pp * 1.0), 1.0)
     b = batch / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
-    t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r).total_s
+    t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
+                   rep.dp).total_s
     return t * (micro + rep.pp - 1.0) + (eng.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -197,7 +201,7 @@ def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):
 
 def weights_bytes(rep: Replica):
     r = rates(rep.hw, rep.precision)
-    lin, other = weight_params_per_gpu(rep.model, rep.tp, rep.pp)
+    lin, other = weight_params_per_gpu(rep.model, rep.tp, rep.pp, rep.ep, rep.dp)
     return lin * r.linear_bytes + other * r.act_bytes
 
 

@@ -1,31 +1,46 @@
-"""Inference screen: every (hardware, tp, pp, batch) point of one serving replica, under
+"""Inference screen: every (hardware, layout, batch) point of one serving replica, under
 static or continuous batching (``batching``).
 
-Flow (docs/architecture.md): specs -> arrays of design points -> memory mask -> costs -> DataFrame.
+Flow (docs/architecture.md): specs -> arrays of design points -> costs -> masks -> DataFrame.
 
-Points: ``tp * pp == gpus_per_replica``; ``tp`` divides ``num_attention_heads`` (KV heads
-are replicated when ``tp > num_kv_heads``, :mod:`dse.infer.kv_cache`); ``pp <=
-num_layers``; batch in the powers of two up to ``batch`` (and ``batch`` itself).
-Memory feasibility runs first over all points (one ``jit(vmap)``), then
-:func:`dse.infer.step.inference_step` (one more ``jit(vmap)``) on the feasible ones;
-infeasible rows stay with their reason in ``status`` and NaN times.  Both passes run
-through the one chunked runner of every sweep (:mod:`dse.sweep.runner`, its padding
-policy), so repeated sweeps reuse the compiled functions.
+Layouts: ``(tp, pp, ep, attn_dp)`` with ``tp * attn_dp * pp == gpus_per_replica`` from
+the serving layout rules (:func:`dse.infer.expert_parallel.serving_layouts`,
+:func:`dse.spec.layout_rules.serving_layout_violations`): ``tp`` divides
+``num_attention_heads`` (KV heads are replicated when ``tp > num_kv_heads``,
+:mod:`dse.infer.kv_cache`), ``pp <= num_layers``; MoE models may split the experts over
+``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (continuous batching
+only; default ``ep = attn_dp = 1``, the layouts before EP).  Batch: the powers of two up
+to ``batch`` (and ``batch`` itself), or an explicit list.
+
+**One call per engine.**  The grid is (hardware x layout) rows times the batch axis.
+Each row's hardware, layout and engine-independent work runs once per row and every
+batch of the row in the same program: ``jit(vmap_rows(vmap_batches(...)))``; ``vmap``
+maps only what depends on its axis, so the row-level terms (rates, weights, the KV pool,
+continuous batching's slots and tuned limit) are not repeated per batch.  Padding
+policy (fixed, so repeated sweeps reuse the compiled programs): the batch axis to the
+next power of two (at least :data:`MIN_BATCH_PAD`) by repeating its last value, the rows
+by the one chunked runner of every sweep (:mod:`dse.sweep.runner`: powers of 8, at most
+:data:`POINTS_PER_CHUNK` points per chunk).  Static batching is one call in all; the
+continuous mode one per engine profile (its branches are static).  The frame is built
+from numpy columns (status as codes into a message table, string columns by one take)
+and sorted with ``np.lexsort``.
 
 ``batching = "static"`` (the default of this function; :func:`dse.infer.step.inference_step`):
 ``batch`` requests are prefilled together and decoded together; TTFT = the batch's
-prefill, TPOT = the decode step at the mean context, no engine host time.
+prefill, TPOT = the decode step at the mean context, no engine host time; a point is
+feasible when its memory fits (the time of an infeasible point is computed and dropped:
+NaN).
 
 ``batching = "continuous"`` (the default of ``dse infer`` and the serving study;
 :mod:`dse.infer.continuous`): ``batch`` is the number of requests in flight on the
-replica (closed loop) under an engine profile (:mod:`dse.infer.engines`; per hardware
-by default: TensorRT-LLM on NVIDIA, vLLM on AMD).  A first ``jit(vmap)`` over the
-(hardware, tp, pp) layouts computes the KV pool, the KV slots and the tuned running-batch
-limit (it does not depend on ``batch``); a second over the points computes the
-steady-state mixed iteration (TPOT, with the engine's host time and launch costs), TTFT
-(slot wait + scheduling + the prompt's prefill), e2e and output tokens/s.  A point is
-infeasible when the KV pool holds no request (the engine's memory policy replaces
-``mem_margin`` here) or the precision has no tensor cores.
+replica (closed loop), ``batch / attn_dp`` per attention rank, under an engine profile
+(:mod:`dse.infer.engines`; per hardware by default: TensorRT-LLM on NVIDIA, vLLM on
+AMD).  Per row: the KV pool, the KV slots and the tuned running-batch limit; per point:
+the steady-state mixed iteration (TPOT, with the engine's host time and launch costs),
+TTFT (slot wait + scheduling + the prompt's prefill), e2e and output tokens/s (the
+replica's: ``attn_dp`` ranks).  A point is infeasible when the KV pool holds no request
+(the engine's memory policy replaces ``mem_margin`` here), the precision has no tensor
+cores, or fewer requests are in flight than attention-DP ranks.
 """
 
 from __future__ import annotations
@@ -41,11 +56,12 @@ from dse.errors import InputError, require
 from dse.infer.continuous import (Continuous, Replica, Slots, concurrency_point,
                                   default_engine, engine_rule, kv_element_bytes, slots)
 from dse.infer.engines import PROFILES
+from dse.infer.expert_parallel import experts_per_gpu, serving_layouts
 from dse.infer.memory import serving_memory
 from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
-from dse.sweep.run import hardware_columns, oom_status
+from dse.sweep.run import oom_status
 from dse.sweep.runner import run_chunked
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
@@ -62,29 +78,38 @@ def _memory_parts(model, wl, hw, tp, pp):
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True,
               "ttft_s": True, "tpot_s": True}  # ascending?
 BATCHING = SERVING_BATCHING          # the one list (dse.spec.study)
+MIN_BATCH_PAD = 8                    # the batch axis is padded to a power of two >= this
+POINTS_PER_CHUNK = 1 << 15           # layout rows per chunk: this many points / padded batches
 
 
 @jax.jit
-def _memory(model, wl, hw, tp, pp):
-    return jax.vmap(_memory_parts, in_axes=(None, 0, 0, 0, 0))(model, wl, hw, tp, pp)
-
-
-@jax.jit
-def _time(model, wl, hw, tp, pp):
-    return jax.vmap(inference_step, in_axes=(None, 0, 0, 0, 0))(model, wl, hw, tp, pp)
+def _static(model, hw, tp, pp, bs, S, O, precision):
+    """Memory breakdown and :func:`dse.infer.step.inference_step` of a chunk of layout
+    rows (``hw``, ``tp``, ``pp``: one entry per row) at every batch of ``bs`` (shared by
+    every row): outputs ``[rows, batches]``.  Work that does not depend on the batch runs
+    once per row (``vmap`` maps only what depends on the mapped axis)."""
+    def row(h, t, p):
+        def point(b):
+            wl = InferenceWorkload(batch=b, prompt_len=S, gen_len=O, precision=precision)
+            return _memory_parts(model, wl, h, t, p), inference_step(model, wl, h, t, p)
+        return jax.vmap(point)(bs)
+    return jax.vmap(row)(hw, tp, pp)
 
 
 @partial(jax.jit, static_argnums=0)
-def _slots(eng, model, hw, tp, pp, precision, kv_bytes, S, O):
-    one = lambda h, t, p: slots(Replica(model, h, t, p, precision, kv_bytes), eng, S, O)
-    return jax.vmap(one)(hw, tp, pp)
-
-
-@partial(jax.jit, static_argnums=0)
-def _continuous(eng, model, hw, tp, pp, n, sl, precision, kv_bytes, S, O):
-    one = lambda h, t, p, k, s: concurrency_point(Replica(model, h, t, p, precision, kv_bytes),
-                                                  eng, k, S, O, s)
-    return jax.vmap(one)(hw, tp, pp, n, sl)
+def _continuous(eng, model, hw, tp, pp, ep, dp, bs, precision, kv_bytes, S, O):
+    """Continuous batching of a chunk of layout rows (one entry per row of ``hw``, ``tp``,
+    ``pp``, ``ep``, ``dp``): the row's KV slots and tuned limit
+    (:func:`dse.infer.continuous.slots`, once per row) and, at every concurrency of
+    ``bs`` (requests in flight per replica, ``bs / dp`` per attention rank),
+    :func:`dse.infer.continuous.concurrency_point`: outputs ``[rows]`` and ``[rows,
+    batches]``."""
+    def row(h, t, p, e, d):
+        rep = Replica(model, h, t, p, precision, kv_bytes, e, d)
+        sl = slots(rep, eng, S, O)
+        pts = jax.vmap(lambda n: concurrency_point(rep, eng, n / d, S, O, sl))(bs)
+        return sl, pts
+    return jax.vmap(row)(hw, tp, pp, ep, dp)
 
 
 def replica_layouts(model: Model, gpus_per_replica: int) -> list[tuple[int, int]]:
@@ -118,17 +143,17 @@ def _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision):
                          f"{model.num_layers}, gpus_per_replica={gpus_per_replica})")
 
 
-def _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision):
-    """The argument builder of one padded chunk of inference points (dse.sweep.runner)."""
-    def args_for(idx):
-        hw = Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()})
-        k = len(idx)
-        wl = InferenceWorkload(batch=bs[idx].astype(np.float32),
-                               prompt_len=np.full(k, prompt_len, np.float32),
-                               gen_len=np.full(k, gen_len, np.float32),
-                               precision=np.full(k, precision, np.int32))
-        return wl, hw, tp[idx].astype(np.float32), pp[idx].astype(np.float32)
-    return args_for
+def _batches(batch: int, batches) -> np.ndarray:
+    """The batch / concurrency axis: powers of two up to ``batch`` (and ``batch``), or the
+    explicit ``batches`` (sorted, distinct, integers >= 1)."""
+    if batches is None:
+        return np.asarray(batch_sizes(batch), np.int64)
+    vals = list(batches)
+    require(len(vals) > 0, "sweep_inference", "batches", "must list at least one batch")
+    for v in vals:
+        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
+                "sweep_inference", "batches", f"must be integers >= 1, but got {v!r}")
+    return np.unique(np.asarray(vals, np.int64))
 
 
 def _engines(hws: list[Hardware], engine) -> list[str]:
@@ -146,83 +171,171 @@ def _engines(hws: list[Hardware], engine) -> list[str]:
     return names
 
 
+def hardware_table(hws: list[Hardware]) -> dict[str, np.ndarray]:
+    """One float32 numpy column per Hardware leaf (row = spec), as
+    :func:`dse.sweep.run.hardware_columns` builds it, without a JAX dispatch per leaf."""
+    return {f: np.asarray([getattr(h, f) for h in hws], np.float32) for f in Hardware._leaf_fields}
+
+
+class _Status:
+    """Per-point status as codes into a table of messages ("ok" = 0): a message is
+    formatted once however many points share it, and the column is built by one take."""
+
+    def __init__(self, n: int):
+        self.msgs = ["ok"]
+        self.code = np.zeros(n, np.int32)
+
+    def set(self, where, msg: str) -> None:
+        self.msgs.append(msg)
+        self.code[where] = len(self.msgs) - 1
+
+    def column(self):
+        return _strings(self.msgs, self.code)
+
+
+def _strings(uniques, codes):
+    """A pandas string column ``uniques[codes]`` (the dtype pandas infers for Python
+    strings), built by one take instead of converting an object array."""
+    return pd.array(list(uniques), dtype="str").take(np.asarray(codes, np.int64))
+
+
+def _pad_pow2(n: int) -> int:
+    p = MIN_BATCH_PAD
+    while p < n:
+        p *= 2
+    return p
+
+
+class _Grid:
+    """The serving grid: hardware (H) x layout (L) rows, each at every batch (B); points
+    row-major (hardware, then layout, then batch), as the frame lists them."""
+
+    def __init__(self, hws, lays, bss):
+        self.H, self.L, self.B = len(hws), len(lays["tp"]), len(bss)
+        self.rows = self.H * self.L
+        self.h_row = np.repeat(np.arange(self.H), self.L)
+        self.l_row = np.tile(np.arange(self.L), self.H)
+        self.lays = lays
+        self.bss = bss
+        self.Bp = _pad_pow2(self.B)
+        self.bs_pad = np.concatenate([bss, np.full(self.Bp - self.B, bss[-1])]).astype(np.float32)
+        self.max_rows = max(POINTS_PER_CHUNK // self.Bp, 1)
+
+    def per_point(self, row_values):
+        """A per-row array repeated over the batch axis (point order)."""
+        return np.repeat(np.asarray(row_values), self.B)
+
+    def row_args(self, hw_cols, rows, *fields):
+        """Arguments of one padded chunk of rows: the hardware pytree and the layout fields."""
+        h = self.h_row[rows]
+        l = self.l_row[rows]
+        hw = Hardware(**{f: v[h] for f, v in hw_cols.items()})
+        return (hw, *(self.lays[f][l].astype(np.float32) for f in fields))
+
+    def run(self, fn, args_for, rows: np.ndarray):
+        """``fn`` over the given rows through the one chunked runner (:mod:`dse.sweep.runner`,
+        its padding policy), outputs unpadded to ``[len(rows), ...]``."""
+        return run_chunked(fn, lambda idx: args_for(rows[idx]), len(rows), max_chunk=self.max_rows)
+
+    def points(self, x):
+        """``[rows, Bp]`` outputs -> one value per point (padding dropped)."""
+        return np.asarray(x)[:, :self.B].reshape(-1)
+
+
 def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, batch: int,
                     prompt_len: int, gen_len: int, precision: int = 1,
                     mem_margin: float = MEM_MARGIN, batching: str = "static",
-                    engine: str | list | None = None) -> pd.DataFrame:
-    """Every (hardware, tp, pp, batch) point as a DataFrame, feasible rows first, each
-    group by decreasing ``tokens_per_s``.  Columns in both modes: model, hardware, tp, pp,
-    batch (static: the batch; continuous: requests in flight per replica), prompt_len,
-    gen_len, precision, batching, ttft_s, tpot_s, e2e_s, output_tok_s (output tokens/s of
-    the replica, prefill included), tokens_per_s, mem_gib, hbm_gib, weights_gib, feasible,
-    status.  Static adds prefill_s, decode_s_per_token (= ttft_s, tpot_s), tokens_per_s =
-    batch / decode_s_per_token, kv_gib, the memory breakdown (mem_weights_gib,
-    mem_kv_gib, mem_activations_gib, mem_reserve_gib: allocator workspace +
-    fragmentation) and the decode breakdown (decode_gemm_s, decode_attention_s,
-    decode_comm_s, decode_elementwise_s); a point is feasible when it fits in ``(1 -
-    mem_margin) x HBM`` (:mod:`dse.train.memory_parts`).  Continuous adds engine,
-    queue_s (slot wait, inside ttft_s), admitted (running sequences), slots (tuned
-    running-batch limit), kv_slots, kv_pool_gib; tokens_per_s = output_tok_s and mem_gib
-    is what the admitted requests use."""
+                    engine: str | list | None = None, ep=None, attn_dp=None,
+                    batches=None) -> pd.DataFrame:
+    """Every (hardware, layout, batch) point as a DataFrame, feasible rows first, each
+    group by decreasing ``tokens_per_s``.  Layouts are (tp, pp, ep, attn_dp) of one
+    replica of ``gpus_per_replica = tp * attn_dp * pp`` GPUs
+    (:func:`dse.infer.expert_parallel.serving_layouts`: ``ep`` / ``attn_dp`` None = 1,
+    ``"auto"`` or a list; EP and attention DP need continuous batching).  ``batches``
+    replaces the default batch axis (powers of two up to ``batch``) by an explicit list.
+    Columns in both modes: model, hardware, tp, pp, ep, attn_dp, batch
+    (static: the batch; continuous: requests in flight per replica), prompt_len,
+    gen_len, precision, batching, ttft_s, tpot_s, e2e_s, output_tok_s (output tokens/s
+    of the replica, prefill included), tokens_per_s, mem_gib, hbm_gib, weights_gib,
+    feasible, status.  Static adds prefill_s, decode_s_per_token (= ttft_s, tpot_s),
+    tokens_per_s = batch / decode_s_per_token, kv_gib, the memory breakdown
+    (mem_weights_gib, mem_kv_gib, mem_activations_gib, mem_reserve_gib: allocator
+    workspace + fragmentation) and the decode breakdown (decode_gemm_s,
+    decode_attention_s, decode_comm_s, decode_elementwise_s); a point is feasible when
+    it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`).  Continuous
+    adds engine, queue_s (slot wait, inside ttft_s), admitted (running sequences),
+    slots (tuned running-batch limit), kv_slots, kv_pool_gib (per GPU), experts_per_gpu;
+    tokens_per_s = output_tok_s and mem_gib is what the admitted requests use; admitted,
+    slots and kv_slots count the replica's ``attn_dp`` ranks together."""
     require(batching in BATCHING, "sweep_inference", "batching",
             f"must be one of {list(BATCHING)}, but got {batching!r}")
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
+    lays = serving_layouts(model, gpus_per_replica, ep, attn_dp)
+    if batching == "static" and ((lays["ep"] > 1) | (lays["attn_dp"] > 1)).any():
+        raise InputError("sweep_inference", "ep", "expert parallelism and attention DP are "
+                         "modelled under continuous batching only (batching='continuous'), "
+                         "but got batching='static' with ep or attn_dp > 1")
     engines = _engines(hws, engine) if batching == "continuous" else None
-    hw_cols = hardware_columns(hws)
-    lays = replica_layouts(model, gpus_per_replica)
-    bss = batch_sizes(batch)
-    grid = np.array([(h, tp, pp, b) for h in range(len(hws)) for tp, pp in lays for b in bss],
-                    dtype=np.int64)
-    h_idx, tp, pp, bs = grid.T
-    n = len(grid)
-    cap = hw_cols["hbm_bytes"][h_idx]
-    status = np.full(n, "ok", dtype=object)
-    no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_idx] <= 0))
-              | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_idx] <= 0)))
-    base = {"model": model.name,
-            "hardware": np.asarray([h.name for h in hws], dtype=object)[h_idx],
-            "tp": tp, "pp": pp, "batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
-            "precision": SERVING_PRECISION_NAMES[precision], "batching": batching}
+    hw_cols = hardware_table(hws)
+    grid = _Grid(hws, lays, _batches(batch, batches))
+    h_pt = grid.per_point(grid.h_row)
+    l_pt = grid.per_point(grid.l_row)
+    bs = np.tile(grid.bss, grid.rows)
+    cap = hw_cols["hbm_bytes"][h_pt]
+    no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_pt] <= 0))
+              | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_pt] <= 0)))
+    status = _Status(len(bs))
+    base = {"model": model.name, "hardware": _strings([h.name for h in hws], h_pt),
+            "tp": lays["tp"][l_pt], "pp": lays["pp"][l_pt], "ep": lays["ep"][l_pt],
+            "attn_dp": lays["attn_dp"][l_pt]}
+    base.update({"batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
+                 "precision": SERVING_PRECISION_NAMES[precision], "batching": batching})
     if batching == "continuous":
-        df = _continuous_frame(model, hw_cols, engines, grid, len(lays), len(bss), prompt_len,
-                               gen_len, precision, status, no_fp8, hws, base)
+        cols = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision,
+                                 status, no_fp8, hws, h_pt, l_pt, bs)
     else:
-        df = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
-                           status, no_fp8, hws, base)
-    df["hbm_gib"] = cap / GIB
-    return df.sort_values(["feasible", "tokens_per_s"], ascending=[False, False],
-                          kind="stable").reset_index(drop=True)
+        cols = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
+                             status, no_fp8, hws, h_pt, bs, cap)
+    cols["hbm_gib"] = cap / GIB
+    order = _order(cols["feasible"], cols["tokens_per_s"])
+    out = {k: (v[order] if hasattr(v, "shape") and v.shape == bs.shape else v)
+           for k, v in {**base, **cols}.items()}
+    return pd.DataFrame(out, copy=False)      # fresh arrays: no consolidation copy
+
+
+def _order(feasible, tokens):
+    """Feasible points first, each group by decreasing tokens/s, NaN last, ties in grid
+    order: the stable ``sort_values(["feasible", "tokens_per_s"], ascending=False)`` of
+    pandas, without sorting the frame."""
+    key = np.where(np.isnan(tokens), np.inf, -tokens)
+    return np.lexsort((key, ~feasible))
 
 
 def _no_fp8_status(status, no_fp8, hws, h_idx, precision):
-    for i in np.nonzero(no_fp8)[0]:
-        status[i] = (f"infeasible: {hws[h_idx[i]].name} has no "
-                     f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
+    for h in np.unique(h_idx[no_fp8]):
+        status.set(no_fp8 & (h_idx == h), f"infeasible: {hws[h].name} has no "
+                   f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
 
 
 def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin, status,
-                  no_fp8, hws, base) -> pd.DataFrame:
-    h_idx, tp, pp, bs = grid.T
-    n = len(grid)
-    args_for = _points(hw_cols, h_idx, tp, pp, bs, prompt_len, gen_len, precision)
-    parts = run_chunked(lambda *a: _memory(model, *a), args_for, n)
+                  no_fp8, hws, h_pt, bs, cap) -> dict:
+    S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
+    bs_pad = grid.bs_pad
+    parts, res = grid.run(lambda *a: _static(model, *a, bs_pad, S, O, prec),
+                          lambda rows: grid.row_args(hw_cols, rows, "tp", "pp"),
+                          np.arange(grid.rows))
+    parts = type(parts)(*(grid.points(x) for x in parts))
+    res = {f: grid.points(getattr(res, f)) for f in InferenceResult._fields}
     mem = parts.total_bytes
-    cap = hw_cols["hbm_bytes"][h_idx]
     oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
-        status[i] = oom_status(mem[i], cap[i], mem_margin)
-    _no_fp8_status(status, no_fp8, hws, h_idx, precision)
+        status.set(i, oom_status(mem[i], cap[i], mem_margin))
+    _no_fp8_status(status, no_fp8, hws, h_pt, precision)
     feasible = ~oom & ~no_fp8
-
-    res = {f: np.full(n, np.nan) for f in InferenceResult._fields}
-    fi = np.nonzero(feasible)[0]
-    if len(fi):
-        out = run_chunked(lambda *a: _time(model, *a), lambda idx: args_for(fi[idx]), len(fi))
-        for f in InferenceResult._fields:
-            res[f][fi] = getattr(out, f)
+    for f in InferenceResult._fields:
+        res[f] = np.where(feasible, res[f].astype(np.float64), np.nan)
     e2e = res["prefill_s"] + (gen_len - 1.0) * res["decode_s_per_token"]
-    df = pd.DataFrame({
-        **base,
+    cols = {
         "prefill_s": res["prefill_s"],
         "decode_s_per_token": res["decode_s_per_token"],
         "tokens_per_s": res["tokens_per_s"],
@@ -236,71 +349,66 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
         "mem_activations_gib": parts.activations_bytes / GIB,
         "mem_reserve_gib": (mem - parts.weights_bytes - parts.kv_bytes - parts.activations_bytes) / GIB,
         "feasible": feasible,
-        "status": status,
-    })
+        "status": status.column(),
+    }
     for f in DECODE_BREAKDOWN:
-        df[f] = res[f]
-    return df
+        cols[f] = res[f]
+    return cols
 
 
-def _continuous_frame(model, hw_cols, engines, grid, n_lays, n_bss, prompt_len, gen_len,
-                      precision, status, no_fp8, hws, base) -> pd.DataFrame:
-    """Continuous batching (module docstring): layouts first, then points, per engine."""
-    h_idx, tp, pp, bs = grid.T
-    n = len(grid)
-    lay = np.arange(n) // n_bss                 # the (hardware, tp, pp) row of each point
-    first = np.arange(0, n, n_bss)              # one point per layout
-    S, O = np.float32(prompt_len), np.float32(gen_len)
-    f32 = lambda x: np.asarray(x, np.float32)
-    sl = {f: np.full(len(first), np.nan) for f in Slots._fields}
-    res = {f: np.full(n, np.nan) for f in Continuous._fields}
+def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, status,
+                      no_fp8, hws, h_pt, l_pt, bs) -> dict:
+    """Continuous batching (module docstring): one call per engine over its layout rows,
+    each row's slots and every concurrency together."""
+    S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
+    sl = {f: np.full(grid.rows, np.nan) for f in Slots._fields}
+    res = {f: np.full(grid.rows * grid.B, np.nan) for f in Continuous._fields}
     eng_of = np.asarray(engines, dtype=object)
+    row_eng = eng_of[grid.h_row]
+    bs_pad = grid.bs_pad
     for name in sorted(set(engines)):
         eng = PROFILES[name]
         kvb = np.float32(kv_element_bytes(eng, precision))
-        li = np.nonzero(eng_of[h_idx[first]] == name)[0]
-
-        def lay_args(idx, li=li):
-            p = first[li[idx]]
-            hw = Hardware(**{f: v[h_idx[p]] for f, v in hw_cols.items()})
-            return hw, f32(tp[p]), f32(pp[p])
-        out = run_chunked(lambda *a: _slots(eng, model, *a, np.int32(precision), kvb, S, O),
-                          lay_args, len(li))
+        rows = np.nonzero(row_eng == name)[0]
+        out_sl, out = grid.run(
+            lambda *a: _continuous(eng, model, *a, bs_pad, prec, kvb, S, O),
+            lambda r: grid.row_args(hw_cols, r, "tp", "pp", "ep", "attn_dp"), rows)
         for f in Slots._fields:
-            sl[f][li] = getattr(out, f)
-        pts = np.nonzero((eng_of[h_idx] == name) & ~no_fp8 & (sl["tuned"][lay] >= 1))[0]
-        if not len(pts):
-            continue
-
-        def pt_args(idx, pts=pts):
-            p = pts[idx]
-            hw = Hardware(**{f: v[h_idx[p]] for f, v in hw_cols.items()})
-            s = Slots(*(f32(sl[f][lay[p]]) for f in Slots._fields))
-            return hw, f32(tp[p]), f32(pp[p]), f32(bs[p]), s
-        out = run_chunked(lambda *a: _continuous(eng, model, *a, np.int32(precision), kvb, S, O),
-                          pt_args, len(pts))
+            sl[f][rows] = getattr(out_sl, f)
+        pts = (rows[:, None] * grid.B + np.arange(grid.B)[None, :]).reshape(-1)
         for f in Continuous._fields:
-            res[f][pts] = getattr(out, f)
-    no_kv = sl["tuned"][lay] < 1
-    for i in np.nonzero(no_kv)[0]:
-        status[i] = (f"infeasible: the weights ({sl['weights_bytes'][lay[i]] / GIB:.1f} GiB per GPU) "
-                     f"leave no KV cache for one request under {engines[h_idx[i]]} (KV pool "
-                     f"{max(sl['kv_pool_bytes'][lay[i]], 0.0) / GIB:.1f} GiB)")
-    _no_fp8_status(status, no_fp8, hws, h_idx, precision)
-    feasible = ~no_kv & ~no_fp8
-    return pd.DataFrame({
-        **base,
-        "engine": eng_of[h_idx],
-        "ttft_s": res["ttft_s"], "tpot_s": res["tpot_s"], "e2e_s": res["e2e_s"],
-        "queue_s": res["queue_s"],
-        "output_tok_s": res["tokens_per_s"], "tokens_per_s": res["tokens_per_s"],
-        "admitted": res["admitted"], "slots": sl["tuned"][lay], "kv_slots": sl["kv_slots"][lay],
+            res[f][pts] = np.asarray(getattr(out, f))[:, :grid.B].reshape(-1)
+    dp_pt = grid.lays["attn_dp"][l_pt].astype(np.float64)
+    row_pt = np.repeat(np.arange(grid.rows), grid.B)
+    no_kv_row = sl["tuned"] < 1
+    for r in np.nonzero(no_kv_row)[0]:
+        msg = (f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
+               f"leave no KV cache for one request under {row_eng[r]} (KV pool "
+               f"{max(sl['kv_pool_bytes'][r], 0.0) / GIB:.1f} GiB)")
+        status.set(row_pt == r, msg)
+    no_kv = no_kv_row[row_pt]
+    few = bs < dp_pt
+    if (few & ~no_kv).any():
+        status.set(few & ~no_kv, "infeasible: fewer requests in flight than attention-DP ranks "
+                   "(batch < attn_dp)")
+    _no_fp8_status(status, no_fp8, hws, h_pt, precision)
+    feasible = ~no_kv & ~no_fp8 & ~few
+    nan_if = lambda x: np.where(feasible, x, np.nan)
+    slots_pt = sl["tuned"][row_pt]
+    return {
+        "engine": _strings(sorted(set(engines)), np.searchsorted(sorted(set(engines)), row_eng)[row_pt]),
+        "ttft_s": nan_if(res["ttft_s"]), "tpot_s": nan_if(res["tpot_s"]), "e2e_s": nan_if(res["e2e_s"]),
+        "queue_s": nan_if(res["queue_s"]),
+        "output_tok_s": nan_if(res["tokens_per_s"] * dp_pt), "tokens_per_s": nan_if(res["tokens_per_s"] * dp_pt),
+        "admitted": nan_if(res["admitted"] * dp_pt), "slots": slots_pt * dp_pt,
+        "kv_slots": sl["kv_slots"][row_pt] * dp_pt,
         "mem_gib": np.where(feasible, res["mem_bytes"], np.nan) / GIB,
-        "kv_pool_gib": sl["kv_pool_bytes"][lay] / GIB,
-        "weights_gib": sl["weights_bytes"][lay] / GIB,
+        "kv_pool_gib": sl["kv_pool_bytes"][row_pt] / GIB,
+        "weights_gib": sl["weights_bytes"][row_pt] / GIB,
+        "experts_per_gpu": experts_per_gpu(model, grid.lays["ep"][l_pt]),
         "feasible": feasible,
-        "status": status,
-    })
+        "status": status.column(),
+    }
 
 
 def best_inference(df: pd.DataFrame, objective: str = "tokens_per_s") -> pd.Series | None:

@@ -126,3 +126,65 @@ def check_layout(model, gpus: int, global_batch: int, seq_len: int, lay,
     if not valid[0]:
         field, _, rule = reason[0].partition(": ")
         raise InputError(where, field, rule)
+
+
+# ---------------------------------------------------------------------------------------
+# Serving layouts: one replica of ``tp x attn_dp x pp`` GPUs, experts over ``ep`` of them.
+#
+#   * every degree >= 1; tp * attn_dp * pp == gpus_per_replica
+#   * tp divides num_attention_heads (KV heads are replicated when tp > num_kv_heads,
+#     :mod:`dse.infer.kv_cache`); pp <= num_layers
+#   * ep > 1 or attn_dp > 1 needs an MoE model (num_experts > 1): a dense model has no
+#     experts to split, and attention DP of a dense model is replicas
+#   * num_experts % ep == 0 (TensorRT-LLM ``Mapping.ep_experts``: ``num_experts //
+#     moe_ep_size`` experts per rank)
+#   * attn_dp == 1: tp % ep == 0, each expert TP-split over moe_tp = tp / ep
+#     (TensorRT-LLM ``tensorrt_llm/mapping.py``: ``tp_size == moe_tp_size * moe_ep_size``;
+#     SGLang ``moe_tp_size = tp_size // ep_size``)
+#   * attn_dp > 1: ep == tp * attn_dp -- the experts over the whole DP x TP group with
+#     all-to-all dispatch (vLLM ``FusedMoEParallelConfig.make``: ``ep_size = tp_size``
+#     of the flattened DP x TP group; SGLang: DeepEP "only supports ep_size = tp_size")
+# ---------------------------------------------------------------------------------------
+
+SERVING_FIELDS = ("tp", "pp", "ep", "attn_dp")
+
+
+def _serving_rules(model, gpus_per_replica: int, c):
+    L, a, E = int(model.num_layers), int(model.num_attention_heads), int(model.num_experts)
+    tp, pp, ep, dp = (c[f] for f in SERVING_FIELDS)
+    g = int(gpus_per_replica)
+    pos = (tp >= 1) & (pp >= 1) & (ep >= 1) & (dp >= 1)
+    safe = lambda x: np.where(x >= 1, x, 1)
+    tp1, pp1, ep1, dp1 = (safe(x) for x in (tp, pp, ep, dp))
+    moe = E > 1
+    return [
+        ("tp", pos, lambda i: "every serving degree must be an integer >= 1, but got "
+         + ", ".join(f"{f}={int(c[f][i])}" for f in SERVING_FIELDS)),
+        ("gpus", tp1 * dp1 * pp1 == g, lambda i: f"`tp*attn_dp*pp == gpus_per_replica` must hold, "
+         f"but got (tp={int(tp[i])}, attn_dp={int(dp[i])}, pp={int(pp[i])}, gpus_per_replica={g})"),
+        ("tp", a % tp1 == 0, lambda i: f"`num_attention_heads % tp == 0` must hold, but got "
+         f"(num_attention_heads={a}, tp={int(tp[i])})"),
+        ("pp", pp1 <= L, lambda i: f"`pp <= num_layers` must hold, but got (pp={int(pp[i])}, num_layers={L})"),
+        ("ep", moe | ((ep1 == 1) & (dp1 == 1)), lambda i: f"ep > 1 and attn_dp > 1 need an MoE model, but "
+         f"{model.name} is dense (num_experts={E}; ep={int(ep[i])}, attn_dp={int(dp[i])})"),
+        ("ep", E % ep1 == 0, lambda i: f"`num_experts % ep == 0` must hold, but got (num_experts={E}, "
+         f"ep={int(ep[i])})"),
+        ("ep", (dp1 > 1) | (tp1 % ep1 == 0), lambda i: f"`tp % ep == 0` must hold without attention DP "
+         f"(moe_tp x ep = tp), but got (tp={int(tp[i])}, ep={int(ep[i])})"),
+        ("ep", (dp1 == 1) | (ep1 == tp1 * dp1), lambda i: f"attention DP needs `ep == tp*attn_dp` (all-to-all "
+         f"EP over the DP ranks), but got (ep={int(ep[i])}, tp={int(tp[i])}, attn_dp={int(dp[i])})"),
+    ]
+
+
+def serving_layout_violations(model, gpus_per_replica: int, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(valid mask, reason) for a column of serving layouts (one int array per
+    :data:`SERVING_FIELDS` name; rules above); ``reason`` is ``"field: rule"`` of the first
+    broken rule, ``""`` for valid rows."""
+    c = {f: np.asarray(cols[f], dtype=np.int64) for f in SERVING_FIELDS}
+    valid = np.ones(len(c["tp"]), dtype=bool)
+    reason = np.full(len(valid), "", dtype=object)
+    for field, ok, msg in _serving_rules(model, gpus_per_replica, c):
+        for i in np.flatnonzero(valid & ~ok):
+            reason[i] = f"{field}: {msg(i)}"
+        valid &= ok
+    return valid, reason
