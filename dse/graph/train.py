@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.attention import flash_available, flash_head_dim
+from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
@@ -122,7 +122,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     fused = jnp.logical_and(wl.attention > 0, flash_available(d)) * 1.0
     core = dict(batch=lay.mbs * 1.0, heads=a / t, kv_heads=kv_heads_per_rank(model, lay.tp),
                 s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
-                causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused)
+                causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
+                softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
     attn = [Attention(**core, name="attention", phase="fwd"),
             Attention(**core, name="attention", phase="bwd", backward=True),
             Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute")]
