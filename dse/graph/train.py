@@ -168,7 +168,34 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     for phase in ("fwd", "bwd"):
         comm.append(Collective(a2a, lay.ep * 1.0, t * lay.cp, calls=jnp.where(moe, 2.0, 0.0) * w_moe,
                                name="ep all-to-all", phase=phase, kind="all_to_all", group="ep"))
-    return tuple(ops + router + attn + elementwise + comm)
+    return tuple(ops + router + attn + elementwise + grad_accumulate_ops(model, wl, lay) + comm)
+
+
+def grad_accumulate_ops(model: Model, wl: Workload, lay: Layout) -> list:
+    """The per-tensor gradient accumulation kernels of one layer after one micro-batch's
+    backward, as the framework issues them (:mod:`dse.spec.frameworks`
+    ``grad_accum_tensors``): one small kernel per parameter tensor -- a launch the host
+    must issue (the host-bound floor of :mod:`dse.train.layer`); their bytes are tiny
+    (norms, biases) or counted elsewhere (DeepSpeed's fp32 pass,
+    :func:`accumulation_ops`), so the op carries kernels only.
+
+    Tensors of a dense layer: four linear weights (QKV, out, FC1, FC2) and two norm
+    weights, plus, for GPT-style (non-gated) models, Megatron's linear biases
+    (``add_bias_linear``) and the LayerNorm biases: 12 (GPT) or 6 (Llama).  ``unfused``
+    (Megatron) leaves out the four weights, whose wgrad GEMM accumulates into
+    ``main_grad`` itself.  With ``grad_accum_first_microbatch`` off the first of the
+    ``m`` micro-batches stores its gradients without a kernel: ``(m - 1) / m`` per pass.
+    MoE layers' expert tensors are not counted (the dense structure only)."""
+    from dse.spec.frameworks import profile
+    prof = profile(wl.framework)
+    if prof.grad_accum_tensors == "none":
+        return []
+    biased = jnp.where(model.gated_mlp > 0, 0.0, 1.0)
+    weights = 4.0 if prof.grad_accum_tensors == "all" else 0.0
+    tensors = weights + 2.0 + 6.0 * biased
+    m = wl.global_batch / (lay.dp * lay.mbs)
+    share = 1.0 if prof.grad_accum_first_microbatch else jnp.maximum(m - 1.0, 0.0) / m
+    return [MemPass(0.0, tensors, calls=share, name="grad accumulate (per tensor)", phase="bwd")]
 
 
 def mla_linears(model: Model, T, t) -> list:
