@@ -120,10 +120,13 @@ class MemPass:
     replace = _replace
 
 
-@pytree_dataclass(static=("name", "phase", "kind", "group"))
+@pytree_dataclass(static=("name", "phase", "kind", "group", "protocols"))
 class Collective:
     """A collective of ``kind`` over ``n`` ranks ``stride`` apart (group ``tp`` / ``cp`` /
-    ``ep`` / ``dp`` / ``pp``), ``size_bytes`` the full buffer (nccl-tests convention)."""
+    ``ep`` / ``dp`` / ``pp``), ``size_bytes`` the full buffer (nccl-tests convention).
+    ``protocols``: cost it with NCCL's protocol model (LL / LL128 / Simple base and hop
+    latencies, :func:`dse.cost.collectives.group_collective_terms`) -- what a framework
+    calling NCCL pays -- instead of the alpha-beta bound."""
     size_bytes: float
     n: float
     stride: float
@@ -132,6 +135,7 @@ class Collective:
     phase: str = "fwd"
     kind: str = "all_reduce"
     group: str = "tp"
+    protocols: bool = False
     replace = _replace
 
 
@@ -238,7 +242,7 @@ def unit_time_s(op, hw, r):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
         return jnp.maximum(t_nv, t_nic) if op.kind == "all_to_all" else t_nv + t_nic
     if isinstance(op, P2P):
         return group_p2p_s(op.size_bytes, op.stride, hw)
@@ -329,7 +333,7 @@ def bound_terms(op, hw, r):
     if isinstance(op, MemPass):
         return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
         return (z, z, z, z, t_nv, t_nic)
     if isinstance(op, P2P):
         inside = op.stride < hw.nvlink_domain_gpus
