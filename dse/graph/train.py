@@ -43,6 +43,12 @@ for DeepSeek-V3 the dense MLP and the 8 + 1 active experts have equal FLOPs, so 
 all-to-all and router differ), while its memory counts the heaviest stage's real kinds
 (:func:`dse.train.memory.params_per_gpu`).
 
+Unfused attention runs Megatron's fused scale-mask-softmax only where its kernel exists
+(:func:`dse.cost.attention.fused_softmax_available`: ``b * heads/tp`` a multiple of 4,
+``16 < s <= 4096``), else the five-kernel fp32 PyTorch softmax.  After each backward the
+framework accumulates each parameter tensor's gradient with a kernel of its own
+(:func:`grad_accumulate_ops`; launches only, for the host-bound floor).
+
 TP: 2 all-reduces forward + 2 backward, or with SP 2 all-gathers + 2 reduce-scatters
 each way, of the T*h activations.  With ``--tp-comm-overlap`` (TE userbuffers) the GEMMs
 next to a ring exchange run as ``tp`` chunks (QKV and FC1 forward, proj and FC2 dgrad),
