@@ -98,12 +98,47 @@ def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
     return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s * (2.0 if backward else 1.0)
 
 
+# Megatron's unfused softmax when its fused kernel is not available
+# (``FusedScaleMaskSoftmax.forward_torch_softmax``, megatron/model/fused_softmax.py in
+# Megatron-LM and Megatron-DeepSpeed): ``x.float()``, ``x * scale``, the in-place
+# ``masked_fill_`` of the causal mask, ``torch.nn.Softmax`` and ``.half()`` -- five kernels
+# instead of one, in passes of 2-byte score elements r2w4 + r4w4 + r4w4 + r4w4 + r4w2 = 18
+# (fused: r2w2 = 2); backward the five autograd nodes in reverse, grad ``.float()`` r2w4,
+# softmax backward r4+r4 w4, ``masked_fill`` r4w4, ``mul`` r4w4, ``.half()`` r4w2 = 20
+# (fused: 3).
+SOFTMAX_FALLBACK_EXTRA_KERNELS = 4.0
+SOFTMAX_FALLBACK_PASSES = (18.0, 20.0)     # (forward, backward); fused 2 and 3
+FUSED_SOFTMAX_MAX_SK = 4096.0
+
+
+def fused_softmax_available(batch, heads, s_q, s_kv):
+    """Whether Megatron's fused scale-mask-softmax kernel runs for causal scores of
+    ``batch x heads`` (heads per TP rank) ``s_q x s_kv`` matrices: 1.0 or 0.0.
+
+    ``FusedScaleMaskSoftmax.is_kernel_available`` (Megatron-LM / Megatron-DeepSpeed
+    megatron/model/fused_softmax.py): ``16 < sk <= 4096``, ``sq % 4 == 0``, ``sk % 4 ==
+    0``, ``attn_batches = b * np`` a multiple of 4 and, for the causal
+    (upper-triangular) kernel, of ``batch_per_block`` (``get_batch_per_block`` in
+    ``scaled_upper_triang_masked_softmax.h``: 128 threads per block, one warp per row,
+    two rows per warp when ``next_pow2(sk) <= 128``: 8 rows, else 4).  Otherwise the
+    softmax runs as five PyTorch kernels in fp32 (:data:`SOFTMAX_FALLBACK_PASSES`): 16
+    heads on tp 8 at micro-batch 1 (``b * np = 2``) is such a case."""
+    attn_batches = batch * heads
+    per_block = jnp.where(2.0 ** jnp.ceil(jnp.log2(jnp.maximum(s_kv, 1.0))) <= 128.0, 8.0, 4.0)
+    ok = ((s_kv > 16.0) & (s_kv <= FUSED_SOFTMAX_MAX_SK) & (jnp.mod(s_q, 4.0) == 0)
+          & (jnp.mod(s_kv, 4.0) == 0) & (jnp.mod(attn_batches, 4.0) == 0)
+          & (jnp.mod(attn_batches, per_block) == 0))
+    return jnp.where(ok, 1.0, 0.0)
+
+
 def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
                              peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                              l2_bytes, num_sms, tile_m, tile_n, bytes_per_el,
-                             kernel_launch_s, backward=False):
+                             kernel_launch_s, backward=False, softmax_fused=1.0):
     """Seconds for the unfused attention core: two batched GEMMs plus a softmax (and
-    dropout) pass over the materialized ``heads x s_q x s_kv`` scores."""
+    dropout) pass over the materialized ``heads x s_q x s_kv`` scores; the softmax is
+    Megatron's fused kernel where ``softmax_fused`` is 1, else the five-kernel fp32
+    PyTorch path (:func:`fused_softmax_available`)."""
     count = batch * heads
     g = lambda m, n, k: gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s,
                                     l2_bw_bytes_per_s, l2_bytes, num_sms, tile_m, tile_n,
@@ -114,11 +149,13 @@ def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
     # and writes its output plus a 1-byte mask (2.5 passes at 2 B/element).
     # backward: dropout grad (read grad + mask, write: 2.5), softmax grad (read output
     # and grad, write: 3).
-    passes = 2.0 + 2.5 * dropout
+    softmax = jnp.where(softmax_fused > 0, 2.0, SOFTMAX_FALLBACK_PASSES[0])
     if backward:
         mm = 2.0 * mm
-        passes = 3.0 + 2.5 * dropout
-    return mm + passes * scores / hbm_bw_bytes_per_s + 2.0 * kernel_launch_s
+        softmax = jnp.where(softmax_fused > 0, 3.0, SOFTMAX_FALLBACK_PASSES[1])
+    passes = softmax + 2.5 * dropout
+    launches = 2.0 + (1.0 - softmax_fused) * SOFTMAX_FALLBACK_EXTRA_KERNELS
+    return mm + passes * scores / hbm_bw_bytes_per_s + launches * kernel_launch_s
 
 
 def decode_attention_time_s(batch, heads, kv_heads, context_len, d, peak_flops_per_s, eff,

@@ -34,7 +34,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from dse.cost.attention import (FA_BLOCK_ROWS, decode_attention_bytes,
+from dse.cost.attention import (FA_BLOCK_ROWS, SOFTMAX_FALLBACK_EXTRA_KERNELS,
+                                SOFTMAX_FALLBACK_PASSES, decode_attention_bytes,
                                 decode_attention_time_s, flash_attention_terms,
                                 flash_attention_time_s, unfused_attention_time_s)
 from dse.cost.collectives import group_collective_terms, group_p2p_s
@@ -84,6 +85,7 @@ class Attention:
     dropout: float
     fused: float
     calls: float = 1.0
+    softmax_fused: float = 1.0   # unfused path: Megatron's fused softmax kernel runs (1) or not
     name: str = ""
     phase: str = "fwd"
     backward: bool = False
@@ -118,10 +120,13 @@ class MemPass:
     replace = _replace
 
 
-@pytree_dataclass(static=("name", "phase", "kind", "group"))
+@pytree_dataclass(static=("name", "phase", "kind", "group", "protocols"))
 class Collective:
     """A collective of ``kind`` over ``n`` ranks ``stride`` apart (group ``tp`` / ``cp`` /
-    ``ep`` / ``dp`` / ``pp``), ``size_bytes`` the full buffer (nccl-tests convention)."""
+    ``ep`` / ``dp`` / ``pp``), ``size_bytes`` the full buffer (nccl-tests convention).
+    ``protocols``: cost it with NCCL's protocol model (LL / LL128 / Simple base and hop
+    latencies, :func:`dse.cost.collectives.group_collective_terms`) -- what a framework
+    calling NCCL pays -- instead of the alpha-beta bound."""
     size_bytes: float
     n: float
     stride: float
@@ -130,6 +135,7 @@ class Collective:
     phase: str = "fwd"
     kind: str = "all_reduce"
     group: str = "tp"
+    protocols: bool = False
     replace = _replace
 
 
@@ -197,8 +203,18 @@ def _attn_call_args(op: Attention, hw, r):
              hw.smem_per_sm_bytes, r.act_bytes)
     unfused = (op.batch, op.heads, op.s_q, op.s_kv, op.d, 1.0, op.dropout, r.peak_16_flops_per_s,
                hw.eff_gemm, r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, hw.l2_bytes,
-               hw.num_sms, hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s)
+               hw.num_sms, hw.tile_m, hw.tile_n, r.act_bytes, hw.kernel_launch_s, op.backward,
+               op.softmax_fused)
     return flash, unfused
+
+
+def _unfused_passes(op: Attention):
+    """2-byte passes over the scores of the unfused core's softmax and dropout
+    (:func:`dse.cost.attention.unfused_attention_time_s`)."""
+    fb_fwd, fb_bwd = SOFTMAX_FALLBACK_PASSES
+    softmax = (jnp.where(op.softmax_fused > 0, 3.0, fb_bwd) if op.backward
+               else jnp.where(op.softmax_fused > 0, 2.0, fb_fwd))
+    return softmax + 2.5 * op.dropout
 
 
 def _kv_el(op: KVRead, r):
@@ -215,7 +231,7 @@ def unit_time_s(op, hw, r):
                 + (op.chunks - 1.0) * hw.kernel_launch_s)
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
-        t_un = unfused_attention_time_s(*unfused, backward=op.backward)
+        t_un = unfused_attention_time_s(*unfused)
         t_fa = flash_attention_time_s(*flash, hw.kernel_launch_s, backward=op.backward)
         return jnp.where(op.fused > 0, t_fa, t_un)
     if isinstance(op, KVRead):
@@ -226,7 +242,7 @@ def unit_time_s(op, hw, r):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
         return jnp.maximum(t_nv, t_nic) if op.kind == "all_to_all" else t_nv + t_nic
     if isinstance(op, P2P):
         return group_p2p_s(op.size_bytes, op.stride, hw)
@@ -247,12 +263,16 @@ def host_kernels(op):
     Python call; FlashAttention 1 forward,
     3 backward (FA2: dot(dO, O) preprocess, the main kernel, the dQ conversion); the
     unfused core QK^T, softmax and PV (+ dropout) forward, their four GEMMs, softmax and
-    dropout backward; a memory pass its ``kernels``; a collective or transfer one."""
+    dropout backward, and four more each way where Megatron's fused softmax is not
+    available (:func:`dse.cost.attention.fused_softmax_available`: ``float``, scale,
+    mask, softmax, ``half`` instead of one kernel); a memory pass its ``kernels``; a
+    collective or transfer one."""
     if isinstance(op, Gemm):
         return op.count + 0.0 * op.calls
     if isinstance(op, Attention):
         fused = (1.0 if not op.backward else 3.0)
-        unfused = (3.0 if not op.backward else 5.0) + op.dropout
+        unfused = ((3.0 if not op.backward else 5.0) + op.dropout
+                   + (1.0 - op.softmax_fused) * SOFTMAX_FALLBACK_EXTRA_KERNELS)
         return jnp.where(op.fused > 0, fused, unfused)
     if isinstance(op, MemPass):
         return op.kernels
@@ -282,8 +302,7 @@ def bytes_moved(op, hw, r):
         flash, unfused = _attn_call_args(op, hw, r)
         fa = flash_attention_terms(*flash, backward=op.backward)[3]
         scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
-        passes = (3.0 if op.backward else 2.0) + 2.5 * op.dropout
-        return op.calls * jnp.where(op.fused > 0, fa, passes * scores)
+        return op.calls * jnp.where(op.fused > 0, fa, _unfused_passes(op) * scores)
     if isinstance(op, KVRead):
         return op.calls * decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context,
                                                  op.d, _kv_el(op, r))
@@ -302,10 +321,9 @@ def bound_terms(op, hw, r):
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
         t_c, t_h, t_l, _ = flash_attention_terms(*flash, backward=op.backward)
-        t_un = unfused_attention_time_s(*unfused, backward=op.backward)
+        t_un = unfused_attention_time_s(*unfused)
         scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
-        passes = (3.0 if op.backward else 2.0) + 2.5 * op.dropout
-        un_h = passes * scores / r.hbm_bw_raw_bytes_per_s
+        un_h = _unfused_passes(op) * scores / r.hbm_bw_raw_bytes_per_s
         f = op.fused > 0
         return (jnp.where(f, t_c, t_un - un_h), jnp.where(f, t_h, un_h), jnp.where(f, t_l, z),
                 launch + z, z, z)
@@ -317,7 +335,7 @@ def bound_terms(op, hw, r):
     if isinstance(op, MemPass):
         return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
         return (z, z, z, z, t_nv, t_nic)
     if isinstance(op, P2P):
         inside = op.stride < hw.nvlink_domain_gpus

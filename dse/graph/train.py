@@ -43,6 +43,12 @@ for DeepSeek-V3 the dense MLP and the 8 + 1 active experts have equal FLOPs, so 
 all-to-all and router differ), while its memory counts the heaviest stage's real kinds
 (:func:`dse.train.memory.params_per_gpu`).
 
+Unfused attention runs Megatron's fused scale-mask-softmax only where its kernel exists
+(:func:`dse.cost.attention.fused_softmax_available`: ``b * heads/tp`` a multiple of 4,
+``16 < s <= 4096``), else the five-kernel fp32 PyTorch softmax.  After each backward the
+framework accumulates each parameter tensor's gradient with a kernel of its own
+(:func:`grad_accumulate_ops`; launches only, for the host-bound floor).
+
 TP: 2 all-reduces forward + 2 backward, or with SP 2 all-gathers + 2 reduce-scatters
 each way, of the T*h activations.  With ``--tp-comm-overlap`` (TE userbuffers) the GEMMs
 next to a ring exchange run as ``tp`` chunks (QKV and FC1 forward, proj and FC2 dgrad),
@@ -57,7 +63,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.attention import flash_available, flash_head_dim
+from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import moe_ops
@@ -66,6 +72,12 @@ from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_heads_per_rank, select, shared_ffn)
 
+# Whether the training graph's TP collectives are costed with NCCL's protocol model
+# (dse.cost.collectives ``protocols=True``) instead of the alpha-beta bound.  Off: measured
+# on every suite (docs/accuracy.md, "NCCL's protocol model"), switching it on moved
+# vtrain.csv 8.7 -> 8.6 %, calibration.csv 4.4 -> 4.5 % and the out-of-sample NeMo suite
+# 14.4 -> 14.9 %: closer to A100 nccl-tests tables, but no better on training runs.
+NCCL_PROTOCOLS = False
 CE_FWD_BYTES_PER_LOGIT = 42.0
 CE_BWD_BYTES_PER_LOGIT = 18.0
 FP8_WEIGHT_CAST_BYTES = 4.0
@@ -121,7 +133,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     fused = jnp.logical_and(wl.attention > 0, flash_available(d)) * 1.0
     core = dict(batch=lay.mbs * 1.0, heads=a / t, kv_heads=kv_heads_per_rank(model, lay.tp),
                 s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
-                causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused)
+                causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
+                softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
     attn = [Attention(**core, name="attention", phase="fwd"),
             Attention(**core, name="attention", phase="bwd", backward=True),
             Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute")]
@@ -152,17 +165,45 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     comm = []
     for phase in ("fwd", "bwd"):
         comm += [Collective(act, t, 1.0, calls=jnp.where(sp, 0.0, 2.0) * tp_on, name="tp all-reduce",
-                            phase=phase, kind="all_reduce", group="tp"),
+                            phase=phase, kind="all_reduce", group="tp", protocols=NCCL_PROTOCOLS),
                  Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp all-gather",
-                            phase=phase, kind="all_gather", group="tp"),
+                            phase=phase, kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS),
                  Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp reduce-scatter",
-                            phase=phase, kind="reduce_scatter", group="tp")]
+                            phase=phase, kind="reduce_scatter", group="tp", protocols=NCCL_PROTOCOLS)]
     # ring attention: cp - 1 K/V chunk exchanges forward, K/V and dK/dV backward
     kv_chunk = 2.0 * lay.mbs * s_q * core["kv_heads"] * d * el
     for phase, n_ex in (("fwd", 1.0), ("bwd", 2.0)):
         comm.append(P2P(kv_chunk, t, calls=jnp.where(lay.cp > 1, n_ex * (lay.cp - 1), 0.0),
                         name="cp kv exchange", phase=phase, group="cp"))
-    return tuple(ops + router + attn + elementwise + mo.passes + comm + mo.comm)
+    return tuple(ops + router + attn + elementwise + mo.passes + grad_accumulate_ops(model, wl, lay)
+                 + comm + mo.comm)
+
+
+def grad_accumulate_ops(model: Model, wl: Workload, lay: Layout) -> list:
+    """The per-tensor gradient accumulation kernels of one layer after one micro-batch's
+    backward, as the framework issues them (:mod:`dse.spec.frameworks`
+    ``grad_accum_tensors``): one small kernel per parameter tensor -- a launch the host
+    must issue (the host-bound floor of :mod:`dse.train.layer`); their bytes are tiny
+    (norms, biases) or counted elsewhere (DeepSpeed's fp32 pass,
+    :func:`accumulation_ops`), so the op carries kernels only.
+
+    Tensors of a dense layer: four linear weights (QKV, out, FC1, FC2) and two norm
+    weights, plus, for GPT-style (non-gated) models, Megatron's linear biases
+    (``add_bias_linear``) and the LayerNorm biases: 12 (GPT) or 6 (Llama).  ``unfused``
+    (Megatron) leaves out the four weights, whose wgrad GEMM accumulates into
+    ``main_grad`` itself.  With ``grad_accum_first_microbatch`` off the first of the
+    ``m`` micro-batches stores its gradients without a kernel: ``(m - 1) / m`` per pass.
+    MoE layers' expert tensors are not counted (the dense structure only)."""
+    from dse.spec.frameworks import profile
+    prof = profile(wl.framework)
+    if prof.grad_accum_tensors == "none":
+        return []
+    biased = jnp.where(model.gated_mlp > 0, 0.0, 1.0)
+    weights = 4.0 if prof.grad_accum_tensors == "all" else 0.0
+    tensors = weights + 2.0 + 6.0 * biased
+    m = wl.global_batch / (lay.dp * lay.mbs)
+    share = 1.0 if prof.grad_accum_first_microbatch else jnp.maximum(m - 1.0, 0.0) / m
+    return [MemPass(0.0, tensors, calls=share, name="grad accumulate (per tensor)", phase="bwd")]
 
 
 def mla_linears(model: Model, T, t) -> list:
@@ -244,7 +285,7 @@ def p2p_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     gather = jnp.where((lay.sp == 0) & (lay.tp > 1), 1.0, 0.0)
     return (P2P(full / lay.tp, stride, name="pp send", group="pp"),
             Collective(full, lay.tp * 1.0, 1.0, calls=gather, name="pp slice all-gather",
-                       kind="all_gather", group="tp"))
+                       kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS))
 
 
 def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embedding_params) -> tuple:

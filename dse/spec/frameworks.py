@@ -88,6 +88,14 @@ class FrameworkProfile:
     # sharded model states per parameter (weights + grads + optimizer) under ZeRO-3;
     # None = dse.train.memory's Megatron / DeepSpeed accounting
     z3_state_bytes_per_param: float | None
+    # parameter tensors of a layer whose gradient is accumulated by a kernel of its own
+    # after each micro-batch's backward (dse.graph.train.grad_accumulate_ops): "all"
+    # (PyTorch autograd's AccumulateGrad ``grad += new``), "unfused" (only those outside
+    # Megatron's ``gradient_accumulation_fusion``: norms and biases) or "none"
+    grad_accum_tensors: str = "none"
+    # whether the first micro-batch after ``zero_grad(set_to_none=True)`` accumulates too
+    # (False: AccumulateGrad stores the first gradient without a kernel)
+    grad_accum_first_microbatch: bool = True
     sources: tuple = ()
 
 
@@ -100,6 +108,9 @@ MEGATRON = FrameworkProfile(
     z3_grad_sync_every_microbatch=False, z3_root_regather_in_bwd=False,
     z3_copy_out_bytes_per_param=0.0,
     z3_state_bytes_per_param=None,
+    # megatron/core/distributed (param hook): ``param.main_grad.add_(param.grad)`` unless
+    # the wgrad GEMM already accumulated into main_grad (``grad_added_to_main_grad``)
+    grad_accum_tensors="unfused", grad_accum_first_microbatch=True,
     sources=("NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py",
              "NVIDIA/Megatron-LM docs/discussions/megatron-fsdp-user-guide",
              "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py"))
@@ -116,6 +127,13 @@ DEEPSPEED = FrameworkProfile(
     z3_grad_sync_every_microbatch=True, z3_root_regather_in_bwd=True,
     z3_copy_out_bytes_per_param=0.0,
     z3_state_bytes_per_param=None,
+    # the DeepSpeed engine calls ``loss.backward()`` on the plain module: every parameter
+    # tensor's gradient goes through autograd's AccumulateGrad (torch/csrc/autograd/
+    # functions/accumulate_grad.h: ``variable_grad += new_grad`` once ``.grad`` exists):
+    # DeepSpeed's optimizers (runtime/fp16, runtime/zero/stage_1_and_2.py) read
+    # ``param.grad`` -- there is no Megatron ``main_grad`` for a fused wgrad GEMM to
+    # accumulate into -- and ``zero_grad`` sets ``.grad`` to None after each step
+    grad_accum_tensors="all", grad_accum_first_microbatch=False,
     sources=("deepspeedai/DeepSpeed deepspeed/runtime/zero/config.py",
              "deepspeedai/DeepSpeed deepspeed/runtime/zero/stage3.py",
              "deepspeedai/DeepSpeed deepspeed/runtime/zero/partitioned_param_coordinator.py",
