@@ -106,7 +106,7 @@ _LEAVES = {
     "tile_n": ("discrete", "", 1.0, ""),
     "gemm_cluster": ("discrete", "SMs", 1.0, ""),
 }
-_SKIP = {"throttle", "throttle_clock"}
+_SKIP = {"throttle", "throttle_clock", "power_clock"}
 
 KNOBS: tuple[Knob, ...] = tuple(
     [Knob(f, (f,), *_LEAVES[f]) for f in Hardware._leaf_fields if f not in _SKIP]

@@ -51,7 +51,7 @@ from dse.errors import InputError
 from dse.infer.engines import engine_profile
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
-from dse.spec.hardware import get_hardware
+from dse.spec.hardware import get_hardware, sustained_clock
 from dse.spec.layout import SERVING_PRECISION
 from dse.spec.model import get_model
 
@@ -150,13 +150,36 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
+_POWER = re.compile(r"(\d+(?:\.\d+)?)\s*w\s*(?:tgp|tdp|power limit)\b", re.IGNORECASE)
+
+
+def _power_limited(row, hw):
+    """The hardware at the power limit the row states -- a ``power_w`` column, else a
+    ``<N>W TGP`` / ``TDP`` in ``hardware_as_written`` (MLPerf's "H200-SXM-141GB-CTS, 1000W
+    TGP") -- with its sustained clock (:mod:`dse.spec.power`); unchanged without one."""
+    p = _num(row, "power_w")
+    if p is None:
+        m = _POWER.search(str(row.get("hardware_as_written", "")))
+        p = float(m.group(1)) if m else None
+    if p is None:
+        return hw
+    if not (math.isfinite(p) and p > 0):
+        raise InputError("row", "power_w", f"must be a number > 0 (watts), but got {p!r}")
+    try:
+        clk = sustained_clock(hw.generation, p, float(hw.num_sms), float(hw.clock_hz), "row", "power_w")
+    except InputError:
+        raise InputError("row", "power_w", f"must exceed the {hw.generation} static power "
+                         "(dse.spec.power), but got {p!r}") from None
+    return hw.replace(tdp_w=p, power_clock=clk)
+
+
 def predict_inference_row(row: dict) -> dict:
     out = {c: np.nan for c in OUTPUTS}
     scen = str(row.get("scenario", "")).strip()
     if scen not in SCENARIOS:
         raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
     model = get_model(str(row.get("model", "")).strip(), where="model")
-    hw = get_hardware(str(row.get("hardware", "")).strip(), where="hardware")
+    hw = _power_limited(row, get_hardware(str(row.get("hardware", "")).strip(), where="hardware"))
     prec = str(row.get("precision", "")).strip().lower()
     prec = "bf16" if prec in ("", "nan") else prec
     if prec not in SERVING_PRECISION and prec != "fp4" or prec in ("fp32", "tf32"):

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from dse.errors import InputError, require
 from dse.io import load_toml  # noqa: F401  (re-exported: older imports of spec.hardware.load_toml)
 from dse.spec.efficiency import GENERATIONS
+from dse.spec.power import REFERENCE, power_clock
 from dse.spec.pytree import pytree_dataclass
 from dse.spec.schema import Field, validate_table
 
@@ -54,6 +55,7 @@ class Hardware:
     peak_fp4_flops_per_s: float = 0.0     # dense NVFP4 / MXFP4 tensor peak (0: none)
     throttle: float = 0.0
     throttle_clock: float = 0.0
+    power_clock: float = 1.0              # sustained clock under the power limit (dse.spec.power)
     # global per-generation efficiencies (dse.spec.efficiency), carried as leaves so a
     # batch may mix generations
     eff_gemm: float = 0.85
@@ -118,6 +120,9 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     _nonneg("nic_latency_us", "nic_latency_s", 1e-6, "us", "per-hop network latency"),
     _nonneg("pcie_gb_s", "", 1e9, "GB/s", "PCIe per direction (documentation only)"),
     _pos("tdp_w", "tdp_w", 1.0, "W", "board power"),
+    Field("gpu_power_w", "", 1.0, "W", lo=0.0, lo_open=True, default=None,
+          doc="power the GPU itself sustains under load, where a module's TDP also feeds a CPU "
+              "(default: tdp_w); sets the power-limited clock (dse.spec.power)"),
     Field("throttle", "throttle", 1.0, "fraction", lo=0.0, hi=1.0, hi_open=True, default=0.0,
           doc="thermal derate: effective = nominal x (1 - throttle); 1 would leave no bandwidth"),
     Field("throttle_clock", "throttle_clock", kind="bool", default=False,
@@ -148,6 +153,8 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw: dict = {f.attr: v[f.key] * f.scale for f in HARDWARE_FIELDS
                 if f.attr and f.kind in ("number", "integer") and v[f.key] is not None}
     kw["throttle_clock"] = 1.0 if v["throttle_clock"] else 0.0
+    kw["power_clock"] = sustained_clock(gen, v["gpu_power_w"] or v["tdp_w"], v["num_sms"],
+                                        kw["clock_hz"], where, name)
     e = GENERATIONS[gen]
     defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic)
@@ -156,6 +163,18 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw.update(kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
               tile_n=float(e.tile_n), gemm_cluster=float(e.cluster))
     return Hardware(name=name, generation=gen, description=str(v["description"] or name), **kw)
+
+
+def sustained_clock(generation: str, power_w: float, num_sms: float, clock_hz: float,
+                    where: str, name: str) -> float:
+    """:func:`dse.spec.power.power_clock`, with a one-line error where the power does not
+    exceed the generation's static power."""
+    ref = REFERENCE.get(str(generation))
+    if ref is not None:
+        require(float(power_w) > ref.static_w, where, f"{name}.gpu_power_w",
+                f"`power > {ref.static_w:g} W` (the {generation} static power, dse.spec.power) "
+                f"must hold, but got {power_w!r}")
+    return float(power_clock(generation, float(power_w), float(num_sms), float(clock_hz)))
 
 
 def with_base(d: dict, where: str, name: str) -> dict:
@@ -214,12 +233,15 @@ def get_hardware(name: str, where: str = "--hardware") -> Hardware:
 
 def effective(hw: Hardware, precision_peak_flops_per_s):
     """Throttled rates: ``x_eff = x x (1 - throttle)`` for HBM bandwidth always; for the
-    clock-derived rates (tensor peak, L2 bandwidth) only when ``throttle_clock`` is 1.
+    clock-derived rates (tensor peak, L2 bandwidth) only when ``throttle_clock`` is 1, and
+    those also times ``power_clock``, the sustained clock under the SKU's power limit
+    relative to its generation's reference SKU (:mod:`dse.spec.power`; exactly 1 on a
+    reference-power SKU).
 
     Returns (peak_flops_per_s, hbm_bw_bytes_per_s, l2_bw_bytes_per_s).
     """
     derate = 1.0 - hw.throttle
-    clock_derate = 1.0 - hw.throttle * hw.throttle_clock
+    clock_derate = (1.0 - hw.throttle * hw.throttle_clock) * hw.power_clock
     return (precision_peak_flops_per_s * clock_derate,
             hw.hbm_bw_bytes_per_s * derate,
             hw.l2_bw_bytes_per_s * clock_derate)

@@ -1,0 +1,57 @@
+"""Power-limited sustained clocks (dse.spec.power): reference-power SKUs untouched, the
+cube law relative to the generation's reference, no double count of a low datasheet clock."""
+
+import math
+
+import pytest
+
+from dse.errors import InputError
+from dse.spec.hardware import catalog, hardware_from_dict, _raw_catalog
+from dse.spec.power import REFERENCE, power_clock
+
+
+def test_reference_power_skus_are_exactly_one():
+    cat = catalog()
+    for name in ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "a100-sxm-40gb", "b200", "mi300x"):
+        assert float(cat[name].power_clock) == 1.0, name
+
+
+def test_cube_law_relative_to_reference():
+    ref = REFERENCE["hopper"]
+    up = power_clock("hopper", 1000.0, ref.num_sms, ref.clock_hz)
+    want = ((1000.0 - ref.static_w) / (ref.tdp_w - ref.static_w)) ** (1 / 3)
+    assert up == pytest.approx(want) and up > 1.0
+    powers = [300.0, 400.0, 500.0, 700.0, 850.0, 1000.0]
+    m = [power_clock("hopper", p, ref.num_sms, ref.clock_hz) for p in powers]
+    assert all(a <= b for a, b in zip(m, m[1:]))          # more power never slows the clock
+
+
+def test_low_datasheet_clock_is_not_counted_twice():
+    nvl = catalog()["h100-nvl-94gb"]
+    ref = REFERENCE["hopper"]
+    cube = ((400.0 - ref.static_w) / (ref.tdp_w - ref.static_w)) ** (1 / 3)
+    datasheet = float(nvl.clock_hz) / ref.clock_hz            # 1.545 / 1.83, already in its peak
+    # the sustained tensor rate relative to the SXM is the cube law, not cube law x datasheet
+    assert float(nvl.power_clock) * datasheet == pytest.approx(cube)
+    assert 0.5 < float(nvl.power_clock) < 1.0
+
+
+def test_gpu_power_of_a_module_and_bad_power():
+    gh = catalog()["gh200"]
+    assert 1.0 < float(gh.power_clock) < power_clock("hopper", 1000.0, 132, 1.83e9)
+    raw = dict(_raw_catalog()["h100-sxm-80gb"], gpu_power_w=REFERENCE["hopper"].static_w)
+    with pytest.raises(InputError, match="gpu_power_w"):
+        hardware_from_dict(raw, "hw.toml", "x")
+
+
+def test_row_power_limit_from_hardware_as_written():
+    from dse.infer.predict_rows import predict_inference_row
+    row = dict(id="t", model="llama2-70b", hardware="h200-sxm-141gb", gpus=1, tp=1,
+               precision="fp8", engine="trtllm", scenario="offline_throughput",
+               input_len=256, output_len=256)
+    base = predict_inference_row(dict(row))
+    hot = predict_inference_row(dict(row, hardware_as_written="h200 (CTS, 1000W TGP)"))
+    assert base["status"] == hot["status"] == "ok"
+    assert hot["predicted_output_tok_s"] > 1.05 * base["predicted_output_tok_s"]
+    assert math.isclose(predict_inference_row(dict(row, power_w=700))["predicted_output_tok_s"],
+                        base["predicted_output_tok_s"])
