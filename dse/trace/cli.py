@@ -28,7 +28,6 @@ def cmd_trace(a) -> int:
     from dse.cli_layout import resolve_layout
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
-    from dse.sim.topology import topology_for_hardware
     from dse.trace.generate import generate_trace_set, model_step_time_s, rank_grid
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
 
@@ -41,6 +40,7 @@ def cmd_trace(a) -> int:
             "need --simulate")
     if a.simulate:             # validate the network files before writing anything
         from dse.sim import load_faults, load_topology, simulate
+        from dse.sim.topology import topology_for_hardware
         if a.topology:
             topo = load_topology(a.topology, num_gpus=a.gpus)
         else:

@@ -87,7 +87,6 @@ from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
-from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
 from dse.cost.rates import rates
@@ -110,7 +109,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     r = rates(hw, wl.precision)
     res, sched, g = step_and_schedule(model, wl, lay, hw)
-    lc = reduce_layer(g.layer, wl, lay, hw, r)
+    lc = sched.layer                               # the step's own reduce_layer of g.layer
     op = {(o.name, o.phase): o for o in g.layer}
     unit = lambda o: unit_time_s(o, hw, r)
     fwd_flops = sum(flops(o) for o in g.layer if o.phase == "fwd")

@@ -27,7 +27,11 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jax.extend import core as jcore
+
+try:     # jax.extend.core is the public name, but importing jax.extend costs ~40 ms (Pallas)
+    from jax._src.core import DropVar, Literal
+except ImportError:  # pragma: no cover
+    from jax.extend.core import DropVar, Literal
 
 _FLOAT_OPS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
@@ -99,7 +103,7 @@ class Plan:
         return env[var]
 
     def _read(self, env, v) -> int:
-        if isinstance(v, jcore.Literal):
+        if isinstance(v, Literal):
             self.values.append(np.asarray(v.val, dtype=v.aval.dtype)[()])
             return len(self.values) - 1
         return env[v]
@@ -118,7 +122,7 @@ class Plan:
                 self._inline(sub.jaxpr, sub.consts, inner)
                 for var, v in zip(eqn.outvars, sub.jaxpr.outvars):
                     slot = self._read(inner, v)
-                    if isinstance(var, jcore.DropVar):
+                    if isinstance(var, DropVar):
                         continue
                     env[var] = slot
                 continue
