@@ -12,7 +12,8 @@ Exactness: the equations NumPy runs here are those whose result IEEE 754 defines
 bit -- ``add``, ``sub``, ``mul``, ``div`` and ``sqrt`` of floats (correctly rounded, in
 the equation's dtype), ``max``, ``min``, ``floor``, ``ceil``, ``neg``, ``abs``,
 comparisons, ``select_n``, logical operations and conversions between float and bool
-(exact) -- so they give what XLA gives: XLA's CPU backend neither reassociates nor
+(exact), and the data-movement primitives (broadcast, reshape, squeeze, slice, stack,
+concatenate) -- so they give what XLA gives: XLA's CPU backend neither reassociates nor
 contracts floating-point operations unless fast math is switched on
 (``xla_cpu_enable_fast_math``, off by default).  Every other equation (``log``,
 ``exp``, ``pow``, integer arithmetic, conversions to integers, shape and control-flow
@@ -49,11 +50,11 @@ _CALLS = ("jit", "pjit")
 
 def _numpy_rule(eqn):
     """The NumPy function that computes ``eqn`` bit-exactly, or ``None`` (module doc)."""
-    name = eqn.primitive.name
+    name, params = eqn.primitive.name, eqn.params
     in_dtypes = [np.dtype(v.aval.dtype) for v in eqn.invars]
-    out = eqn.outvars[0].aval
-    if len(eqn.outvars) != 1 or out.shape != () or any(v.aval.shape != () for v in eqn.invars):
+    if len(eqn.outvars) != 1:
         return None
+    out = eqn.outvars[0].aval
     out_dtype = np.dtype(out.dtype)
     floats = all(d.kind == "f" for d in in_dtypes)
     if name in _FLOAT_OPS and floats:
@@ -63,12 +64,43 @@ def _numpy_rule(eqn):
     if name in _BOOL_OPS and all(d == np.bool_ for d in in_dtypes):
         return _BOOL_OPS[name]
     if name == "select_n" and len(eqn.invars) == 3 and in_dtypes[0] == np.bool_:
-        return lambda p, a, b: b if p else a
-    if name == "convert_element_type" and (
-            (in_dtypes[0].kind in "fb" and out_dtype.kind in "fb")
-            or (in_dtypes[0].kind in "biu" and out_dtype.kind == "f")):
-        # float <-> float, float/bool <-> bool, int -> float: rounded to nearest (IEEE)
-        return lambda x, t=out_dtype.type: t(x != 0) if t is np.bool_ else t(x)
+        if out.shape == ():
+            return lambda p, a, b: b if p else a
+        return lambda p, a, b: np.where(p, b, a)
+    if name == "convert_element_type":
+        src, t = in_dtypes[0], out_dtype.type
+        if out_dtype == np.bool_:
+            return lambda x: np.not_equal(x, 0)
+        if out_dtype.kind == "f" and src.kind in "fbiu":
+            # to float: rounded to nearest even (IEEE); bool and int exactly when small
+            return lambda x: t(x) if np.ndim(x) == 0 else x.astype(t)
+        if out_dtype.kind in "iu" and src == np.bool_:
+            return lambda x: t(x) if np.ndim(x) == 0 else x.astype(t)
+        if out_dtype.kind in "iu" and src.kind == "f":
+            # toward zero; a NaN or out-of-range value goes to XLA (its saturation rule)
+            lo, hi = np.iinfo(out_dtype).min, np.iinfo(out_dtype).max
+            xla = _xla_rule(eqn)[0]
+            return lambda x: (np.trunc(x).astype(t)[()] if np.all((x >= lo) & (x <= hi))
+                              else xla(x))
+        return None
+    # data movement: exact by construction
+    if name == "broadcast_in_dim":
+        shape, dims = params["shape"], params["broadcast_dimensions"]
+        keep = [shape[d] if d in dims else 1 for d in range(len(shape))]
+        return lambda x: np.broadcast_to(np.reshape(x, keep), shape)
+    if name == "squeeze":
+        return lambda x, d=tuple(params["dimensions"]): np.squeeze(x, axis=d)[()]
+    if name == "reshape" and params.get("dimensions") is None:
+        return lambda x, s=tuple(params["new_sizes"]): np.reshape(x, s)[()]
+    if name == "slice":
+        idx = tuple(slice(a, b, c) for a, b, c in zip(
+            params["start_indices"], params["limit_indices"],
+            params["strides"] or (1,) * len(params["start_indices"])))
+        return lambda x: x[idx]
+    if name == "stack":
+        return lambda *xs, a=params["axis"]: np.stack(xs, axis=a)
+    if name == "concatenate":
+        return lambda *xs, a=params["dimension"]: np.concatenate(xs, axis=a)
     return None
 
 
@@ -85,7 +117,8 @@ def _xla_rule(eqn):
 class Plan:
     """A closed jaxpr flattened into a straight list of steps (calls inlined): step
     ``(fn, in_slots, out_slot, multi)`` reads value slots, applies ``fn``, writes its
-    result(s).  Literals and constants are slots filled once."""
+    result(s).  Literals and constants are slots filled once; an equation of constants
+    only is run once, here (by the rule it would run by)."""
 
     def __init__(self, closed):
         self.values: list = []
@@ -131,6 +164,12 @@ class Plan:
                 fn, multi = _xla_rule(eqn)
                 self.xla_primitives.add(eqn.primitive.name)
             outs = [self._new(env, v) for v in eqn.outvars]
+            if all(self.values[i] is not None for i in ins):     # constants only: fold
+                with np.errstate(all="ignore"):
+                    res = fn(*[self.values[i] for i in ins])
+                for slot, x in zip(outs, res if multi else [res]):
+                    self.values[slot] = x
+                continue
             self.steps.append((fn, ins, outs if multi else outs[0], multi))
 
     def __call__(self, leaves) -> list:
