@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import pandas as pd
-
 from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
                              energy_args, layout_args, least_memory, margin_arg, per_variant,
                              print_assumptions, resolve_layout, seq_arg, training_flags,
@@ -66,6 +64,7 @@ def cmd_sweep_stream(a, model, hws) -> int:
     """`dse sweep --stream`: every (hardware x layout) point reduced on the device
     (dse.sweep.stream): top-k, best per hardware, Pareto fronts of (step time, memory),
     step-time quantiles; `-o FILE.parquet` writes every point as it streams."""
+    import pandas as pd    # lazy: 0.4 s of import the trace path does not need
     from dse.sweep.grid import enumerate_layouts
     from dse.sweep.stream import stream_sweep
     from dse.report.top_table import format_top, top_rows, wrap
@@ -128,6 +127,7 @@ def print_memory_table(parts, hbm_bytes: float, margin: float) -> str:
 def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
     """The per-operator table (dse.train.ops_table) of one layout, and its totals per
     breakdown term."""
+    import pandas as pd    # lazy: 0.4 s of import the trace path does not need
     from dse.train.ops_table import ops_table
     df, r = ops_table(model, wl, lay, hw)
     view = df.assign(gflop=df["flops"] / 1e9, gbytes=df["bytes"] / 1e9)
@@ -178,6 +178,7 @@ def cmd_estimate(a) -> int:
 
 
 def cmd_infer(a) -> int:
+    import pandas as pd    # lazy: 0.4 s of import the trace path does not need
     from dse.infer.sweep import sweep_inference
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import serving_precision_code
@@ -364,7 +365,13 @@ def _epilog(cmd: str) -> str | None:
     return f"example:\n  {EXAMPLES[cmd]}" if cmd in EXAMPLES else None
 
 
-def build_parser() -> argparse.ArgumentParser:
+_MODULE_COMMANDS = {"sensitivity": "dse.sensitivity", "calibrate": "dse.calibrate",
+                    "compare": "dse.comparison"}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `dse` parser; ``command`` (the first argument, when it is one of the commands
+    defined here) leaves out the commands other modules register."""
     p = _OneLineParser(prog="dse", description=__doc__,
                        epilog="`dse <command> -h` shows a command's flags and an example.")
     p.add_argument("--version", action="version", version=f"dse {_version()}")
@@ -481,12 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
             __import__(mod, fromlist=["register"]).register(sub)
         except ModuleNotFoundError:
             pass
-    from dse.sensitivity import register as register_sensitivity
-    register_sensitivity(sub)
-    from dse.calibrate import register as register_calibrate
-    register_calibrate(sub)
-    from dse.comparison import register as register_compare
-    register_compare(sub)
+    # commands whose modules register them; those modules import pandas (0.4-0.6 s), so
+    # the parser of another command (`dse trace ...`) leaves them out
+    import importlib
+    for name, mod in _MODULE_COMMANDS.items():
+        if command is None or command == name:
+            importlib.import_module(mod).register(sub)
     for name, sp in sub.choices.items():      # commands registered elsewhere get an example too
         if sp.epilog is None:
             sp.epilog = _epilog(name)
@@ -496,9 +503,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from dse.jaxconfig import configure
     configure()
-    parser = build_parser()
     if argv is None:
         argv = sys.argv[1:]
+    command = argv[0] if argv else None
+    if command in _MODULE_COMMANDS or (command or "").startswith("-"):
+        command = None                   # every command (help, a module's command)
+    parser = build_parser(command)
+    if command is not None and command not in parser._subparsers._group_actions[0].choices:
+        parser = build_parser()          # not a command: argparse lists them all
     if not argv:                     # bare `dse`: usage and the commands, status 2 (like git)
         parser.print_help(sys.stderr)
         return 2

@@ -423,6 +423,36 @@ def _write_all(files: list[tuple[Path, bytes]], k: int = 0) -> None:
         atomic_write(path, lambda t: (Path(t).write_bytes(data), _write_all(files, k + 1)))
 
 
+def _nodes_by_body(frames: list[tuple[int, bytes]], where: str) -> list[TraceNode] | None:
+    """The nodes of ``frames`` as :func:`node_from_chakra` gives them, translating each
+    distinct *body* -- a message less its id, name and dependencies, what the nodes of
+    one :class:`~dse.trace.graph.NodeTable` body share -- once, and per node only those
+    four fields.  ``None`` where a message does not decode or its body does not translate
+    (the caller then decodes message by message, naming the node in the error)."""
+    protos: dict[bytes, dict] = {}
+    new, out, msg = object.__new__, [], Node()
+    append = out.append
+    try:
+        for _, buf in frames:
+            msg.ParseFromString(buf)
+            nid, name = msg.id, msg.name
+            data, ctrl = list(msg.data_deps), list(msg.ctrl_deps)
+            for f in ("id", "name", "data_deps", "ctrl_deps"):
+                msg.ClearField(f)
+            body = msg.SerializeToString()
+            proto = protos.get(body)
+            if proto is None:
+                proto = protos[body] = node_from_chakra(msg, where).__dict__
+            node = new(TraceNode)
+            d = node.__dict__
+            d.update(proto)
+            d["id"], d["name"], d["data_deps"], d["ctrl_deps"] = nid, name, data, ctrl
+            append(node)
+    except (DecodeError, InputError):
+        return None
+    return out
+
+
 def read_et_file(path: Path) -> tuple[dict[str, str], list[TraceNode]]:
     """(GlobalMetadata string attributes, nodes) of one ET file (gzip accepted, as Chakra's
     ``openFileRd`` does).  Raises :class:`InputError` naming the file on a truncated or
@@ -444,8 +474,10 @@ def read_et_file(path: Path) -> tuple[dict[str, str], list[TraceNode]]:
         require(a.WhichOneof("value") == "string_val", where, f"GlobalMetadata.attr {a.name!r}",
                 f"must be set as string_val, but got {a.WhichOneof('value')}")
         meta_attrs[a.name] = a.string_val
-    nodes = [node_from_chakra(_parse(Node, buf, where, f"Node at byte {off}"), where)
-             for off, buf in frames[1:]]
+    nodes = _nodes_by_body(frames[1:], where)
+    if nodes is None:            # something unusual: every message through protobuf
+        nodes = [node_from_chakra(_parse(Node, buf, where, f"Node at byte {off}"), where)
+                 for off, buf in frames[1:]]
     ids = {n.id for n in nodes}
     require(len(ids) == len(nodes), where, "Node.id", "node ids must be unique")
     for n in nodes:

@@ -28,7 +28,6 @@ def cmd_trace(a) -> int:
     from dse.cli_layout import resolve_layout
     from dse.errors import require
     from dse.trace.chakra import read_trace_set, write_trace_set
-    from dse.sim.topology import topology_for_hardware
     from dse.trace.generate import generate_trace_set, model_step_time_s, rank_grid
     from dse.trace.perfetto import process_names, timeline_from_trace_set, write_chrome_trace
 
@@ -41,6 +40,7 @@ def cmd_trace(a) -> int:
             "need --simulate")
     if a.simulate:             # validate the network files before writing anything
         from dse.sim import load_faults, load_topology, simulate
+        from dse.sim.topology import topology_for_hardware
         if a.topology:
             topo = load_topology(a.topology, num_gpus=a.gpus)
         else:
@@ -58,11 +58,9 @@ def cmd_trace(a) -> int:
     print(f"  wrote {len(paths) - 1} Chakra ET files ({nodes} nodes) + roles.json to {out}/")
     tl = out / "timeline.json"
     if not a.simulate:
-        from dse.trace.perfetto import schedule_rank_trace
-        step = max(max(e for _, e in schedule_rank_trace(t, f"role {r!r}").values())
-                   for r, t in ts.roles.items())
-        write_chrome_trace(timeline_from_trace_set(ts), tl, process_names=process_names(ts),
-                           meta=ts.meta)
+        events = timeline_from_trace_set(ts)     # the list schedule, once
+        step = max(e.start_s + e.dur_s for e in events)
+        write_chrome_trace(events, tl, process_names=process_names(ts), meta=ts.meta)
         print(f"  list-schedule step time (no network, no cross-stage waits) {step:.3f} s;"
               f" vectorized model {vec:.3f} s")
         print(f"  wrote {tl}")

@@ -5,8 +5,11 @@ into a :class:`~dse.trace.graph.TraceSet`: one role per pipeline stage (ranks th
 only in their TP/CP/DP coordinates run the same program; each role a
 :class:`~dse.trace.graph.NodeTable` of shared node bodies, encoded in bulk by the Chakra
 writer and turned into :class:`~dse.trace.graph.TraceNode` objects only when read), every
-duration from one jitted call (:func:`_costs`: reductions of the operator graph
-:func:`dse.train.step.train_step` reduces) -- no cost arithmetic here.  Ops per micro-batch and stage (Megatron-LM, Narayanan et al. SC'21):
+duration from one program (:func:`_costs`: reductions of the operator graph
+:func:`dse.train.step.train_step` reduces, traced once and run on the host by
+:mod:`dse.trace.host_eval`, bit for bit what ``jax.jit`` of it gives, without its
+multi-second XLA compile) -- no cost arithmetic here.  Ops per micro-batch and stage
+(Megatron-LM, Narayanan et al. SC'21):
 
 * stream 0 (compute, in program order): per layer one forward compute node, then its
   TP collectives (2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters, each the
@@ -72,8 +75,6 @@ by it.  Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
-import jax
-
 from dse.cost.collectives import NCCL_OVERLAP_SMS
 from dse.errors import require
 from dse.graph.ops import flops, time_s, unit_time_s
@@ -84,8 +85,8 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
+from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
-from dse.train.layer import reduce_layer
 from dse.train.memory import layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
 from dse.cost.rates import rates
@@ -99,15 +100,16 @@ DP_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 Z3_OPS = ("unit_ag", "unit_rs", "root_ag", "root_rs")    # dse.graph.train.zero3_ops order
 
 
-@jax.jit
 def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
-    """Every duration the trace needs, in one jitted call: reductions of the step's
-    operator graph (:func:`dse.graph.train.step_graph`, the same graph
-    :func:`dse.train.step.train_step` reduces) and the unit times of its operators."""
+    """Every duration the trace needs, as one traced program (run by
+    :func:`dse.trace.host_eval.host_call`: the jaxpr ``jax.jit`` would compile, evaluated
+    without compiling): reductions of the step's operator graph
+    (:func:`dse.graph.train.step_graph`, the same graph :func:`dse.train.step.train_step`
+    reduces) and the unit times of its operators."""
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     r = rates(hw, wl.precision)
     res, sched, g = step_and_schedule(model, wl, lay, hw)
-    lc = reduce_layer(g.layer, wl, lay, hw, r)
+    lc = sched.layer                               # the step's own reduce_layer of g.layer
     op = {(o.name, o.phase): o for o in g.layer}
     unit = lambda o: unit_time_s(o, hw, r)
     fwd_flops = sum(flops(o) for o in g.layer if o.phase == "fwd")
@@ -206,7 +208,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
-    raw = jax.device_get(_costs(model, wl, lay, hw))   # one transfer, then host floats
+    raw = host_call(_costs, model, wl, lay, hw)   # one program, host values
     dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
                 for kind, steps in raw.pop("dp").items()}
     z3_raw = raw.pop("z3")
@@ -484,8 +486,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 
 def model_step_time_s(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> float:
     """The vectorized model's step time of the design point (``train_step(...).step_time_s``),
-    from the same jitted call that gives the trace its durations -- no second compile."""
-    return float(jax.device_get(_costs(model, wl, lay, hw)["step_time_s"]))
+    from the same program that gives the trace its durations (traced once per process)."""
+    return float(host_call(_costs, model, wl, lay, hw)["step_time_s"])
 
 
 def rank_grid(lay: Layout) -> RankGrid:

@@ -24,7 +24,7 @@ from typing import Iterable, NamedTuple
 
 from dse.errors import InputError, require
 from dse.report.atomic import atomic_write
-from dse.trace.graph import RankTrace, TraceSet
+from dse.trace.graph import CollectiveKind, NodeKind, RankTrace, TraceSet
 
 
 class TimelineEvent(NamedTuple):
@@ -58,7 +58,8 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
     path = Path(path)
     events, seen_pids, seen_tids = [], set(), set()
     for i, ev in enumerate(timeline):
-        ev = TimelineEvent(*ev)
+        if type(ev) is not TimelineEvent:
+            ev = TimelineEvent(*ev)
         ok = (math.isfinite(ev.start_s) and math.isfinite(ev.dur_s)
               and ev.start_s >= 0 and ev.dur_s >= 0)
         require(ok, str(path), f"event {i} ({ev.name!r})", "`0 <= start_s` and `0 <= dur_s` "
@@ -134,22 +135,24 @@ def schedule_rank_trace(trace: RankTrace, where: str = "trace") -> dict[int, tup
 def timeline_from_trace_set(ts: TraceSet) -> list[TimelineEvent]:
     """Events for every role, on the role's representative rank (the pid)."""
     events = []
+    value = {**{k: k.value for k in NodeKind}, **{k: k.value for k in CollectiveKind}}
     for role, trace in ts.roles.items():
         times = schedule_rank_trace(trace, f"role {role!r}")
         for n in trace.nodes:
             start, _ = times[n.id]
-            args = {"id": n.id, "role": role, "kind": n.kind.value}
+            kind = value[n.kind]
+            args = {"id": n.id, "role": role, "kind": kind}
             if n.num_ops:
                 args["num_ops"] = n.num_ops
             if n.comm_bytes:
                 args["comm_bytes"] = n.comm_bytes
             if n.comm_kind is not None:
-                args["comm_kind"] = n.comm_kind.value
+                args["comm_kind"] = value[n.comm_kind]
             if n.group_dim:
                 args["group_dim"] = n.group_dim
             if n.peer >= 0:
                 args["peer"] = n.peer
-            category = n.kind.value + ("" if n.comm_kind is None else f",{n.comm_kind.value}")
+            category = kind if n.comm_kind is None else f"{kind},{value[n.comm_kind]}"
             events.append(TimelineEvent(trace.rank, n.stream, n.name, start, n.duration_s,
                                         category, args))
     return events

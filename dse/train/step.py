@@ -100,6 +100,7 @@ class StepSchedule(NamedTuple):
     dp_raw_s: object           # raw seconds of the step's DP collectives
     bubble_s: object
     zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
+    layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -211,7 +212,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
         dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
-        zero3_calls=z3_counts)
+        zero3_calls=z3_counts, layer=lc)
     return res, sched, graph
 
 

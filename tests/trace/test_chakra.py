@@ -91,6 +91,20 @@ def test_round_trip_is_exact(ts):
         assert chakra.read_trace_set(Path(tmp)) == ts
 
 
+@settings(max_examples=100, deadline=None)
+@given(trace_sets())
+def test_body_cached_decoding_equals_message_by_message(ts):
+    """read_et_file decodes each distinct node body once (chakra._nodes_by_body); the
+    nodes must equal protobuf's decoding of every message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chakra.write_trace_set(ts, Path(tmp))
+        for path in Path(tmp).glob("*.et"):
+            frames = chakra._frames(path.read_bytes(), str(path))[1:]
+            slow = [chakra.node_from_chakra(chakra._parse(chakra.Node, b, "t", "n"), "t")
+                    for _, b in frames]
+            assert chakra._nodes_by_body(frames, "t") == slow
+
+
 def test_round_trip_example_and_file_names(tmp_path):
     ts = example_trace_set()
     paths = chakra.write_trace_set(ts, tmp_path)

@@ -1,0 +1,208 @@
+"""Run a JAX program of one design point on the host, without an XLA compile.
+
+Why: the trace generator needs ~50 durations of *one* design point, from a program of
+~8,000 scalar operations (:func:`dse.trace.generate._costs`: the step's operator graph
+and its reductions).  XLA's CPU compiler spends 0.3-0.6 ms per operation on such a
+program (4-7 s measured on the 2-core dev machine), then runs it in microseconds; one
+design point never pays that back.
+Here the program is the same -- :func:`jax.make_jaxpr` traces the unchanged cost code
+into the jaxpr ``jax.jit`` would compile -- but its equations are run in order on 0-d
+NumPy values (~10 ms), nothing compiled.
+
+Exactness: the equations NumPy runs here are those whose result IEEE 754 defines to the
+bit -- ``add``, ``sub``, ``mul``, ``div`` and ``sqrt`` of floats (correctly rounded, in
+the equation's dtype), ``max``, ``min``, ``floor``, ``ceil``, ``neg``, ``abs``,
+comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
+float-to-int truncation, bool-to-int (exact), and the data-movement primitives
+(broadcast, reshape, squeeze, slice, stack, concatenate).  Every other equation
+(``log``, ``exp``, ``pow``, integer arithmetic, control flow ...) is executed by XLA
+itself, eagerly: ``primitive.bind`` on concrete arrays, one operation-sized program per
+primitive and signature (NumPy's ``log`` differs from XLA's in the last bit for ~4 % of
+float32 inputs).  The result is therefore bit for bit XLA's op-by-op evaluation of the
+program.  ``jax.jit`` of the whole program can differ from that in the last bit where
+XLA fuses a transcendental function into a vector loop or rewrites an expression; for the
+trace's program it does not on the design points of ``tests/trace/test_host_eval.py``,
+which checks both, and the README trace is byte-identical to the jitted one.
+
+Units: whatever the program computes.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+try:     # jax.extend.core is the public name, but importing jax.extend costs ~40 ms (Pallas)
+    from jax._src.core import DropVar, Literal
+except ImportError:  # pragma: no cover
+    from jax.extend.core import DropVar, Literal
+
+_FLOAT_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "max": np.maximum, "min": np.minimum, "sqrt": np.sqrt, "floor": np.floor,
+    "ceil": np.ceil, "neg": np.negative, "abs": np.abs,
+}
+_ANY_OPS = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+_BOOL_OPS = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
+             "xor": np.logical_xor}
+_CALLS = ("jit", "pjit")
+
+
+def _numpy_rule(eqn):
+    """The NumPy function that computes ``eqn`` bit-exactly, or ``None`` (module doc)."""
+    name, params = eqn.primitive.name, eqn.params
+    in_dtypes = [np.dtype(v.aval.dtype) for v in eqn.invars]
+    if len(eqn.outvars) != 1:
+        return None
+    out = eqn.outvars[0].aval
+    out_dtype = np.dtype(out.dtype)
+    floats = all(d.kind == "f" for d in in_dtypes)
+    if name in _FLOAT_OPS and floats:
+        return _FLOAT_OPS[name]
+    if name in _ANY_OPS and (floats or all(d.kind in "biu" for d in in_dtypes)):
+        return _ANY_OPS[name]
+    if name in _BOOL_OPS and all(d == np.bool_ for d in in_dtypes):
+        return _BOOL_OPS[name]
+    if name == "select_n" and len(eqn.invars) == 3 and in_dtypes[0] == np.bool_:
+        if out.shape == ():
+            return lambda p, a, b: b if p else a
+        return lambda p, a, b: np.where(p, b, a)
+    if name == "convert_element_type":
+        src, t = in_dtypes[0], out_dtype.type
+        if out_dtype == np.bool_:
+            return lambda x: np.not_equal(x, 0)
+        if out_dtype.kind == "f" and src.kind in "fbiu":
+            # to float: rounded to nearest even (IEEE); bool and int exactly when small
+            return lambda x: t(x) if np.ndim(x) == 0 else x.astype(t)
+        if out_dtype.kind in "iu" and src == np.bool_:
+            return lambda x: t(x) if np.ndim(x) == 0 else x.astype(t)
+        if out_dtype.kind in "iu" and src.kind == "f":
+            # toward zero; a NaN or out-of-range value goes to XLA (its saturation rule)
+            lo, hi = np.iinfo(out_dtype).min, np.iinfo(out_dtype).max
+            xla = _xla_rule(eqn)[0]
+            return lambda x: (np.trunc(x).astype(t)[()] if np.all((x >= lo) & (x <= hi))
+                              else xla(x))
+        return None
+    # data movement: exact by construction
+    if name == "broadcast_in_dim":
+        shape, dims = params["shape"], params["broadcast_dimensions"]
+        keep = [shape[d] if d in dims else 1 for d in range(len(shape))]
+        return lambda x: np.broadcast_to(np.reshape(x, keep), shape)
+    if name == "squeeze":
+        return lambda x, d=tuple(params["dimensions"]): np.squeeze(x, axis=d)[()]
+    if name == "reshape" and params.get("dimensions") is None:
+        return lambda x, s=tuple(params["new_sizes"]): np.reshape(x, s)[()]
+    if name == "slice":
+        idx = tuple(slice(a, b, c) for a, b, c in zip(
+            params["start_indices"], params["limit_indices"],
+            params["strides"] or (1,) * len(params["start_indices"])))
+        return lambda x: x[idx]
+    if name == "stack":
+        return lambda *xs, a=params["axis"]: np.stack(xs, axis=a)
+    if name == "concatenate":
+        return lambda *xs, a=params["dimension"]: np.concatenate(xs, axis=a)
+    return None
+
+
+def _xla_rule(eqn):
+    """``eqn`` run by XLA on concrete arrays, results back as NumPy values."""
+    prim, params, multi = eqn.primitive, dict(eqn.params), eqn.primitive.multiple_results
+
+    def run(*xs):
+        out = prim.bind(*xs, **params)
+        return [np.asarray(o)[()] for o in out] if multi else np.asarray(out)[()]
+    return run, multi
+
+
+class Plan:
+    """A closed jaxpr flattened into a straight list of steps (calls inlined): step
+    ``(fn, in_slots, out_slot, multi)`` reads value slots, applies ``fn``, writes its
+    result(s).  Literals and constants are slots filled once; an equation of constants
+    only is run once, here (by the rule it would run by)."""
+
+    def __init__(self, closed):
+        self.values: list = []
+        self.steps: list = []
+        self.xla_primitives: set[str] = set()
+        env: dict = {}
+        self.in_slots = [self._new(env, v) for v in closed.jaxpr.invars]
+        self.in_dtypes = [np.dtype(v.aval.dtype) for v in closed.jaxpr.invars]
+        self._inline(closed.jaxpr, closed.consts, env)
+        self.out_slots = [self._read(env, v) for v in closed.jaxpr.outvars]
+
+    def _new(self, env, var) -> int:
+        env[var] = len(self.values)
+        self.values.append(None)
+        return env[var]
+
+    def _read(self, env, v) -> int:
+        if isinstance(v, Literal):
+            self.values.append(np.asarray(v.val, dtype=v.aval.dtype)[()])
+            return len(self.values) - 1
+        return env[v]
+
+    def _inline(self, jaxpr, consts, env) -> None:
+        for var, c in zip(jaxpr.constvars, consts):
+            self._new(env, var)
+            self.values[env[var]] = np.asarray(c)[()]
+        for eqn in jaxpr.eqns:
+            ins = [self._read(env, v) for v in eqn.invars]
+            if eqn.primitive.name in _CALLS:
+                sub = eqn.params["jaxpr"]
+                inner: dict = {}
+                for var, slot in zip(sub.jaxpr.invars, ins):
+                    inner[var] = slot
+                self._inline(sub.jaxpr, sub.consts, inner)
+                for var, v in zip(eqn.outvars, sub.jaxpr.outvars):
+                    slot = self._read(inner, v)
+                    if isinstance(var, DropVar):
+                        continue
+                    env[var] = slot
+                continue
+            fn, multi = _numpy_rule(eqn), False
+            if fn is None:
+                fn, multi = _xla_rule(eqn)
+                self.xla_primitives.add(eqn.primitive.name)
+            outs = [self._new(env, v) for v in eqn.outvars]
+            if all(self.values[i] is not None for i in ins):     # constants only: fold
+                with np.errstate(all="ignore"):
+                    res = fn(*[self.values[i] for i in ins])
+                for slot, x in zip(outs, res if multi else [res]):
+                    self.values[slot] = x
+                continue
+            self.steps.append((fn, ins, outs if multi else outs[0], multi))
+
+    def __call__(self, leaves) -> list:
+        vals = list(self.values)
+        for slot, x, dt in zip(self.in_slots, leaves, self.in_dtypes):
+            vals[slot] = np.asarray(x, dtype=dt)[()]
+        with np.errstate(all="ignore"):
+            for fn, ins, out, multi in self.steps:
+                if multi:
+                    for slot, r in zip(out, fn(*[vals[i] for i in ins])):
+                        vals[slot] = r
+                else:
+                    vals[out] = fn(*[vals[i] for i in ins])
+        return [vals[i] for i in self.out_slots]
+
+
+_PLANS: dict = {}
+
+
+def host_call(fn, *args):
+    """``fn(*args)`` (a pytree of 0-d NumPy values) by the plan of its jaxpr (module
+    docstring); the plan is kept per (``fn``, argument structure and types), so later
+    design points of the same shape only run it."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    avals = tuple((np.shape(x), np.result_type(x).str, isinstance(x, (int, float, bool)))
+                  for x in leaves)
+    key = (fn, treedef, avals)
+    hit = _PLANS.get(key)
+    if hit is None:
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+        hit = _PLANS[key] = (Plan(closed), jax.tree_util.tree_structure(out_shape))
+    plan, out_tree = hit
+    return jax.tree_util.tree_unflatten(out_tree, plan(leaves))

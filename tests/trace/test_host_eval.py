@@ -1,0 +1,91 @@
+"""dse.trace.host_eval: the trace's durations program run on the host equals XLA.
+
+The reference is XLA itself: op by op (``eval_jaxpr`` under ``jax.disable_jit``, every
+primitive its own compiled program) bit for bit; and on these design points also
+``jax.jit`` of the whole program (what the trace used before), bit for bit.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax._src.core import eval_jaxpr
+
+from dse.spec.hardware import get_hardware
+from dse.spec.layout import Layout, Workload
+from dse.spec.model import get_model
+from dse.trace import generate as G
+from dse.trace.host_eval import Plan, host_call
+
+CASES = [
+    ("llama3-70b", "h100-sxm-80gb", dict(tp=8, pp=2, dp=4, sp=1), dict(global_batch=64, seq_len=4096)),
+    ("llama3-70b", "h100-sxm-80gb", dict(tp=4, pp=4, dp=2, cp=2, vpp=5, recompute=3, sp=1),
+     dict(global_batch=64, seq_len=8192)),
+    ("llama3-8b", "a100-sxm-80gb", dict(tp=2, dp=16, mbs=2, recompute=2, zero=3),
+     dict(global_batch=64, seq_len=4096)),
+    ("llama3-8b", "a100-sxm-80gb", dict(dp=8, recompute=1, zero=2),
+     dict(global_batch=64, seq_len=2048, attention=0)),
+    ("mixtral-8x7b", "h100-sxm-80gb", dict(tp=2, pp=2, dp=8, ep=4, recompute=1, sp=1),
+     dict(global_batch=64, seq_len=4096)),
+    ("deepseek-v3", "h100-sxm-80gb", dict(tp=8, pp=8, dp=4, ep=4, recompute=2, sp=1),
+     dict(global_batch=256, seq_len=4096)),
+]
+
+
+def _args(model, hw, lay, wl):
+    return (get_model(model), Workload(**wl), Layout(**{"mbs": 1, **lay}), get_hardware(hw))
+
+
+def _same(a, b) -> bool:
+    return np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[2].items())}")
+def test_costs_on_the_host_equal_xla_bit_for_bit(case):
+    args = _args(*case)
+    host = jax.tree_util.tree_leaves(host_call(G._costs, *args))
+    closed = jax.make_jaxpr(G._costs)(*args)
+    leaves = [np.asarray(x, dtype=v.aval.dtype)
+              for x, v in zip(jax.tree_util.tree_leaves(args), closed.jaxpr.invars)]
+    with jax.disable_jit():
+        eager = eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
+    jitted = jax.tree_util.tree_leaves(jax.device_get(jax.jit(G._costs)(*args)))
+    assert len(host) == len(eager) == len(jitted) > 40
+    bad_eager = [i for i, (a, b) in enumerate(zip(host, eager)) if not _same(a, b)]
+    bad_jit = [i for i, (a, b) in enumerate(zip(host, jitted)) if not _same(a, b)]
+    assert bad_eager == [] and bad_jit == []
+
+
+def test_unsupported_primitives_run_in_xla_and_constants_fold():
+    def f(x, n):
+        y = jnp.exp(x) + jnp.log(2.0) * jnp.tanh(x)     # exp, tanh, log: XLA's own
+        k = (n * 3) // 2                                # integer arithmetic: XLA
+        v = jnp.stack([x, y]) * 2.0                     # data movement + arrays: NumPy
+        return {"y": y, "k": k, "v": v[1], "i": (x * 7.9).astype(jnp.int32)}
+    got = host_call(f, np.float32(1.3), 5)
+    with jax.disable_jit():      # op by op: jax.jit may fuse exp into the vector pass
+        want = f(jnp.float32(1.3), jnp.int32(5))   # and round its last bit differently
+    for key in want:
+        assert _same(got[key], want[key]), key
+    plan = Plan(jax.make_jaxpr(f)(np.float32(1.3), 5))
+    assert {"exp", "tanh"} <= plan.xla_primitives
+    # log(2.0) has constant inputs only: folded when the plan is built, no step left
+    assert all(any(plan.values[i] is None for i in ins) for _, ins, _, _ in plan.steps)
+
+
+def test_float_to_int_out_of_range_follows_xla():
+    f = lambda x: x.astype(jnp.int32)
+    for x in (np.float32(3e9), np.float32(-3e9), np.float32(np.nan), np.float32(-2.7)):
+        assert _same(host_call(f, x), jax.device_get(jax.jit(f)(x))), x
+
+
+def test_plan_is_reused_across_design_points(monkeypatch):
+    calls = []
+    real = jax.make_jaxpr
+    monkeypatch.setattr(jax, "make_jaxpr", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    f = lambda a, b: a * b + 1.0
+    assert _same(host_call(f, 2.0, 3.0), np.float32(7.0))
+    assert _same(host_call(f, 4.0, 5.0), np.float32(21.0))
+    assert len(calls) == 1
