@@ -6,14 +6,16 @@ Each micro-batch on one GPU of the heaviest stage runs ``N = units_per_layer x L
 units.  With ``g``, ``r`` the all-gather and reduce-scatter of one unit (alpha-beta at the
 unit's message size, flat-ring latency across nodes: :mod:`dse.cost.collectives`),
 ``g0``, ``r0`` those of the root unit (embedding, LM head), ``cf``, ``cb`` one unit's
-forward and backward (+ recompute, + exposed CP) compute, and at least one unit
+forward and backward (+ recompute, + exposed CP) compute, ``of``, ``ob`` the exposed TP /
+EP collectives the compute stream runs beside them, ``ov`` the SM-sharing overlap below
+(:func:`unit_overlap_s`), and at least one unit
 prefetched (``depth >= 1``; FSDP1's rate limiter, FSDP2's implicit prefetch, Megatron-FSDP's
 double buffer, DeepSpeed's prefetch bucket), what stays on the critical path is
 
-  forward   g0 + g + (N-1) * max(0, g - cf)
+  forward   g0 + g + (N-1) * ov(g, cf + of, cf)
             (the root and the first block are gathered before any compute; each later
             gather hides under the previous unit's forward unless it is slower)
-  backward  g_first + (N-1) * max(0, g + r - cb) + r + r0
+  backward  g_first + (N-1) * ov(g + r, cb + ob, cb) + r + r0
             (the first backward unit's gather -- the root's under FSDP2, which reshards
             it after forward, or the last block's hidden under the LM-head backward --
             then each unit's backward hides the next gather and the previous
@@ -39,9 +41,9 @@ compute stream runs -- kernels and the compute stream's own (TP, EP) collectives
 ``all_gather_stream`` / ``reduce_scatter_stream``, ``FSDPCommContext`` in
 ``_fsdp_param_group.py``; DeepSpeed's ``__allgather_stream``,
 ``deepspeed/runtime/zero/partitioned_param_coordinator.py``, and
-``__reduce_and_partition_stream``, ``deepspeed/runtime/zero/stage3.py``).  A collective of ``c`` seconds issued at the
-start of a pass whose compute stream runs ``w`` seconds, ``k`` of them kernels, ends the
-pass at ``max(c, w + f min(c, k / (1 - f)))``: its cost beyond the pass is
+``__reduce_and_partition_stream``, ``deepspeed/runtime/zero/stage3.py``).  A collective
+of ``c`` seconds issued at the start of a pass whose compute stream runs ``w`` seconds,
+``k`` of them kernels (first) and the rest its own collectives, ends the pass at ``max(c, w + f min(c, k / (1 - f)))``: its cost beyond the pass is
 
   ``max(c - w, f min(c, k / (1 - f)))``       (:func:`unit_overlap_s`)
 

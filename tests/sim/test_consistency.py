@@ -24,7 +24,7 @@ replay the per-unit gathers and reduce-scatters of :mod:`dse.train.zero3` on str
 and 2.  Both tiers charge SM interference by the same mechanism -- compute at ``1 - f``
 while a collective transfers, the collective at link speed -- so a gather-bound chain
 costs its gathers and nothing more, and the compute stream's own TP collectives hide a
-gather too.  (Charging ``f x hidden`` on top of the exposed gathers made the model 9-11 %
+gather too.  (Charging ``f x hidden`` on top of the exposed gathers made the model 9-13 %
 slower than the replay on gather-bound layouts such as tp=8 x dp=8.)  What the replay
 still does that the model does not, each worth about 1-2 % here and so the replay runs
 up to ~3.5 % faster: it lets a concurrent backward gather and reduce-scatter overlap
