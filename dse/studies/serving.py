@@ -70,13 +70,15 @@ from dse.search.pareto import pareto_front
 from dse.spec.hardware import check_precision, get_hardware
 from dse.spec.layout import SERVING_PRECISION, SERVING_PRECISION_NAMES
 from dse.spec.model import get_model
+from dse.spec.study import SERVING_MAX_BATCH, SERVING_MAX_LEN, SERVING_PRECISIONS, study_keys
 from dse.studies.common import check_keys, integer, number, results_dir
 
-TOP_KEYS = {"name", "kind", "description", "serving", "hardware", "sla"}
-SERVING_KEYS = {"models", "gpus", "input_len", "output_len", "max_batch", "batching"}
-PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
-MAX_BATCH = 1 << 16
-MAX_LEN = 1 << 20
+# declared once, in the study schema (dse.spec.study)
+TOP_KEYS = study_keys("serving")
+SERVING_KEYS = study_keys("serving", "serving")
+PRECISIONS = SERVING_PRECISIONS
+MAX_BATCH = SERVING_MAX_BATCH
+MAX_LEN = SERVING_MAX_LEN
 AXES = ("tok_s_per_gpu", "tok_s_per_user")
 
 
@@ -127,7 +129,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     hws, precs, engines = [], [], []
     for i, h in enumerate(hw_t):
         key = f"hardware[{i}]."
-        check_keys(h, {"name", "precisions", "engine"}, where, key)
+        check_keys(h, study_keys("serving", "hardware"), where, key)
         require(isinstance(h.get("name"), str), where, f"{key}name", "must be a catalog name")
         hw = get_hardware(h["name"], where=f"{where}: {key}name")
         eng = h.get("engine", default_engine(hw))
@@ -151,7 +153,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     slas = []
     for i, t in enumerate(sla_t):
         key = f"sla[{i}]."
-        check_keys(t, {"name", "ttft_ms", "tpot_ms"}, where, key)
+        check_keys(t, study_keys("serving", "sla"), where, key)
         require(isinstance(t.get("name"), str) and t["name"].strip() != "", where, f"{key}name",
                 f"must be a non-empty string, but got {t.get('name')!r}")
         slas.append(SLA(t["name"], number(t, "ttft_ms", where, key, low=0, low_open=True),

@@ -169,8 +169,12 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     # ZeRO-3 / FSDP: per unit (one block, or one linear under DeepSpeed), prefetched one
     # ahead, with what cannot hide exposed (dse.train.zero3)
     head_bwd = _sum(time_s(op, hw, r) for op in graph.head if op.phase == "bwd")
+    # the unit collectives also hide under the compute stream's own TP / EP collectives
+    tp_half = 0.5 * lc.tp_exposed_s
     dp_z3, z3_raw, z3_counts = zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
-                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m)
+                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m,
+                                 fwd_other_s=tp_half + 0.5 * lc.ep_comm_s,
+                                 bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
