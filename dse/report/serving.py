@@ -156,8 +156,9 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
         p = pts[pts["hardware"] == hw.name]
         ax.scatter(p["tok_s_per_user"], p["tok_s_per_gpu"], s=7, color=c, alpha=0.18, linewidths=0)
         f = front[front["hardware"] == hw.name]
+        what = f"Pareto front, {len(f)} layouts" if len(f) else "no feasible layout"
         ax.plot(f["tok_s_per_user"], f["tok_s_per_gpu"], "-o", color=c, ms=3.5, lw=1.4,
-                label=f"{hw.name} ({'/'.join(ps)}): Pareto front, {len(f)} layouts")
+                label=f"{hw.name} ({'/'.join(ps)}): {what}")
         for k, (_, r) in enumerate(f.iterrows()):
             ax.annotate(r["layout"], (r["tok_s_per_user"], r["tok_s_per_gpu"]), fontsize=5.5, color=c,
                         xytext=(4, -7 if k % 2 else 3), textcoords="offset points")

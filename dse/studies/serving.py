@@ -322,7 +322,8 @@ def best_per_sla(pts: pd.DataFrame, st: ServingStudy) -> pd.DataFrame:
     for model, mid in zip(st.models, st.model_ids):
         scopes = ["any"] + common + ([TP_PP] if st.searches_ep(model) else [])
         for hw, ps in zip(st.hardware, st.precisions):
-            g = pts[(pts["model_id"] == mid) & (pts["hardware"] == hw.name) & pts["feasible"]]
+            mine = pts[(pts["model_id"] == mid) & (pts["hardware"] == hw.name)]
+            g = mine[mine["feasible"]]
             for sla in st.slas:
                 for scope in scopes:
                     if scope == TP_PP:
@@ -339,7 +340,7 @@ def best_per_sla(pts: pd.DataFrame, st: ServingStudy) -> pd.DataFrame:
                                               "attn_dp"], ascending=[False, False, True, True, True],
                                              kind="stable").iloc[0]
                         rows.append({**base, **{k: b[k] for k in best_cols(st)},
-                                     "next_batch": next_batch(pts, b, sla), "status": "ok"})
+                                     "next_batch": next_batch(mine, b, sla), "status": "ok"})
                     else:
                         why = ("no feasible point" if not len(c) else
                                f"none of {len(c)} feasible points meets it (lowest TTFT "
@@ -353,9 +354,10 @@ def next_batch(pts: pd.DataFrame, b, sla: SLA) -> str:
     """What stops the next larger batch at the best point's layout and precision: not
     searched, does not fit in memory, breaks a bound (which, by how much), or meets the
     SLA with fewer tok/s/GPU."""
-    same = pts[(pts["model_id"] == b["model_id"]) & (pts["hardware"] == b["hardware"])
-               & (pts[LAYOUT_KEY] == b[LAYOUT_KEY]).all(axis=1)
-               & (pts["batch"] > b["batch"])].sort_values("batch", kind="stable")
+    key = np.ones(len(pts), bool)
+    for c in ("model_id", "hardware", *LAYOUT_KEY):
+        key &= pts[c].to_numpy() == b[c]
+    same = pts[key & (pts["batch"].to_numpy() > b["batch"])].sort_values("batch", kind="stable")
     if not len(same):
         return "largest batch searched"
     n = same.iloc[0]
