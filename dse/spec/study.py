@@ -226,7 +226,8 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
         _s("batching", "continuous: requests in flight per replica under the engine profile; "
            "static: one batch prefilled then decoded", default="continuous",
            choices=SERVING_BATCHING),
-        *(Field(k, kind="any", doc=doc, rule=SERVING_AXIS_RULE) for k, doc in SERVING_AXES.items()))),
+        *(Field(k, kind="integers", lo=1, hi=INT_LIMITS["gpus"], words=("auto",), doc=doc,
+                rule=SERVING_AXIS_RULE) for k, doc in SERVING_AXES.items()))),
     Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
         _s("name", "catalog name", required=True),
         _s("engine", "engine profile (dse.infer.engines; default trtllm on NVIDIA, vllm on AMD)"),
