@@ -327,14 +327,18 @@ def ep_sentences(res: ServingResults, mid: str) -> list[str]:
                 only.append(f"{hw} ({a['layout']}, {a['tok_s_per_gpu']:,.0f} tok/s/GPU)")
             else:
                 x = a["tok_s_per_gpu"] / t["tok_s_per_gpu"]
-                (wins if x >= 1.0 + TIE else ties).append(
-                    f"{hw} {x:.2f}x ({a['layout']}, {a['tok_s_per_gpu']:,.0f} against "
-                    f"{t['tok_s_per_gpu']:,.0f} tok/s/GPU at {t['layout']})")
+                if x >= 1.0 + TIE:
+                    wins.append(f"{hw} {x:.2f}x ({a['layout']}, {a['tok_s_per_gpu']:,.0f} against "
+                                f"{t['tok_s_per_gpu']:,.0f} tok/s/GPU at {t['layout']})")
+                else:
+                    ties.append(f"{hw} ({a['layout']} against {t['layout']}, "
+                                f"{a['tok_s_per_gpu']:,.0f} tok/s/GPU)")
         parts = []
         if wins:
             parts.append("EP / attention DP serves more on " + "; ".join(wins))
         if ties:
-            parts.append(f"it changes less than {TIE:.1%} on " + "; ".join(ties))
+            parts.append(f"the best layout with EP is within {TIE:.1%} of the best TP/PP-only one on "
+                         + "; ".join(ties))
         if only:
             parts.append("only a layout with EP / attention DP meets it on " + "; ".join(only))
         if keeps:

@@ -314,16 +314,22 @@ def test_ep_sentences_are_computed(moe, tmp_path):
     res = ServingResults(head, st, pts, front, best, 0.0, tp_front)
     lines = ep_sentences(res, "mixtral-8x7b")
     assert len(lines) == 2 and ep_sentences(res, "llama3-8b") == []
-    b = best[(best["model_id"] == "mixtral-8x7b") & (best["sla"] == "loose")].set_index("scope")
-    a, t = b.loc["any"], b.loc["tp_pp"]
-    line = next(s for s in lines if s.startswith("- **loose**"))
-    if a["ep"] > 1 or a["attn_dp"] > 1:
-        x = a["tok_s_per_gpu"] / t["tok_s_per_gpu"]
-        assert f"{x:.2f}x ({a['layout']}" in line and t["layout"] in line
-    else:
-        assert f"a TP/PP-only layout stays best on h100-sxm-80gb ({a['layout']})" in line
     text = report(res, ["a.png", "b.png"])
-    assert line in text and "attention DP x EP" in text and "EP 1, 2, 4, attention DP 1, 2, 4" in text
+    for sla in ("tight", "loose"):     # here EP / DP wins the tight SLA, TP/PP alone the loose one
+        b = best[(best["model_id"] == "mixtral-8x7b") & (best["sla"] == sla)].set_index("scope")
+        a, t = b.loc["any"], b.loc["tp_pp"]
+        line = next(s for s in lines if s.startswith(f"- **{sla}**"))
+        x = a["tok_s_per_gpu"] / t["tok_s_per_gpu"]
+        if (a["ep"] > 1 or a["attn_dp"] > 1) and x >= 1.005:
+            assert f"EP / attention DP serves more on h100-sxm-80gb {x:.2f}x ({a['layout']}" in line
+            assert t["layout"] in line
+        elif a["ep"] > 1 or a["attn_dp"] > 1:
+            assert f"within 0.5% of the best TP/PP-only one on h100-sxm-80gb ({a['layout']} against " \
+                   f"{t['layout']}" in line
+        else:
+            assert f"a TP/PP-only layout stays best on h100-sxm-80gb ({a['layout']})" in line
+        assert line in text
+    assert "attention DP x EP" in text and "EP 1, 2, 4, attention DP 1, 2, 4" in text
     plain = dataclasses.replace(st, ep=(1,), attn_dp=(1,))
     only = pts[(pts["ep"] == 1) & (pts["attn_dp"] == 1)]
     res1 = ServingResults(head, plain, only, S.pareto(only), S.best_per_sla(only, plain), 0.0)
