@@ -7,7 +7,8 @@ hardware (:mod:`dse.spec.hardware`), models and Hugging Face ``config.json``
 study files (:mod:`dse.spec.study`); :mod:`dse.spec.describe` renders them for
 ``dse list`` and ``--help``.
 
-A :class:`Field` describes one key.  :func:`check_table` checks every key of a table
+A :class:`Field` describes one key (``words``: strings accepted in place of its value,
+as ``"auto"`` for a serving study's ``ep``).  :func:`check_table` checks every key of a table
 (recursing into sub-tables, arrays of tables and tables of named tables) and returns
 *every* problem found -- unknown keys (with a "did you mean" for near misses), missing
 required keys, wrong types (a boolean where a number belongs, a string where a boolean
@@ -73,6 +74,7 @@ class Field:
     rule: str = ""                 # this field's own wording (module docstring)
     label: str = ""                # tables: the key whose string value names an item in
                                    # messages (``variants['hot'].l2``), else its index
+    words: tuple = ()              # strings accepted as the whole value ("auto")
 
     def bounds_text(self) -> str:
         """``key >= lo``, ``key <= hi`` or ``lo <= key < hi`` ("" when unbounded)."""
@@ -89,6 +91,8 @@ class Field:
         return f"{lo}{self.key}{hi}"
 
     def type_text(self) -> str:
+        if self.words:
+            return " or ".join(repr(w) for w in self.words) + ", " + KINDS[self.kind]
         if self.kind == "string" and self.choices:
             return "one of " + ", ".join(map(str, self.choices))
         if self.kind == "list" and self.item:
@@ -175,6 +179,8 @@ def _scalar(f: Field, kind: str, v, key: str, out: Problems) -> object:
 
 def _value(f: Field, v, key: str, out: Problems) -> object:
     """One field's value, checked (recursing into sub-tables); None after a problem."""
+    if f.words and isinstance(v, str) and v in f.words:
+        return v
     if f.kind in ("number", "integer", "bool", "string", "any", "quantity"):
         return _scalar(f, f.kind, v, key, out)
     if f.kind in ("integers", "strings"):

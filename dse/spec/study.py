@@ -225,6 +225,13 @@ SERVING_MAX_BATCH = 1 << 16
 SERVING_MAX_LEN = 1 << 20
 #: batching modes of the serving sweep (dse.infer.sweep.BATCHING is this tuple)
 SERVING_BATCHING = ("static", "continuous")
+#: the MoE layout axes of the serving search (dse.infer.expert_parallel.serving_layouts):
+#: "auto" (every degree the layout rules allow; the default under continuous batching),
+#: a positive integer or a list of them (1: experts split over TP only, no attention DP)
+SERVING_AXES = {"ep": "expert-parallel degrees: 'auto' (default with continuous batching) or integer(s)",
+                "attn_dp": "attention data-parallel ranks per replica: 'auto' (default with continuous "
+                           "batching) or integer(s)"}
+SERVING_AXIS_RULE = "must be 'auto', a positive integer or a non-empty list of them, but got {v!r}"
 
 SERVING_STUDY: tuple[Field, ...] = _HEADER + (
     Field("serving", kind="table", doc="what is served", fields=(
@@ -235,7 +242,9 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
         _i("max_batch", "largest batch tried", hi=SERVING_MAX_BATCH),
         _s("batching", "continuous: requests in flight per replica under the engine profile; "
            "static: one batch prefilled then decoded", default="continuous",
-           choices=SERVING_BATCHING))),
+           choices=SERVING_BATCHING),
+        *(Field(k, kind="integers", lo=1, hi=INT_LIMITS["gpus"], words=("auto",), doc=doc,
+                rule=SERVING_AXIS_RULE) for k, doc in SERVING_AXES.items()))),
     Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
         _s("name", "catalog name", required=True),
         _s("engine", "engine profile (dse.infer.engines; default trtllm on NVIDIA, vllm on AMD)"),
