@@ -1,8 +1,10 @@
 """dse.trace.host_eval: the trace's durations program run on the host equals XLA.
 
 The reference is XLA itself: op by op (``eval_jaxpr`` under ``jax.disable_jit``, every
-primitive its own compiled program) bit for bit; and on these design points also
-``jax.jit`` of the whole program (what the trace used before), bit for bit.
+primitive its own compiled program) bit for bit; and ``jax.jit`` of the whole program (what
+the trace used before) to float32 rounding: XLA may fuse and reassociate a whole program,
+so the last bit of a leaf can differ (seen on the CP + VPP point after the MoE/accumulation
+graph changes), which is why the trace runs op by op, not jitted.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def test_costs_on_the_host_equal_xla_bit_for_bit(case):
     jitted = jax.tree_util.tree_leaves(jax.device_get(jax.jit(G._costs)(*args)))
     assert len(host) == len(eager) == len(jitted) > 40
     bad_eager = [i for i, (a, b) in enumerate(zip(host, eager)) if not _same(a, b)]
-    bad_jit = [i for i, (a, b) in enumerate(zip(host, jitted)) if not _same(a, b)]
+    bad_jit = [i for i, (a, b) in enumerate(zip(host, jitted))
+               if np.asarray(a).dtype != np.asarray(b).dtype
+               or not np.allclose(a, b, rtol=4e-7, atol=0.0, equal_nan=True)]
     assert bad_eager == [] and bad_jit == []
 
 
