@@ -278,6 +278,27 @@ def interleaved_exposed_s(comm_s, window_s, pp, vpp):
                                    comm_s - (1.0 + (vpp - 1.0) * pp) / vpp * window_s), 0.0)
 
 
+def interleaved_overlap_cost_s(comm_s, window_s, f, pp, vpp):
+    """Critical-path cost of a gradient reduction (parameter gather) issued chunk by chunk
+    under the interleaved schedule (:func:`interleaved_exposed_s`), with the SM sharing
+    of :func:`overlapped_cost_s`.  The chunks' collectives run beside the kernels of
+    ``W' = (1 + (vpp-1) pp) / vpp * W`` still to run after the first is issued, and each
+    chunk is issued only when its (slowed) backward is done, so the slowdown the earlier
+    chunks' collectives caused delays the last chunk's collective:
+
+      ``max(C - W',  (C - W)/vpp + f min(C (vpp-1)/vpp, (W' - W/vpp)/(1 - f)),
+           f min(C, W' / (1 - f)))``
+
+    (the collectives' link time once they run back to back; the last chunk's own excess
+    after its delayed issue; the slowed kernels), which is :func:`overlapped_cost_s` for
+    ``vpp = 1``."""
+    w_eff = (1.0 + (vpp - 1.0) * pp) / vpp * window_s
+    before = f * jnp.minimum(comm_s * (vpp - 1.0) / vpp, (w_eff - window_s / vpp) / (1.0 - f))
+    last = (comm_s - window_s) / vpp + before
+    return jnp.maximum(jnp.maximum(comm_s - w_eff, last),
+                       f * jnp.minimum(comm_s, w_eff / (1.0 - f)))
+
+
 # Transformer Engine userbuffers (``--tp-comm-overlap``), default methods per GEMM
 # (transformer_engine/pytorch/module/base.py ``initialize_ub``): the forward all-gathers
 # (QKV, FC1) and the backward ones feeding the row-parallel dgrads run "ring_exchange"

@@ -19,8 +19,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
 
 Overlap assumptions: each overlapped collective costs the larger of its exposed part
 ``max(0, comm - window)`` and the slowdown of the kernels beside it on the SMs NCCL
-occupies (:func:`dse.cost.collectives.overlapped_cost_s`); the breakdown's DP and CP
-columns carry it:
+occupies (:func:`dse.cost.collectives.overlapped_cost_s`; chunk by chunk under
+interleaving, ``interleaved_overlap_cost_s``); the breakdown's DP and CP columns carry it:
   CP ring exchange vs the attention compute of the layer (Liu et al. 2023) plus any
   host-bound stall of the pass (dse.train.layer);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import comm_sm_fraction, interleaved_exposed_s, overlapped_cost_s
+from dse.cost.collectives import comm_sm_fraction, interleaved_overlap_cost_s, overlapped_cost_s
 from dse.graph.ops import flops as flops_of
 from dse.graph.ops import time_s
 from dse.graph.train import step_graph
@@ -157,8 +157,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
     # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
-    ovi = lambda comm, window: overlapped_cost_s(comm, window, window, f_sm,
-                                                 interleaved_exposed_s(comm, window, lay.pp, lay.vpp))
+    ovi = lambda comm, window: interleaved_overlap_cost_s(comm, window, f_sm, lay.pp, lay.vpp)
     dp_z0 = ovi(ar, bwd_window)
     dp_z1 = ovi(rs, bwd_window) + ovi(ag, fwd_window)
     # ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every micro-batch's
