@@ -8,7 +8,7 @@ unit's message size, flat-ring latency across nodes: :mod:`dse.cost.collectives`
 ``g0``, ``r0`` those of the root unit (embedding, LM head), ``cf``, ``cb`` one unit's
 forward and backward (+ recompute, + exposed CP) compute, ``of``, ``ob`` the exposed TP /
 EP collectives the compute stream runs beside them, ``ov`` the SM-sharing overlap below
-(:func:`unit_overlap_s`), and at least one unit
+(:func:`dse.cost.collectives.overlapped_cost_s`), and at least one unit
 prefetched (``depth >= 1``; FSDP1's rate limiter, FSDP2's implicit prefetch, Megatron-FSDP's
 double buffer, DeepSpeed's prefetch bucket), what stays on the critical path is
 
@@ -32,8 +32,8 @@ parameters for the whole step and reduces once (``reshard_after_forward=False``)
 
 SM interference, per unit (the mechanism :mod:`dse.sim.engine` replays): a collective
 holds its NCCL thread blocks, ``f = min(NCCL_OVERLAP_SMS / num_sms, 1/2)`` of the SMs
-(:mod:`dse.cost.collectives`), for as long as it transfers, so the compute kernels beside
-it run at ``1 - f``; the collective itself runs at link speed (its blocks stay resident).
+(:func:`dse.cost.collectives.comm_sm_fraction`), for as long as it transfers, so the
+compute kernels beside it run at ``1 - f``; the collective itself runs at link speed (its blocks stay resident).
 The frameworks issue the unit collectives on their own streams, beside everything the
 compute stream runs -- kernels and the compute stream's own (TP, EP) collectives
 (PyTorch FSDP1 ``_unshard_stream`` / ``_post_backward_stream``,
@@ -45,7 +45,7 @@ compute stream runs -- kernels and the compute stream's own (TP, EP) collectives
 of ``c`` seconds issued at the start of a pass whose compute stream runs ``w`` seconds,
 ``k`` of them kernels (first) and the rest its own collectives, ends the pass at ``max(c, w + f min(c, k / (1 - f)))``: its cost beyond the pass is
 
-  ``max(c - w, f min(c, k / (1 - f)))``       (:func:`unit_overlap_s`)
+  ``max(c - w, f min(c, k / (1 - f)))``   (:func:`dse.cost.collectives.overlapped_cost_s`)
 
 -- the slowed kernels show only when they outlast the collective, so a gather-bound
 chain costs exactly its gathers plus what has nothing beside it (not ``c - w + f w``:
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import NCCL_OVERLAP_SMS
+from dse.cost.collectives import comm_sm_fraction, overlapped_cost_s
 from dse.graph.ops import time_s
 from dse.spec.frameworks import profile
 
@@ -80,20 +80,6 @@ def zero3_counts(n_units, m, *, regather, sync_every, root_regather):
     return n_units, n_rs * n_units, 1.0, n_rs
 
 
-def comm_sm_fraction(num_sms):
-    """``f``: the share of the SMs one collective's NCCL thread blocks hold, at most 1/2
-    (:data:`dse.cost.collectives.NCCL_OVERLAP_SMS` blocks of ``num_sms``)."""
-    return jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
-
-
-def unit_overlap_s(c, window_s, kernels_s, f):
-    """Critical-path cost of a collective of ``c`` seconds issued at the start of a
-    compute-stream window of ``window_s`` seconds, ``kernels_s`` of them compute kernels
-    (the rest the stream's own collectives), with ``f`` the SM share the collective holds
-    (module docstring): ``max(c - window, f min(c, kernels / (1 - f)))``."""
-    return jnp.maximum(c - window_s, f * jnp.minimum(c, kernels_s / (1.0 - f)))
-
-
 def zero3_exposed_s(g, r, g0, r0, cf, cb, head_bwd, n_units, m, depth, *, regather, sync_every,
                     root_regather, num_sms, of=0.0, ob=0.0):
     """``(critical-path seconds, raw seconds)`` per step of the ZeRO-3 collectives (module
@@ -105,13 +91,13 @@ def zero3_exposed_s(g, r, g0, r0, cf, cb, head_bwd, n_units, m, depth, *, regath
     f = comm_sm_fraction(num_sms)
     on = 1.0 if depth >= 1 else 0.0
     cf, cb, head_bwd, of, ob = on * cf, on * cb, on * head_bwd, on * of, on * ob
-    fwd = g0 + g + (n_units - 1.0) * unit_overlap_s(g, cf + of, cf, f)
-    g_first = g0 if root_regather else unit_overlap_s(g, head_bwd, head_bwd, f)
+    fwd = g0 + g + (n_units - 1.0) * overlapped_cost_s(g, cf + of, cf, f)
+    g_first = g0 if root_regather else overlapped_cost_s(g, head_bwd, head_bwd, f)
 
     def bwd(gather, rs):
         c = (g if gather else 0.0) + (r if rs else 0.0)
         first = g_first if gather else 0.0
-        return (first + (n_units - 1.0) * unit_overlap_s(c, cb + ob, cb, f)
+        return (first + (n_units - 1.0) * overlapped_cost_s(c, cb + ob, cb, f)
                 + ((r + r0) if rs else 0.0))
 
     n_rs = m if sync_every else 1.0

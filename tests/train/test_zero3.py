@@ -10,7 +10,8 @@ from dse.spec.frameworks import PROFILES, profile
 from dse.spec.layout import FRAMEWORK, Layout, Workload, framework_code
 from dse.train.step import step_and_schedule, train_step
 from dse.cost.rates import rates
-from dse.train.zero3 import comm_sm_fraction, unit_overlap_s, zero3_exposed_s
+from dse.cost.collectives import comm_sm_fraction, overlapped_cost_s
+from dse.train.zero3 import zero3_exposed_s
 from tests.helpers import a100, h100, llama70b
 
 MODEL = llama70b()
@@ -102,12 +103,12 @@ def _replay_s(c, kernels, other, f):
 
 @settings(max_examples=200, deadline=None)
 @given(c=pos, k=pos, o=st.floats(0.0, 0.5), sms=st.sampled_from([24.0, 108.0, 132.0]))
-def test_unit_overlap_is_the_replayed_mechanism(c, k, o, sms):
-    """``unit_overlap_s`` is the closed form of the SM-sharing mechanism the simulator
+def test_overlap_cost_is_the_replayed_mechanism(c, k, o, sms):
+    """``overlapped_cost_s`` is the closed form of the SM-sharing mechanism the simulator
     replays (dse.sim.engine): compute at ``1 - f`` while the collective transfers, the
     collective at link speed, the stream's own collectives not slowed."""
     f = float(comm_sm_fraction(sms))
-    closed = float(unit_overlap_s(c, k + o, k, f))
+    closed = float(overlapped_cost_s(c, k + o, k, f))
     assert closed == pytest.approx(_replay_s(c, k, o, f), rel=1e-5, abs=1e-9)
 
 
