@@ -117,8 +117,9 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     cp_fwd = op[("cp kv exchange", "fwd")]
     mem = memory_per_gpu(model, wl, lay, r.act_bytes, hw.hbm_bytes)
     P = mem.params_per_gpu
+    L_st = layers_per_stage(model, lay)
     dp_steps = {kind: {dim: (o.size_bytes, time_s(o, hw, r)) for dim, o in
-                       dp_bucket_ops(lay, P, layers_per_stage(model, lay), kind)}
+                       dp_bucket_ops(lay, P, L_st, kind)}
                 for kind in DP_KINDS}
     z3 = {name: _z3_steps(o, lay, hw, r) for name, o in zip(Z3_OPS, g.zero3[:4])}
     z3["copy_out"] = time_s(g.zero3[4], hw, r)
@@ -133,7 +134,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
         optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
         accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
-        dp=dp_steps, z3=z3, step_time_s=res.step_time_s)
+        dp=dp_steps, z3=z3, step_time_s=res.step_time_s, layers_per_stage=L_st)
 
 
 def _z3_steps(op, lay: Layout, hw: Hardware, r) -> dict:
@@ -217,7 +218,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for name, steps in z3_raw.items()}
     c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
-    L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
+    L_st = _int(c["layers_per_stage"])   # the heaviest rank's layers, on every rank
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
