@@ -19,11 +19,16 @@ float-to-int truncation, bool-to-int (exact), and the data-movement primitives
 itself, eagerly: ``primitive.bind`` on concrete arrays, one operation-sized program per
 primitive and signature (NumPy's ``log`` differs from XLA's in the last bit for ~4 % of
 float32 inputs); an elementwise one on an array runs element by element through the
-scalar program, one compile per primitive (XLA's compiles take ~40 ms each).  The result is therefore bit for bit XLA's op-by-op evaluation of the
-program.  ``jax.jit`` of the whole program can differ from that in the last bit where
-XLA fuses a transcendental function into a vector loop or rewrites an expression; for the
-trace's program it does not on the design points of ``tests/trace/test_host_eval.py``,
-which checks both, and the README trace is byte-identical to the jitted one.
+scalar program, one compile per primitive (XLA's compiles take ~40 ms each).  On a
+scalar program the result is therefore bit for bit XLA's op-by-op evaluation.  On
+vectors it is the IEEE value of every element, that is what XLA gives on the per-op
+program: the trace's program costs ops of one kind in one vector call
+(:func:`dse.graph.ops.map_ops`), and XLA rewrites a vector divided by a broadcast scalar
+as a multiply by the reciprocal, which NumPy does not.  ``jax.jit`` of the whole
+program can differ in the last bit where XLA fuses a transcendental function into a
+vector loop or rewrites an expression; ``tests/trace/test_host_eval.py`` checks both
+(op by op bit for bit, jit to the last bit), and the README trace is byte-identical to
+the one of the per-op program.
 
 Units: whatever the program computes.
 """

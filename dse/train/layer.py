@@ -40,7 +40,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.collectives import tp_overlap_cost_s
-from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, time_s
+from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, time_s, times_s
 from dse.graph.train import layer_ops
 from dse.spec.frameworks import PROFILES
 from dse.spec.hardware import Hardware
@@ -82,7 +82,7 @@ def is_compute(op) -> bool:
 
 def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> LayerCost:
     """The :class:`LayerCost` of one layer's operator list (module docstring)."""
-    times = [time_s(op, hw, r) for op in ops]
+    times = times_s(ops, hw, r)
     pick = lambda cond: _sum(t for op, t in zip(ops, times) if cond(op))
     fwd = pick(lambda op: is_compute(op) and op.phase == "fwd")
     bwd = pick(lambda op: is_compute(op) and op.phase == "bwd")
