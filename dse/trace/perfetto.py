@@ -60,18 +60,18 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
     for i, ev in enumerate(timeline):
         if type(ev) is not TimelineEvent:
             ev = TimelineEvent(*ev)
-        ok = (math.isfinite(ev.start_s) and math.isfinite(ev.dur_s)
-              and ev.start_s >= 0 and ev.dur_s >= 0)
-        require(ok, str(path), f"event {i} ({ev.name!r})", "`0 <= start_s` and `0 <= dur_s` "
-                f"must hold, but got (start_s={ev.start_s!r}, dur_s={ev.dur_s!r})")
-        ts = ev.start_s * 1e6
-        x = (f'{{"ph": "X", "pid": {_json(ev.rank)}, "tid": {_json(ev.stream)}, "ts": {_json(ts)}, '
-             f'"dur": {_json(ev.dur_s * 1e6)}, "name": {_json(ev.name)}, "cat": {_json(ev.category)}'
-             + (f', "args": {_json(ev.args)}}}' if ev.args else "}"))
-        events.append((ev.rank, ev.stream, ts, x))
+        if not (math.isfinite(ev.start_s) and math.isfinite(ev.dur_s)
+                and ev.start_s >= 0 and ev.dur_s >= 0):
+            require(False, str(path), f"event {i} ({ev.name!r})", "`0 <= start_s` and `0 <= dur_s` "
+                    f"must hold, but got (start_s={ev.start_s!r}, dur_s={ev.dur_s!r})")
+        x = {"ph": "X", "pid": ev.rank, "tid": ev.stream, "ts": ev.start_s * 1e6,
+             "dur": ev.dur_s * 1e6, "name": ev.name, "cat": ev.category}
+        if ev.args:
+            x["args"] = ev.args
+        events.append(x)
         seen_pids.add(ev.rank)
         seen_tids.add((ev.rank, ev.stream))
-    events.sort(key=lambda e: e[:3])
+    events.sort(key=lambda e: (e["pid"], e["tid"], e["ts"]))
     labels = []
     for pid in sorted(seen_pids):
         name = (process_names or {}).get(pid, f"rank {pid}")
@@ -83,30 +83,12 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
         name = (thread_names or {}).get((pid, tid), stream_name(tid))
         labels.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
                        "args": {"name": name}})
-    items = [_json(x) for x in labels] + [e[3] for e in events]
-    text = ('{"traceEvents": [' + ", ".join(items) + '], "displayTimeUnit": "ms"'
-            + (f', "otherData": {_json(dict(meta))}' if meta else "") + "}")
+    doc = {"traceEvents": labels + events, "displayTimeUnit": "ms"}
+    if meta:
+        doc["otherData"] = dict(meta)
+    text = json.dumps(doc, ensure_ascii=False, check_circular=False)   # a tree: same text
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
-
-
-_encode_str = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
-
-
-def _json(v) -> str:
-    """``json.dumps(v, ensure_ascii=False)``, written directly for what events carry
-    (str, int, finite float, dicts of them: the encoder's own string escaping and
-    ``float.__repr__``); anything else through :func:`json.dumps`."""
-    t = type(v)
-    if t is str:
-        return _encode_str(v)
-    if t is int:
-        return int.__repr__(v)
-    if isinstance(v, float) and math.isfinite(v):
-        return float.__repr__(v)
-    if t is dict and all(type(k) is str for k in v):
-        return "{" + ", ".join(f"{_encode_str(k)}: {_json(x)}" for k, x in v.items()) + "}"
-    return json.dumps(v, ensure_ascii=False)
 
 
 def schedule_rank_trace(trace: RankTrace, where: str = "trace") -> dict[int, tuple[float, float]]:
