@@ -184,3 +184,21 @@ def test_writer_text_is_json_dumps_of_the_document(events, meta):
                                            meta=meta)
         got = Path(path).read_text(encoding="utf-8")
     assert got == _reference_document(events, process_names={1: "é \"x\""}, meta=meta)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dag_traces())
+def test_one_pass_schedule_equals_the_general_one_on_program_order(trace):
+    """Nodes in an order that runs (every dependency earlier: the generator's program
+    order) take the one-pass schedule, which equals Kahn's algorithm on them."""
+    ids = {n.id for n in trace.nodes}
+    placed, order, rest = set(), [], list(trace.nodes)
+    while rest:                                   # stable topological order of the DAG
+        k = next(i for i, n in enumerate(rest)
+                 if all(d in placed or d not in ids for d in n.data_deps + n.ctrl_deps))
+        placed.add(rest[k].id)
+        order.append(rest.pop(k))
+    ordered = RankTrace(rank=trace.rank, nodes=order)
+    fast = perfetto._schedule_in_order(ordered.nodes)
+    assert fast is not None
+    assert fast == perfetto._schedule_any_order(ordered, "t")
