@@ -11,8 +11,8 @@ NumPy values (~10 ms), nothing compiled.
 
 Exactness: the equations NumPy runs here are those whose result IEEE 754 defines to the
 bit -- ``add``, ``sub``, ``mul``, ``div`` and ``sqrt`` of floats (correctly rounded, in
-the equation's dtype), float ``rem`` (C ``fmod``, exact), ``max``, ``min``, ``floor``, ``ceil``, ``neg``, ``abs``,
-comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
+the equation's dtype), float ``rem`` (C ``fmod``, exact), ``max``, ``min``, ``floor``,
+``ceil``, ``neg``, ``abs``, comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
 float-to-int truncation, bool-to-int (exact), and the data-movement primitives
 (broadcast, reshape, squeeze, slice, stack, concatenate).  Every other equation
 (``log``, ``exp``, ``pow``, integer arithmetic, control flow ...) is executed by XLA
