@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -30,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dse.cli import main
+from tests.kill_mid_write import EARLIER, MARKER, kill_at_marker
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "calibrate"
@@ -550,7 +550,7 @@ def test_non_utf8_argv_and_line_breaks_in_a_real_process(tmp_path):
 def _killed_mid_write(tmp_path: Path, argv: list[str], target: Path) -> None:
     """Run ``dse *argv`` in a subprocess whose CSV writer stalls half-way through the
     output file; kill -9 it there; the previous ``target`` must be intact."""
-    target.write_text("the complete earlier result\n")
+    target.write_text(EARLIER)
     child = textwrap.dedent(f"""
         import sys, time
         import pandas as pd
@@ -561,26 +561,14 @@ def _killed_mid_write(tmp_path: Path, argv: list[str], target: Path) -> None:
             with open(path, "w") as f:
                 f.write("half of a new res")
                 f.flush()
-            print("writing", flush=True)
+            print({MARKER!r}, flush=True)
             time.sleep(120)
         pd.DataFrame.to_csv = stalled
         from dse.cli import main
         sys.exit(main({argv!r}))
     """)
-    p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    try:
-        for line in p.stdout:
-            if line.strip() == "writing":
-                break
-        else:
-            raise AssertionError(f"never reached the write: {p.stderr.read()[-2000:]}")
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert target.read_text() == "the complete earlier result\n"
+    kill_at_marker(child, cwd=tmp_path)
+    assert target.read_text() == EARLIER
 
 
 def test_predict_killed_mid_write_keeps_the_previous_output(tmp_path):

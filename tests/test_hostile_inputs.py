@@ -7,7 +7,6 @@ predicted; an interrupted write leaves the previous output intact."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import pandas as pd
 import pytest
 
 from dse.cli import main
+from tests.kill_mid_write import EARLIER, MARKER, kill_at_marker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -311,7 +311,7 @@ def test_failed_writer_leaves_previous_output_and_no_temp(tmp_path):
 def test_killed_write_leaves_previous_output(tmp_path):
     """kill -9 in the middle of a write: the complete previous file is still there."""
     target = tmp_path / "sweep.csv"
-    target.write_text("the complete earlier result\n")
+    target.write_text(EARLIER)
     child = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
@@ -320,20 +320,12 @@ def test_killed_write_leaves_previous_output(tmp_path):
             with open(tmp, "w") as f:
                 f.write("half of a new result")
                 f.flush()
-                print("writing", flush=True)
+                print({MARKER!r}, flush=True)
                 time.sleep(60)
         atomic_write({str(target)!r}, slow)
     """)
-    p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(REPO)))
-    try:
-        assert p.stdout.readline().strip() == "writing"
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert target.read_text() == "the complete earlier result\n"
+    kill_at_marker(child)
+    assert target.read_text() == EARLIER
 
 
 def test_failed_rerun_keeps_previous_sweep_output(cli, tmp_path):

@@ -221,22 +221,49 @@ def group_p2p_s(size_bytes, stride, hw):
     return p2p_s(size_bytes, bw, alpha)
 
 
-# NCCL runs one thread block (one SM) per channel; large collectives on A100/H100 use
-# 16 channels (NCCL docs, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS; nccl-tests).  While a
-# collective overlaps computation those SMs are taken from the compute kernels.
+# NCCL runs one CUDA thread block (one SM) per channel: "reducing the number of channels
+# also reduces the number of CUDA blocks used for communication" (NCCL user guide,
+# Environment Variables, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS); large collectives on
+# A100/H100 use 16 channels (nccl-tests).  While a collective overlaps computation those
+# SMs are taken from the compute kernels.
 NCCL_OVERLAP_SMS = 16.0
+# Modelling bound, not a measurement: on a GPU with fewer than 2 x 16 SMs the compute
+# beside a collective keeps at least half of them (dse.sim.engine caps the slowdown alike).
+MAX_COMM_SM_FRACTION = 0.5
 
 
-def overlapped_cost_s(comm_s, window_s, num_sms, exposed_s=None):
-    """Cost on the critical path of communication overlapped with a compute window:
-    ``exposed + hidden * f`` with ``exposed = max(comm - window, 0)`` (or the caller's
-    ``exposed_s``), ``hidden = comm - exposed`` and ``f = NCCL_OVERLAP_SMS / num_sms``:
-    while the collective runs, the compute it overlaps has ``1 - f`` of the SMs and so
-    finishes ``f x hidden`` later (Rashidi et al., ISCA'21 "ACE", measure such
-    interference)."""
-    f = jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
+def comm_sm_fraction(num_sms):
+    """``f = min(NCCL_OVERLAP_SMS / num_sms, 1/2)``: the share of the SMs one collective's
+    NCCL thread blocks hold while it transfers (one block per channel, above).  The one
+    definition, for the cost model (:func:`overlapped_cost_s`, :func:`tp_overlap_cost_s`,
+    :mod:`dse.train.zero3`) and the trace generator's ``meta["comm_sm_fraction"]``; a
+    Python float in, a Python float out (the trace writes its ``repr``)."""
+    f = NCCL_OVERLAP_SMS / num_sms
+    if isinstance(f, float):
+        return min(f, MAX_COMM_SM_FRACTION)
+    return jnp.minimum(f, MAX_COMM_SM_FRACTION)
+
+
+def overlapped_cost_s(comm_s, window_s, kernels_s, f, exposed_s=None):
+    """Critical-path cost of a collective of ``comm_s`` seconds issued on its own stream
+    at the start of a compute-stream window of ``window_s`` seconds, ``kernels_s`` of
+    them compute kernels (first) and the rest the compute stream's own collectives, with
+    ``f`` (:func:`comm_sm_fraction`) the SM share the collective holds while it transfers:
+
+      ``max(exposed, f min(comm, kernels / (1 - f)))``,  ``exposed = max(comm - window, 0)``
+
+    The kernels run at ``1 - f`` while the collective transfers, the collective at link
+    speed, so the pass ends at ``max(comm, window + f min(comm, kernels / (1 - f)))``: the
+    slowed kernels show only when they outlast the collective, and a collective slower
+    than its window costs exactly its exposed part (not ``exposed + f x hidden``: the
+    compute slowed under a slower collective is off the critical path).  The mechanism
+    :mod:`dse.sim.engine` replays (compute at ``1 - min(k f, 1/2)`` while ``k`` collectives
+    transfer); Rashidi et al., ISCA'21 "ACE", measure the interference.  ``exposed_s``:
+    the caller's exposed part where the collective is issued in pieces (chunk-wise under
+    the interleaved schedule, :func:`interleaved_exposed_s`; ZeRO-2's per-micro-batch
+    reduce-scatters); it reduces to the form above for ``max(comm - window, 0)``."""
     exposed = jnp.maximum(comm_s - window_s, 0.0) if exposed_s is None else exposed_s
-    return exposed + (comm_s - exposed) * f
+    return jnp.maximum(exposed, f * jnp.minimum(comm_s, kernels_s / (1.0 - f)))
 
 
 def interleaved_exposed_s(comm_s, window_s, pp, vpp):
@@ -249,6 +276,27 @@ def interleaved_exposed_s(comm_s, window_s, pp, vpp):
     ``max(0, (comm - W)/vpp, comm - (1 + (vpp-1)*pp)/vpp * W)``; ``comm - W`` for vpp=1."""
     return jnp.maximum(jnp.maximum((comm_s - window_s) / vpp,
                                    comm_s - (1.0 + (vpp - 1.0) * pp) / vpp * window_s), 0.0)
+
+
+def interleaved_overlap_cost_s(comm_s, window_s, f, pp, vpp):
+    """Critical-path cost of a gradient reduction (parameter gather) issued chunk by chunk
+    under the interleaved schedule (:func:`interleaved_exposed_s`), with the SM sharing
+    of :func:`overlapped_cost_s`.  The chunks' collectives run beside the kernels of
+    ``W' = (1 + (vpp-1) pp) / vpp * W`` still to run after the first is issued, and each
+    chunk is issued only when its (slowed) backward is done, so the slowdown the earlier
+    chunks' collectives caused delays the last chunk's collective:
+
+      ``max(C - W',  (C - W)/vpp + f min(C (vpp-1)/vpp, (W' - W/vpp)/(1 - f)),
+           f min(C, W' / (1 - f)))``
+
+    (the collectives' link time once they run back to back; the last chunk's own excess
+    after its delayed issue; the slowed kernels), which is :func:`overlapped_cost_s` for
+    ``vpp = 1``."""
+    w_eff = (1.0 + (vpp - 1.0) * pp) / vpp * window_s
+    before = f * jnp.minimum(comm_s * (vpp - 1.0) / vpp, (w_eff - window_s / vpp) / (1.0 - f))
+    last = (comm_s - window_s) / vpp + before
+    return jnp.maximum(jnp.maximum(comm_s - w_eff, last),
+                       f * jnp.minimum(comm_s, w_eff / (1.0 - f)))
 
 
 # Transformer Engine userbuffers (``--tp-comm-overlap``), default methods per GEMM
@@ -269,11 +317,10 @@ def tp_overlap_cost_s(tp_comm_s, gemm_window_s, tp, num_sms):
     -- a ring exchange cannot hide its first of ``tp`` steps (4 of them per layer), a
     pipelined reduce-scatter its last of ``splits`` chunks (2 per layer), bulk overlaps
     hide fully under their GEMM -- and the hidden remainder costs the SMs it occupies, as
-    :func:`overlapped_cost_s`, for the half of the traffic that runs on 16 SMs (the ring
-    exchanges use copy engines).  Wang et al., ASPLOS'23 ("Overlap communication with
+    ``exposed + f x hidden``, for the half of the traffic that runs on 16 SMs (the ring
+    exchanges use copy engines; ``f``: :func:`comm_sm_fraction`).  Wang et al., ASPLOS'23 ("Overlap communication with
     dependent computation via decomposition") for the decomposition."""
     c = tp_comm_s / 8.0
     exposed = jnp.maximum(tp_comm_s - gemm_window_s, 0.0) + 4.0 * c / tp + 2.0 * c / TP_OVERLAP_SPLITS
     exposed = jnp.minimum(exposed, tp_comm_s)
-    f = jnp.minimum(NCCL_OVERLAP_SMS / num_sms, 0.5)
-    return exposed + 0.5 * (tp_comm_s - exposed) * f
+    return exposed + 0.5 * (tp_comm_s - exposed) * comm_sm_fraction(num_sms)

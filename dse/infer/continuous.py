@@ -30,7 +30,9 @@ flight (closed loop: a finished request is replaced at once):
   the others (vLLM 0.6, SGLang 0.3) run a separate prefill pass in a share
   ``min(q, 1)`` of the iterations, ``t = t_decode(B) + min(q, 1) t_prefill(max(q, 1))``.
   Decode-only passes up to the engine's captured batch launch as CUDA graphs
-  (``GRAPH_LAUNCH_S`` per kernel), everything else at the hardware's launch cost.
+  (``GRAPH_LAUNCH_S`` per kernel), everything else at the hardware's launch cost, and
+  an eager pass takes at least the engine's host issue time, ``eager_op_s`` per kernel
+  (:func:`dse.infer.forward.host_bound_s`).
   TPOT = t.
 * **Time to first token** (:func:`first_token_s`): the wait for a KV slot (closed loop,
   Little's law: ``N`` requests cycle through ``B`` slots each held for ``e2e_run``, so a
@@ -58,7 +60,7 @@ import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
-from dse.infer.forward import stage_time
+from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
@@ -165,9 +167,14 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
                    rep.ep, rep.dp).total_s
+    prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
-        t = t + jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp) * time_s(fa, hw, r), 0.0)
+        prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
+        t = t + prompt_layers * time_s(fa, hw, r)
+    kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
+                            r.act_bytes, rep.ep, rep.dp, prompt_layers)
+    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_op_s))
     return t * rep.pp + (eng.host_s(b) if overhead else 0.0)
 
 
@@ -181,6 +188,9 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
                    rep.dp).total_s
+    kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
+                            rep.ep, rep.dp)
+    t = host_bound_s(t, kernels, eng.eager_op_s)
     return t * (micro + rep.pp - 1.0) + (eng.overhead_per_iter_s if overhead else 0.0)
 
 

@@ -95,7 +95,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, time_s
+from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, host_kernels, time_s
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -316,6 +316,32 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
     per_layer = op_times(g.layer[:2] + g.layer[4:], hw, r).plus(op_times(experts, hw, r_exp))
     return (per_layer.scale(layers).plus(op_times(g.head, hw, r))
             .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))
+
+
+def stage_kernels(model: Model, tokens, sequences, attention, tp, pp, precision, act_bytes,
+                  ep=1.0, dp=1.0, prompt_layers=0.0):
+    """Kernels one stage pass launches from the host: ``ceil(L/pp)`` layers of the
+    operator graph (:func:`forward_ops`, each operator ``calls x``
+    :func:`dse.graph.ops.host_kernels`), the LM head, the embedding (pp = 1) and the
+    hand-off, plus ``prompt_layers`` prompt-attention calls (separate FlashAttention
+    kernels of a mixed iteration).  Operators switched off (``calls`` 0) launch nothing; a
+    linear is one kernel per call, an MoE layer's experts too (vLLM / SGLang ``fused_moe``
+    runs every local expert in one Triton launch, ``invoke_fused_moe_kernel``)."""
+    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, act_bytes, ep, dp)
+    count = lambda ops: sum(op.calls * (1.0 if isinstance(op, Gemm) else host_kernels(op))
+                            for op in ops)
+    single = jnp.where(pp > 1, 0.0, 1.0)
+    return (jnp.ceil(model.num_layers / pp) * count(g.layer) + count(g.head)
+            + single * count(g.embedding) + count(g.hand_off) + prompt_layers)
+
+
+def host_bound_s(gpu_s, kernels, host_op_s):
+    """A pass the CPU issues kernel by kernel (PyTorch eager, no CUDA graph): the CPU runs
+    ahead of the GPU asynchronously, so the slower of the two sets the pace,
+    ``max(gpu_s, host_op_s x kernels)`` -- the host-bound floor of
+    :mod:`dse.train.layer`, here per serving pass (the engine's ``eager_op_s``,
+    :mod:`dse.infer.engines`; 0 for C++ runtimes and graph replays)."""
+    return jnp.maximum(gpu_s, host_op_s * kernels)
 
 
 def micro_batches(batch, pp):

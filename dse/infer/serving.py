@@ -13,7 +13,8 @@ prompt tokens (``p / S`` prompts of S tokens), plus the engine's host time
     t_iter = pp * t_stage((b + p) / m) + overhead + b seq_overhead,   m = min(b, pp) micro-batches
 
 Kernel gaps use the engine's launch cost (CUDA graphs for decode-only iterations up to
-its captured batch).  Overlap: none inside a pass (ops on one stream: sum); host time is
+its captured batch); a pass that is not a graph replay takes at least the engine's host
+issue time, ``eager_op_s`` per kernel (:func:`dse.infer.forward.host_bound_s`).  Overlap: none inside a pass (ops on one stream: sum); host time is
 serial with the GPU (it is the part engines do not overlap).
 
 **KV capacity** (:func:`kv_slots`): pool = engine fraction of HBM (TensorRT-LLM: of the
@@ -92,7 +93,7 @@ import jax
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
-from dse.infer.forward import stage_time
+from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
 from dse.infer.prefill import prefill_attention
@@ -144,7 +145,7 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
-            prompt_layers, tp, pp, ep, dp):
+            prompt_layers, tp, pp, ep, dp, host_op_s=0.0):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
     FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
@@ -152,7 +153,10 @@ def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention,
     costs a dispatch per pass instead of a few hundred eager JAX ops."""
     r = rates(hw, precision)
     t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
-    return t + prompt_layers * time_s(prompt_att, hw, r)
+    t = t + prompt_layers * time_s(prompt_att, hw, r)
+    kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
+                            r.act_bytes, ep, dp, prompt_layers)
+    return host_bound_s(t, kernels, host_op_s)
 
 
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
@@ -176,7 +180,7 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
-                      dep.ep, dep.dp)) * dep.pp
+                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s)) * dep.pp
     return t + (dep.engine.host_s(b) if overhead else 0.0)
 
 
@@ -189,7 +193,7 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp))
+                      dep.ep, dep.dp, dep.engine.eager_op_s))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 

@@ -74,7 +74,7 @@ def report(res: CodesignResults) -> str:
     if per_tok and res.tco:
         t = res.tco
         lines[-1] += (" Energy per million tokens: board power from the trial's clock and HBM bandwidth "
-                      "(`dse/studies/codesign_power.py`: HBM at 3.9 pJ/bit, the rest as clock cubed), averaged over "
+                      "(`dse/cost/energy.py`: HBM at 3.9 pJ/bit, the rest as clock cubed), averaged over "
                       "the step by `dse/cost/energy.py` (idle + utilization), times PUE "
                       f"{t['pue']:g}. Cost per million tokens: GPU-hours x (the proxy x {t['usd_per_cost_unit']:g} "
                       f"USD per unit over {t['amortization_years']:g} years) + energy x {t['usd_per_kwh']:g} USD/kWh. "

@@ -18,14 +18,15 @@ import pandas as pd
 from dse.report.atomic import save_fig, write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
 from dse.report.markdown import md_table
-from dse.report.serving_results import ServingResults
+from dse.report.serving_results import TP_PP, ServingResults
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES
 
 #: one colour per hardware entry, in study-file order (matplotlib's tab10)
 #: one marker per SLA, in study-file order (its best point per GPU)
 MARKERS = ("*", "P", "X", "D", "s", "^")
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-PARETO_COLS = ["model_id", "hardware", "layout", "precision", "tp", "pp", "replicas", "gpus_per_replica",
+PARETO_COLS = ["model_id", "hardware", "layout", "precision", "tp", "pp", "ep", "attn_dp", "replicas",
+               "gpus_per_replica",
                "batch", "tok_s_per_gpu", "tok_s_per_user", "tok_s_system", "ttft_ms", "tpot_ms", "e2e_s",
                "mem_gib", "hbm_gib"]
 
@@ -40,6 +41,8 @@ def write(res: ServingResults) -> Path:
     out = res.head.out
     write_parquet(res.points, out / "sweep.parquet", index=False)
     write_csv(res.pareto[PARETO_COLS], out / "pareto.csv", index=False)
+    if res.pareto_tp_pp is not None and len(res.pareto_tp_pp):
+        write_csv(res.pareto_tp_pp[PARETO_COLS], out / "pareto_tp_pp.csv", index=False)
     write_csv(res.best, out / "best_per_sla.csv", index=False)
     files = [plot(res, mid, out / f"pareto_{slug(mid)}.png") for mid in res.study.model_ids]
     write_text(out / "report.md", report(res, files))
@@ -113,8 +116,8 @@ def _batching_lines(res: ServingResults) -> list[str]:
     return [
         "- Serving screen: `dse infer --batching continuous` (`dse.infer.sweep.sweep_inference`, the "
         "closed-loop `concurrency` scenario of `dse/infer/serving.py` vectorized in "
-        "`dse/infer/continuous.py`), over every (TP, PP, concurrency) of one replica; a layout is "
-        f"`replicas` replicas of `TP x PP` GPUs with 1–{st.max_batch} requests in flight on each "
+        "`dse/infer/continuous.py`), over every (TP, attention DP, EP, PP, concurrency) of one replica; a "
+        f"layout is `replicas` replicas of `TP x DP x PP` GPUs with 1–{st.max_batch} requests in flight on each "
         "(a finished request is replaced at once). **Continuous (in-flight) batching**: the engine admits "
         "B = min(in flight, its tuned KV-slot limit) requests; every iteration decodes them at the mean "
         f"context {S} + {O}/2 tokens and, as each request finishes after {O} iterations, takes in B/{O} new "
@@ -144,6 +147,8 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
     st = res.study
     pts = res.points[(res.points["model_id"] == mid) & res.points["feasible"]]
     front = res.pareto[res.pareto["model_id"] == mid]
+    tp_pp = (res.pareto_tp_pp[res.pareto_tp_pp["model_id"] == mid] if res.pareto_tp_pp is not None
+             else front.iloc[:0])
     best = res.best[(res.best["model_id"] == mid) & (res.best["scope"] == "any") & (res.best["status"] == "ok")]
     fig, ax = plt.subplots(figsize=(13, 8.5))
     for i, (hw, ps) in enumerate(zip(st.hardware, st.precisions)):
@@ -151,11 +156,15 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
         p = pts[pts["hardware"] == hw.name]
         ax.scatter(p["tok_s_per_user"], p["tok_s_per_gpu"], s=7, color=c, alpha=0.18, linewidths=0)
         f = front[front["hardware"] == hw.name]
+        what = f"Pareto front, {len(f)} layouts" if len(f) else "no feasible layout"
         ax.plot(f["tok_s_per_user"], f["tok_s_per_gpu"], "-o", color=c, ms=3.5, lw=1.4,
-                label=f"{hw.name} ({'/'.join(ps)}): Pareto front, {len(f)} layouts")
+                label=f"{hw.name} ({'/'.join(ps)}): {what}")
         for k, (_, r) in enumerate(f.iterrows()):
             ax.annotate(r["layout"], (r["tok_s_per_user"], r["tok_s_per_gpu"]), fontsize=5.5, color=c,
                         xytext=(4, -7 if k % 2 else 3), textcoords="offset points")
+        t = tp_pp[tp_pp["hardware"] == hw.name]
+        if len(t):
+            ax.plot(t["tok_s_per_user"], t["tok_s_per_gpu"], "--", color=c, lw=1.0, alpha=0.8)
         for j, sla in enumerate(st.slas):
             b = best[(best["hardware"] == hw.name) & (best["sla"] == sla.name)]
             ax.scatter(b["tok_s_per_user"], b["tok_s_per_gpu"], marker=MARKERS[j % len(MARKERS)], s=150,
@@ -163,6 +172,8 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
     for j, sla in enumerate(st.slas):
         ax.scatter([], [], marker=MARKERS[j % len(MARKERS)], s=150, color="white", edgecolors="black",
                    label=f"best layout for {sla.name} ({sla.text()})")
+    if len(tp_pp):
+        ax.plot([], [], "--", color="black", lw=1.0, label="dashed: the front of TP/PP-only layouts (EP = DP = 1)")
     for sla in st.slas:
         x = 1000.0 / sla.tpot_ms
         ax.axvline(x, color="grey", ls="--", lw=0.8)
@@ -175,8 +186,10 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
     n = "c requests in flight" if st.batching == "continuous" else "b batch"
     eng = (", engines: " + ", ".join(f"{h.name} {e}" for h, e in zip(st.hardware, st.engines))
            if st.batching == "continuous" else "")
-    ax.set_title(f"{_fixed(res, mid)}{eng}\nPareto front per GPU type over TP × PP × replicas × batch × precision "
-                 f"(labels: TP, PP, x replicas, {n} per replica, precision; faint: every point that fits)\n"
+    axes = "TP × attention DP × EP × PP" if len(tp_pp) else "TP × PP"
+    ax.set_title(f"{_fixed(res, mid)}{eng}\nPareto front per GPU type over {axes} × replicas × batch × precision "
+                 f"(labels: TP{'·DP·EP' if len(tp_pp) else ''}, PP, x replicas, {n} per replica, precision; "
+                 "faint: every point that fits)\n"
                  "large markers: best layout per SLA, which may lie inside the front (the front ignores TTFT)",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
@@ -236,12 +249,103 @@ def sla_sentences(res: ServingResults, mid: str) -> list[str]:
         if len(ok):
             w = ok.iloc[0]
             s += f" The winner sits at {_bound(w)}; at its layout {w['next_batch']}."
-        for scope in [x for x in g["scope"].unique() if x != "any"]:
+        for scope in [x for x in g["scope"].unique() if x not in ("any", TP_PP)]:
             c = g[g["scope"] == scope]
             same = c.set_index("hardware")["layout"].equals(any_.set_index("hardware")["layout"])
             if not same:
                 s += f" At {scope} on every GPU: " + _ratios(c)
         L.append(s)
+    return L
+
+
+def _degrees(v) -> str:
+    return ", ".join(str(int(x)) for x in sorted(set(v)))
+
+
+def moe_lines(res: ServingResults) -> list[str]:
+    """The "How the numbers are made" bullet on the MoE models: which EP / attention-DP
+    degrees the search took (from the points) and what they change per GPU
+    (:mod:`dse.infer.expert_parallel`)."""
+    st = res.study
+    moe = [(mid, m) for mid, m in zip(st.model_ids, st.models) if m.num_experts > 1]
+    if not moe:
+        return []
+    wide = [(mid, m) for mid, m in moe if st.searches_ep(m)]
+    narrow = [mid for mid, m in moe if not st.searches_ep(m)]
+    L = []
+    if wide:
+        pts = res.points
+        per = []
+        for mid, m in wide:
+            p = pts[pts["model_id"] == mid]
+            per.append(f"{mid}: {m.num_experts} experts, EP {_degrees(p['ep'])}, attention DP "
+                       f"{_degrees(p['attn_dp'])}, {p.drop_duplicates(['tp', 'pp', 'ep', 'attn_dp', 'replicas']).shape[0]} "
+                       "layouts")
+        L.append("- MoE layouts (`dse/infer/expert_parallel.py`; " + "; ".join(per) + "): a replica is TP x DP x PP "
+                 "GPUs. **EP**: the experts of a stage are split over EP of its TP x DP GPUs (E / EP experts per "
+                 "GPU), each expert's FFN over the other TP x DP / EP. **Attention DP** (`DP` in the labels): each "
+                 "of the DP ranks runs attention, TP-split, on its own share of the requests in flight and holds "
+                 "their KV cache (MLA's latent KV is not copied onto every TP rank); the MoE layers then run on all "
+                 "TP x DP GPUs with EP = TP x DP and a token dispatch and combine (all-to-all) per MoE layer, as "
+                 "SGLang `--enable-dp-attention` and TensorRT-LLM `enable_attention_dp` deploy DeepSeek-V3/R1. "
+                 "Without DP, EP divides TP (hybrid EP x TP, no all-to-all).")
+    if narrow:
+        L.append(f"- MoE ({', '.join(narrow)}): searched without EP or attention DP (`serving.ep` / "
+                 "`serving.attn_dp` = 1): the experts are split over the replica's TP GPUs.")
+    return L
+
+
+#: a gain below this share is reported as a tie (the hybrid EP x TP layouts differ from TP
+#: alone only in their expert GEMM shapes)
+TIE = 0.005
+
+
+def _has_ep(r) -> bool:
+    return int(r["ep"]) > 1 or int(r["attn_dp"]) > 1
+
+
+def ep_sentences(res: ServingResults, mid: str) -> list[str]:
+    """One bullet per SLA for an MoE model searched with EP / attention DP: per GPU, the
+    best layout (scope ``any``) against the best TP/PP-only one (scope ``tp_pp``), every
+    figure from ``res.best``; [] for other models."""
+    b = res.best[res.best["model_id"] == mid]
+    if TP_PP not in set(b["scope"]):
+        return []
+    L = []
+    for sla in res.study.slas:
+        g = b[b["sla"] == sla.name]
+        any_ = g[g["scope"] == "any"].set_index("hardware")
+        tp = g[g["scope"] == TP_PP].set_index("hardware")
+        wins, ties, only, keeps, none = [], [], [], [], []
+        for hw in any_.index:
+            a, t = any_.loc[hw], tp.loc[hw]
+            if a["status"] != "ok":
+                none.append(hw)
+            elif not _has_ep(a):
+                keeps.append(f"{hw} ({a['layout']})")
+            elif t["status"] != "ok":
+                only.append(f"{hw} ({a['layout']}, {a['tok_s_per_gpu']:,.0f} tok/s/GPU)")
+            else:
+                x = a["tok_s_per_gpu"] / t["tok_s_per_gpu"]
+                if x >= 1.0 + TIE:
+                    wins.append(f"{hw} {x:.2f}x ({a['layout']}, {a['tok_s_per_gpu']:,.0f} against "
+                                f"{t['tok_s_per_gpu']:,.0f} tok/s/GPU at {t['layout']})")
+                else:
+                    ties.append(f"{hw} ({a['layout']} against {t['layout']}, "
+                                f"{a['tok_s_per_gpu']:,.0f} tok/s/GPU)")
+        parts = []
+        if wins:
+            parts.append("EP / attention DP serves more on " + "; ".join(wins))
+        if ties:
+            parts.append(f"the best layout with EP is within {TIE:.1%} of the best TP/PP-only one on "
+                         + "; ".join(ties))
+        if only:
+            parts.append("only a layout with EP / attention DP meets it on " + "; ".join(only))
+        if keeps:
+            parts.append("a TP/PP-only layout stays best on " + "; ".join(keeps))
+        if none:
+            parts.append("nothing meets it on " + ", ".join(none))
+        L.append(f"- **{sla.name}** ({sla.text()}): " + "; ".join(parts) + ".")
     return L
 
 
@@ -263,10 +367,14 @@ def _table(res: ServingResults, mid: str) -> pd.DataFrame:
 
 def _read_lines(st) -> list[str]:
     if st.batching == "continuous":
+        ep = ([" `TP1·DP8·EP8 PP1 x1 c512 fp8` = 8 attention data-parallel ranks of TP 1 (64 of the 512 "
+               "requests each) whose MoE layers split the experts 8 ways (EP 8); `TP8·EP4` = TP 8 with the "
+               "experts split 4 ways inside it (each expert's FFN over 2 GPUs)."]
+              if any(st.searches_ep(m) for m in st.models) else [])
         return ["- Layout labels: `TP4 PP2 x1 c64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
-                "replica, 64 requests in flight per replica, fp8 weights and activations. Concurrencies are "
-                "powers of two, so `next batch at this layout` is the doubled concurrency: one between the two "
-                "may still meet the SLA."]
+                "replica, 64 requests in flight per replica, fp8 weights and activations." + "".join(ep)
+                + " Concurrencies are powers of two, so `next batch at this layout` is the doubled concurrency: "
+                "one between the two may still meet the SLA."]
     return ["- Layout labels: `TP4 PP2 x1 b64 fp8` = tensor parallel 4 x pipeline parallel 2 per replica, 1 "
             "replica, 64 requests per replica batch, fp8 weights and activations. Batches are powers of two, so "
             "`next batch at this layout` is the doubled batch: a batch between the two may still meet the SLA."]
@@ -283,6 +391,7 @@ def report(res: ServingResults, files: list[str]) -> str:
          f"Models: {models}. {st.gpus} GPUs per deployment, {st.input_len} prompt tokens and "
          f"{st.output_len} generated tokens per request.",
          f"The search evaluated **{len(pts):,}** points (model x GPU x precision x replica size x TP x PP x "
+         + ("attention DP x EP x " if any(st.searches_ep(m) for m in st.models) else "") +
          f"{'concurrency' if st.batching == 'continuous' else 'batch'}), {n_ok:,} of which "
          f"{'leave a KV slot for at least one request' if st.batching == 'continuous' else 'fit in memory'} (run time in `manifest.json`; every point with its status "
          "in `sweep.parquet`, the Pareto fronts in `pareto.csv`, the best point per SLA in `best_per_sla.csv`).",
@@ -293,10 +402,7 @@ def report(res: ServingResults, files: list[str]) -> str:
          "GPU's block-scaled 4-bit format (NVFP4 on Blackwell); attention runs in 16 bit (`dse/cost/rates.py`)"
          + ("; the KV cache precision is the engine's (below)." if st.batching == "continuous"
             else " and the KV cache stays 16-bit at every precision."),
-         *([f"- MoE ({', '.join(mid for mid, m in zip(st.model_ids, st.models) if m.num_experts > 1)}): the "
-            "experts are split over the replica's TP GPUs; this screen has no expert-parallel or attention-DP "
-            "axis (`dse predict` rows take `ep` / `attn_dp`)."] if any(m.num_experts > 1 for m in st.models)
-           else []),
+         *moe_lines(res),
          "- Best per SLA: the highest tok/s/GPU among the points meeting both bounds (per GPU over every "
          "precision it lists; a sentence also compares at a precision every GPU has when that changes the "
          "choice).", ""]
@@ -307,6 +413,10 @@ def report(res: ServingResults, files: list[str]) -> str:
               "the front.", "",
               f"Best layout per SLA ({_fixed(res, mid)}):", "", md_table(_table(res, mid)), ""]
         L += sla_sentences(res, mid) + [""]
+        ep = ep_sentences(res, mid)
+        if ep:
+            L += ["What expert parallelism and attention DP gain (best layout with them against the best "
+                  "TP/PP-only layout, `EP = DP = 1`, of the same GPU and SLA):", "", *ep, ""]
     L += ["## How to read this", "",
           *_read_lines(st),
           "- Reproduce: `make study STUDY=" + res.head.name + "`; provenance in `manifest.json`.", ""]

@@ -17,6 +17,10 @@ from dse.spec.hardware import Hardware
 from dse.spec.model import Model
 
 
+#: the best-per-SLA scope of the layouts without EP / attention DP (``ep = attn_dp = 1``)
+TP_PP = "tp_pp"
+
+
 @dataclass(frozen=True)
 class SLA:
     """A service-level target: a point meets it when ``ttft_ms <= ttft`` and ``tpot_ms <=
@@ -43,6 +47,14 @@ class ServingStudy:
     slas: tuple[SLA, ...]
     batching: str = "continuous"        # continuous | static (dse.infer.sweep)
     engines: tuple[str, ...] = ()       # engine profile per hardware entry (continuous)
+    ep: object = None                   # EP degrees searched: "auto", a tuple of ints, None (= 1)
+    attn_dp: object = None              # attention-DP ranks searched: as ``ep``
+
+    def searches_ep(self, model: Model) -> bool:
+        """Whether layouts with EP or attention DP are searched for ``model`` (an MoE model
+        under an axis other than 1)."""
+        wide = lambda v: v == "auto" or (isinstance(v, tuple) and max(v) > 1)
+        return model.num_experts > 1 and (wide(self.ep) or wide(self.attn_dp))
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,5 +63,7 @@ class ServingResults:
     study: ServingStudy
     points: pd.DataFrame                # every (model, hardware, precision, layout, batch) point
     pareto: pd.DataFrame                # the non-dominated feasible points per (model, hardware)
-    best: pd.DataFrame                  # one row per (model, hardware, SLA): best that meets it
+    best: pd.DataFrame                  # one row per (model, hardware, SLA, scope): best that meets it
     run_s: float                        # wall time of the sweeps, for the manifest
+    pareto_tp_pp: pd.DataFrame | None = None   # the fronts without EP / attention DP (MoE
+                                               # models searched with them; scope tp_pp)

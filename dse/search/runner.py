@@ -62,14 +62,14 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from dse.errors import InputError, require
-from dse.search.storage import (DEFAULT_HEARTBEAT_INTERVAL_S, claim_lock, open_storage, quiet,
-                                running_without_heartbeat)
+from dse.search.storage import (DEFAULT_HEARTBEAT_INTERVAL_S, claim_lock, masked_url, open_storage,
+                                quiet, running_without_heartbeat)
+from dse.spec.study import SAMPLERS      # declared once, with the study schema
 
 Params = dict[str, float]
 #: One result of ``evaluate_batch``: the objective values, or the reason it is infeasible.
 Outcome = tuple[float, ...] | str
 EvaluateBatch = Callable[[list[Params]], Sequence[Outcome]]
-SAMPLERS = ("nsga2", "tpe")
 _RUNNING = (TrialState.RUNNING,)
 #: User attribute of a trial that failed without being evaluated (it is re-run).
 FAIL_REASON = "fail_reason"
@@ -159,7 +159,7 @@ def _search(study_name, storage_url, space, evaluate_batch, directions, n_trials
         with _stop_on_sigterm():
             with quiet():
                 study = _open_study(storage, study_name, space, directions, batch_size,
-                                    sampler, seed, objective_names)
+                                    sampler, seed, objective_names, storage_url)
                 if seed is not None:
                     worker = _register_worker(study, storage, study_name)
                     study.sampler = _make_sampler(sampler, worker_seed(seed, worker),
@@ -341,11 +341,18 @@ def _make_sampler(name: str, seed: int | None, batch_size: int) -> optuna.sample
 
 
 def _open_study(storage, study_name, space, directions, batch_size, sampler, seed,
-                objective_names) -> optuna.Study:
-    """Create or load the study; refuse one whose directions or knobs differ."""
+                objective_names, storage_url="") -> optuna.Study:
+    """Create or load the study; refuse one whose objectives (metric names), directions or
+    knobs differ -- on the storage the search runs on, opened once."""
     study = optuna.create_study(storage=storage, study_name=study_name, directions=directions,
                                 sampler=_make_sampler(sampler, seed, batch_size),
                                 load_if_exists=True)
+    stored = study.metric_names
+    if objective_names and stored is not None and list(stored) != list(objective_names):
+        raise InputError(masked_url(storage_url), "search.objectives",
+                         f"the stored study {study_name!r} optimizes {list(stored)}, but this search "
+                         f"asks for {list(objective_names)}; delete the study database or pass "
+                         "another --storage")
     have = [d.name.lower() for d in study.directions]
     require(have == list(directions), "--study", study_name,
             f"the stored study has directions {have}, but got {list(directions)}; "

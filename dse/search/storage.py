@@ -72,7 +72,7 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
     Raises :class:`InputError` on ``--storage`` for a malformed URL, an unknown
     dialect, a missing driver or a database that cannot be opened.
     """
-    shown = _masked(url)
+    shown = masked_url(url)
     try:
         parsed = make_url(url)
         parsed.get_dialect()
@@ -236,7 +236,7 @@ def _lock_key(name: str) -> int:
                           signed=True)
 
 
-def _masked(url: str) -> str:
+def masked_url(url: str) -> str:
     """``url`` with any password hidden, for messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)

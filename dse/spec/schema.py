@@ -7,7 +7,8 @@ hardware (:mod:`dse.spec.hardware`), models and Hugging Face ``config.json``
 study files (:mod:`dse.spec.study`); :mod:`dse.spec.describe` renders them for
 ``dse list`` and ``--help``.
 
-A :class:`Field` describes one key.  :func:`check_table` checks every key of a table
+A :class:`Field` describes one key (``words``: strings accepted in place of its value,
+as ``"auto"`` for a serving study's ``ep``).  :func:`check_table` checks every key of a table
 (recursing into sub-tables, arrays of tables and tables of named tables) and returns
 *every* problem found -- unknown keys (with a "did you mean" for near misses), missing
 required keys, wrong types (a boolean where a number belongs, a string where a boolean
@@ -41,7 +42,8 @@ MAX_REPORTED = 8         # problems listed in one message (the first is field an
 KINDS = {"number": "a finite number", "integer": "an integer", "bool": "true or false",
          "string": "a string", "table": "a table", "tables": "an array of tables",
          "named": "a table of named tables", "integers": "an integer or a list of them",
-         "strings": "a string or a list of them", "list": "a list", "any": "any value"}
+         "strings": "a string or a list of them", "list": "a list", "any": "any value",
+         "quantity": "a number or a string"}
 
 
 def _fmt(x: float) -> str:
@@ -70,6 +72,9 @@ class Field:
     item: str = ""                 # list: the kind of each item ("" = any)
     min_items: int = 0             # list / integers / strings / tables: fewest items
     rule: str = ""                 # this field's own wording (module docstring)
+    label: str = ""                # tables: the key whose string value names an item in
+                                   # messages (``variants['hot'].l2``), else its index
+    words: tuple = ()              # strings accepted as the whole value ("auto")
 
     def bounds_text(self) -> str:
         """``key >= lo``, ``key <= hi`` or ``lo <= key < hi`` ("" when unbounded)."""
@@ -86,6 +91,8 @@ class Field:
         return f"{lo}{self.key}{hi}"
 
     def type_text(self) -> str:
+        if self.words:
+            return " or ".join(repr(w) for w in self.words) + ", " + KINDS[self.kind]
         if self.kind == "string" and self.choices:
             return "one of " + ", ".join(map(str, self.choices))
         if self.kind == "list" and self.item:
@@ -138,6 +145,10 @@ def _scalar(f: Field, kind: str, v, key: str, out: Problems) -> object:
     ``f``'s bounds and choices; returns the value (None after a problem)."""
     if kind == "any":
         return v
+    if kind == "quantity":             # a bare number, or a string its loader parses
+        if isinstance(v, str):
+            return v
+        kind = "number"
     if kind == "bool":
         if not isinstance(v, bool):
             return out.add(key, _say(f, f"must be true or false, but got {v!r}", v))
@@ -168,7 +179,9 @@ def _scalar(f: Field, kind: str, v, key: str, out: Problems) -> object:
 
 def _value(f: Field, v, key: str, out: Problems) -> object:
     """One field's value, checked (recursing into sub-tables); None after a problem."""
-    if f.kind in ("number", "integer", "bool", "string", "any"):
+    if f.words and isinstance(v, str) and v in f.words:
+        return v
+    if f.kind in ("number", "integer", "bool", "string", "any", "quantity"):
         return _scalar(f, f.kind, v, key, out)
     if f.kind in ("integers", "strings"):
         one = "integer" if f.kind == "integers" else "string"
@@ -199,7 +212,7 @@ def _value(f: Field, v, key: str, out: Problems) -> object:
         if not isinstance(v, list) or len(v) < f.min_items or not all(isinstance(t, dict) for t in v):
             what = "a non-empty array of tables" if f.min_items else "an array of tables"
             return out.add(key, _say(f, f"must be {what} [[{key}]], but got {v!r}", v))
-        return [_one_of(f, t, f"{key}[{i}]", out) for i, t in enumerate(v)]
+        return [_one_of(f, t, _item(f, t, key, i), out) for i, t in enumerate(v)]
     if f.kind == "named":
         if not isinstance(v, dict) or len(v) < f.min_items:
             what = "a non-empty table" if f.min_items else "a table"
@@ -215,6 +228,23 @@ def _value(f: Field, v, key: str, out: Problems) -> object:
                 res[name] = check_table(t, cases.get(name, f.fields), out, f"{key}.{name}")
         return res
     raise ValueError(f"schema: unknown field kind {f.kind!r} for {key}")   # a schema bug
+
+
+def _item(f: Field, t: dict, key: str, i: int) -> str:
+    """How messages name item ``i`` of an array of tables: by its ``label`` key's value
+    when that is a non-empty string, else by its index."""
+    name = t.get(f.label) if f.label else None
+    return f"{key}[{name!r}]" if isinstance(name, str) and name.strip() else f"{key}[{i}]"
+
+
+def keys_at(fields: tuple[Field, ...], *path: str) -> set[str]:
+    """The keys a schema declares for the (sub-)table at ``path`` (``()``: the top level;
+    ``("report", "heatmap")``: a table inside a table; a ``tables`` field: its items) --
+    so code that reads a table checks against the one declaration."""
+    for p in path:
+        f = next(g for g in fields if g.key == p)
+        fields = f.fields
+    return {f.key for f in fields}
 
 
 def _one_of(f: Field, t: dict, key: str, out: Problems) -> dict | None:

@@ -13,7 +13,8 @@ from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION, RECOMPUTE
 from dse.spec.model import Model
 from dse.spec.network_schema import FAULT
-from dse.spec.schema import Field, validate_table
+from dse.spec.schema import Field, keys_at, validate_table
+from dse.spec.variants import VARIANT_FIELDS
 
 
 @dataclass(frozen=True)
@@ -35,23 +36,37 @@ class StudyWorkload:
 #: Largest accepted sizes: the sweep's int32 arrays, and divisor enumerations that end.
 INT_LIMITS = {"gpus": 1 << 20, "global_batch": 1 << 20, "seq_len": 1 << 24}
 INT_MAX = 2**31 - 1
+# The key lists below are declared once, here; the runners (dse/studies/*, dse/search)
+# import them.
 #: study ``kind`` values (dse.study.RUNNERS has one runner for each; a test pins it)
 STUDY_KINDS = ("layout", "variants", "codesign", "faults", "upgrade", "serving")
-#: continuous hardware knobs a codesign search may vary, with their units
-#: (dse.studies.codesign.KNOB_UNITS; a test pins it)
+#: continuous hardware knobs a codesign search may vary, with the unit a trial's value is
+#: written in for dse.spec.variants.apply_overrides ("" = a bare number)
 CODESIGN_KNOBS = {"hbm_bw": "TB/s", "hbm_capacity": "GiB", "l2": "MiB", "l2_bw": "TB/s",
-                  "nvlink_bw": "GB/s", "nic_bw": "GB/s", "clock": "GHz", "num_sms": "SMs",
-                  "throttle": "fraction"}
-COST_KEYS = {"per_bf16_pflops": "PFLOP/s", "per_hbm_tb_s": "TB/s", "per_hbm_gib": "GiB",
-             "per_l2_mib": "MiB", "per_nvlink_gb_s": "GB/s", "per_nic_gb_s": "GB/s"}
-SAMPLERS = ("nsga2", "tpe")           # dse.search.runner.SAMPLERS (a test pins it)
-#: codesign objectives (dse.studies.codesign.OBJECTIVES) and the [tco] prices with their
-#: defaults (dse.studies.codesign_power.TCO_DEFAULTS); a test pins both
-CODESIGN_OBJECTIVES = ("step_time_s", "cluster_cost", "energy_kwh_per_mtok", "usd_per_mtok")
+                  "nvlink_bw": "GB/s", "nic_bw": "GB/s", "clock": "GHz", "num_sms": "",
+                  "throttle": ""}
+_KNOB_DOC_UNITS = {"num_sms": "SMs", "throttle": "fraction"}     # how `dse list` names them
+#: the codesign [cost] terms: study key -> (unit, Hardware attribute, SI per unit)
+COST_KEYS = {"per_bf16_pflops": ("PFLOP/s", "peak_bf16_flops_per_s", 1e15),
+             "per_hbm_tb_s": ("TB/s", "hbm_bw_bytes_per_s", 1e12),
+             "per_hbm_gib": ("GiB", "hbm_bytes", 2.0**30),
+             "per_l2_mib": ("MiB", "l2_bytes", 2.0**20),
+             "per_nvlink_gb_s": ("GB/s", "nvlink_bw_bytes_per_s", 1e9),
+             "per_nic_gb_s": ("GB/s", "nic_bw_bytes_per_s", 1e9)}
+SAMPLERS = ("nsga2", "tpe")           # Optuna samplers of dse.search.runner
+#: codesign objectives (every one minimized) with their axis labels, and the default pair
+CODESIGN_OBJECTIVES = {"step_time_s": "training step time (s)",
+                       "cluster_cost": "cluster cost proxy (study units, all GPUs)",
+                       "energy_kwh_per_mtok": "energy per million tokens (kWh)",
+                       "usd_per_mtok": "cost per million tokens (USD)"}
+CODESIGN_DEFAULT_OBJECTIVES = ("step_time_s", "cluster_cost")
+#: the [tco] prices: key -> (unit, default, doc)
 TCO_FIELDS_UNITS = {"usd_per_cost_unit": ("USD", 1000.0, "USD per unit of the [cost] proxy (capex)"),
                     "amortization_years": ("years", 4.0, "capex amortization period"),
                     "usd_per_kwh": ("USD/kWh", 0.10, "electricity price"),
                     "pue": ("", 1.2, "power usage effectiveness (facility / IT power)")}
+TCO_DEFAULTS = {k: dflt for k, (_, dflt, _) in TCO_FIELDS_UNITS.items()}
+#: integer layout columns of a pinned faults-study layout (+ recompute, sp)
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "zero")
 
 
@@ -96,7 +111,8 @@ def _workload(hardware: bool) -> Field:
 
 _PICK = (_s("hardware", "one of workload.hardware"), _i("gpus", "one of workload.gpus", unit="GPUs"),
          _i("seq_len", "one of workload.seq_len", unit="tokens"))
-_VARIANTS = Field("variants", kind="tables", doc="hardware variants (dse.spec.variants: base + overrides)")
+_VARIANTS = Field("variants", kind="tables", label="name", fields=VARIANT_FIELDS,
+                  doc="hardware variants (dse.spec.variants: base + overrides)")
 
 LAYOUT_STUDY: tuple[Field, ...] = _HEADER + (
     _workload(True),
@@ -153,16 +169,17 @@ CODESIGN_STUDY: tuple[Field, ...] = _HEADER + (
           rule="must be a GPU name, but got {v!r}"),
     _workload(True),
     Field("knobs", kind="named", doc="searched hardware knobs {low, high, log} in their units",
-          cases=tuple((k, _knob(u, k == "throttle")) for k, u in CODESIGN_KNOBS.items())),
+          cases=tuple((k, _knob(u or _KNOB_DOC_UNITS[k], k == "throttle")) for k, u in CODESIGN_KNOBS.items())),
     Field("cost", kind="table", default={}, doc="per-GPU cost: base + sum coef x attribute", fields=(
         _n("base", "fixed cost per GPU", unit="$k"),
-        *(_n(k, f"cost per {u}", unit=f"$k per {u}") for k, u in COST_KEYS.items()))),
+        *(_n(k, f"cost per {u}", unit=f"$k per {u}") for k, (u, _, _) in COST_KEYS.items()))),
     Field("search", kind="table", default={}, doc="the Optuna search", fields=(
         _i("trials", "trials to evaluate", default=200), _i("batch", "trials per vectorized batch", default=40),
         _s("sampler", "Optuna sampler", choices=SAMPLERS, default="nsga2"),
         _i("seed", "sampler seed", lo=0, hi=2**32 - 1),
-        Field("objectives", kind="list", item="string", choices=CODESIGN_OBJECTIVES, min_items=2,
-              doc="at least two distinct objectives, all minimized (default: step_time_s, cluster_cost)"))),
+        Field("objectives", kind="list", item="string", choices=tuple(CODESIGN_OBJECTIVES), min_items=2,
+              doc="at least two distinct objectives, all minimized (default: "
+                  f"{', '.join(CODESIGN_DEFAULT_OBJECTIVES)})"))),
     Field("tco", kind="table", default={}, doc="prices of the per-token cost objectives", fields=(
         *(_n(k, doc, unit=u, default=dflt, lo=1.0 if k == "pue" else 0.0, lo_open=k != "pue")
           for k, (u, dflt, doc) in TCO_FIELDS_UNITS.items()),)),
@@ -208,6 +225,13 @@ SERVING_MAX_BATCH = 1 << 16
 SERVING_MAX_LEN = 1 << 20
 #: batching modes of the serving sweep (dse.infer.sweep.BATCHING is this tuple)
 SERVING_BATCHING = ("static", "continuous")
+#: the MoE layout axes of the serving search (dse.infer.expert_parallel.serving_layouts):
+#: "auto" (every degree the layout rules allow; the default under continuous batching),
+#: a positive integer or a list of them (1: experts split over TP only, no attention DP)
+SERVING_AXES = {"ep": "expert-parallel degrees: 'auto' (default with continuous batching) or integer(s)",
+                "attn_dp": "attention data-parallel ranks per replica: 'auto' (default with continuous "
+                           "batching) or integer(s)"}
+SERVING_AXIS_RULE = "must be 'auto', a positive integer or a non-empty list of them, but got {v!r}"
 
 SERVING_STUDY: tuple[Field, ...] = _HEADER + (
     Field("serving", kind="table", doc="what is served", fields=(
@@ -218,7 +242,9 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
         _i("max_batch", "largest batch tried", hi=SERVING_MAX_BATCH),
         _s("batching", "continuous: requests in flight per replica under the engine profile; "
            "static: one batch prefilled then decoded", default="continuous",
-           choices=SERVING_BATCHING))),
+           choices=SERVING_BATCHING),
+        *(Field(k, kind="integers", lo=1, hi=INT_LIMITS["gpus"], words=("auto",), doc=doc,
+                rule=SERVING_AXIS_RULE) for k, doc in SERVING_AXES.items()))),
     Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
         _s("name", "catalog name", required=True),
         _s("engine", "engine profile (dse.infer.engines; default trtllm on NVIDIA, vllm on AMD)"),
@@ -233,6 +259,12 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
 STUDY_SCHEMAS: dict[str, tuple[Field, ...]] = {
     "layout": LAYOUT_STUDY, "variants": VARIANTS_STUDY, "codesign": CODESIGN_STUDY,
     "faults": FAULTS_STUDY, "upgrade": UPGRADE_STUDY, "serving": SERVING_STUDY}
+
+
+def study_keys(kind: str, *path: str) -> set[str]:
+    """The keys the ``kind`` schema declares at ``path`` (:func:`dse.spec.schema.keys_at`):
+    what a runner's own table checks allow."""
+    return keys_at(STUDY_SCHEMAS[kind], *path)
 
 
 def validate_study(d: dict, where: str) -> None:

@@ -54,6 +54,7 @@ import re
 
 from dse.errors import InputError, require
 from dse.spec.hardware import GIB, KIB, MIB, Hardware, catalog, check_throttle
+from dse.spec.schema import Field, Problems, check_table
 
 BANDWIDTH = {"TB/s": 1e12, "GB/s": 1e9, "MB/s": 1e6}
 CAPACITY = {"TiB": 2.0**40, "GiB": GIB, "MiB": MIB, "KiB": KIB,
@@ -74,18 +75,46 @@ KNOBS = {
     "num_sms": ("num_sms", COUNT),
     "clock": ("clock_hz", FREQUENCY),
 }
-LABELS = {"name", "base", "description", "throttle", "throttle_clock"}
-ALLOWED = set(KNOBS) | LABELS
+
+
+def _units_text(units: dict) -> str:
+    return ", ".join(units) if units else "a bare number"
+
+
+def _knob_rule(units: dict) -> str:
+    """The wording :func:`parse_value` uses, as a schema rule template."""
+    return ("must be '<k>x' (a multiplier of the base value) or "
+            + (f"a value with a unit ({_units_text(units)})" if units else "a bare number > 0")
+            + ", but got {v!r}")
+
+
+#: the schema of one ``[[variants]]`` entry (dse.spec.schema; the study schemas of
+#: dse.spec.study embed it): labels, the throttle, and every knob of :data:`KNOBS`, whose
+#: value (``"<k>x"`` or a quantity with a unit) :func:`parse_value` reads
+VARIANT_FIELDS: tuple[Field, ...] = (
+    Field("name", kind="string", required=True, doc="the variant's name (unique)",
+          rule="must be a non-empty string, but got {v!r}"),
+    Field("base", kind="string", required=True, doc="a catalog name or an earlier variant",
+          rule="must be a string (a catalog name or an earlier variant), but got {v!r}"),
+    Field("description", kind="string", doc="one line for the report (default: base + overrides)",
+          rule="must be a string, but got {v!r}"),
+    Field("throttle", lo=0.0, hi=1.0, doc="thermal throttle: effective = nominal x (1 - throttle)",
+          rule="must be a number in [0, 1], but got {v!r}"),
+    Field("throttle_clock", kind="bool", default=False, doc="the throttle also derates clock-derived rates",
+          rule="must be true or false, but got {v!r}"),
+    *(Field(k, kind="string", unit=_units_text(units), rule=_knob_rule(units),
+            doc=f"sets {fld}; '<k>x' multiplies the base value") if units else
+      Field(k, kind="quantity", lo=0.0, lo_open=True, rule=_knob_rule(units),
+            doc=f"sets {fld}; a bare number, or '<k>x' multiplies the base value")
+      for k, (fld, units) in KNOBS.items()),
+)
+ALLOWED = {f.key for f in VARIANT_FIELDS}
 PEAKS = ("peak_fp32_flops_per_s", "peak_tf32_flops_per_s", "peak_bf16_flops_per_s",
          "peak_fp16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")
 
 _NUM = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _MULT = re.compile(rf"^\s*({_NUM})\s*x\s*$")
 _QTY = re.compile(rf"^\s*({_NUM})\s*([A-Za-z/]+)\s*$")
-
-
-def _units_text(units: dict) -> str:
-    return ", ".join(units) if units else "a bare number"
 
 
 #: a variant is a design point near a real GPU: every knob stays within this factor of the
@@ -189,9 +218,9 @@ def parse_variants(items, where: str, key: str = "variants") -> list[Hardware]:
         require(isinstance(name, str) and name.strip() != "", where, f"{key}[{i}].name",
                 f"must be a non-empty string, but got {name!r}")
         fp = f"{key}[{name!r}]"
-        unknown = sorted(set(v) - ALLOWED)
-        require(not unknown, where, f"{fp}.{unknown[0] if unknown else ''}",
-                f"unknown key; allowed keys are {sorted(ALLOWED)}")
+        problems = Problems(where)          # unknown keys ("did you mean"), labels' types
+        check_table(v, VARIANT_FIELDS, problems, fp)
+        problems.raise_if_any()
         require(name not in built, where, f"{fp}.name", "must be unique among the variants")
         b = v.get("base")
         require(isinstance(b, str), where, f"{fp}.base",

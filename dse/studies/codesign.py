@@ -12,7 +12,7 @@ file, ``cost = gpus x (base + sum_k coef_k x attribute_k)`` with attributes dens
 PFLOP/s, HBM TB/s, HBM GiB, L2 MiB, NVLink GB/s and NIC GB/s — a linear bill of materials
 in arbitrary units ($k), to be replaced by the user's own numbers; energy per million
 tokens (kWh) and cost per million tokens (USD, capex amortized plus electricity, prices in
-``[tco]``), both from :mod:`dse.studies.codesign_power` at the trial's best layout.
+``[tco]``), both from :mod:`dse.cost.energy` at the trial's best layout.
 
 The report also gives the step-time elasticities of the base GPU at its fastest layout
 (:mod:`dse.studies.elasticity`): which knob matters where the search starts.
@@ -30,39 +30,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.cost.energy import per_token, variant_tdp_w
 from dse.errors import require
 from dse.report.results import CodesignResults, StudyHeader
 from dse.search.pareto import pareto_front, trials_dataframe
-from dse.search.runner import SAMPLERS, Knob, run_search
+from dse.search.runner import Knob, run_search
 from dse.search.storage import default_storage_url
 from dse.spec.hardware import Hardware, get_hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Workload
+from dse.spec.study import (CODESIGN_DEFAULT_OBJECTIVES, CODESIGN_KNOBS, CODESIGN_OBJECTIVES, COST_KEYS,
+                            SAMPLERS, TCO_DEFAULTS, study_keys)
 from dse.spec.variants import apply_overrides
 from dse.studies import elasticity
-from dse.studies.codesign_power import TCO_DEFAULTS, per_token, variant_tdp_w
 from dse.studies.common import check_keys, integer, number, parse_workload, results_dir, table
 from dse.sweep.grid import enumerate_layouts
 from dse.sweep.run import sweep_points
 
-KNOB_UNITS = {"hbm_bw": "TB/s", "hbm_capacity": "GiB", "l2": "MiB", "l2_bw": "TB/s",
-              "nvlink_bw": "GB/s", "nic_bw": "GB/s", "clock": "GHz", "num_sms": "",
-              "throttle": ""}
-COST_TERMS = {  # study key -> (Hardware attribute, SI -> human unit divisor)
-    "per_bf16_pflops": ("peak_bf16_flops_per_s", 1e15),
-    "per_hbm_tb_s": ("hbm_bw_bytes_per_s", 1e12),
-    "per_hbm_gib": ("hbm_bytes", 2.0**30),
-    "per_l2_mib": ("l2_bytes", 2.0**20),
-    "per_nvlink_gb_s": ("nvlink_bw_bytes_per_s", 1e9),
-    "per_nic_gb_s": ("nic_bw_bytes_per_s", 1e9),
-}
-
-
-#: objective name -> axis label (every objective is minimized)
-OBJECTIVES = {"step_time_s": "training step time (s)",
-              "cluster_cost": "cluster cost proxy (study units, all GPUs)",
-              "energy_kwh_per_mtok": "energy per million tokens (kWh)",
-              "usd_per_mtok": "cost per million tokens (USD)"}
-DEFAULT_OBJECTIVES = ["step_time_s", "cluster_cost"]
+# the knobs, [cost] terms and objectives are declared once, in the study schema
+KNOB_UNITS = CODESIGN_KNOBS               # knob -> unit of a trial's override value
+COST_TERMS = {k: (attr, div) for k, (_, attr, div) in COST_KEYS.items()}  # -> (attribute, SI per unit)
+OBJECTIVES = CODESIGN_OBJECTIVES          # objective name -> axis label (all minimized)
+DEFAULT_OBJECTIVES = list(CODESIGN_DEFAULT_OBJECTIVES)
 STEP_TERMS = ("step_time_s", "compute_s", "recompute_s", "optimizer_s")
 
 
@@ -84,8 +72,7 @@ def _override(name: str, v: float) -> object:
 
 def run(d: dict, path: Path, storage: str | None = None, trials: int | None = None) -> CodesignResults:
     where = str(path)
-    check_keys(d, {"name", "kind", "description", "base", "workload", "knobs", "cost", "search",
-                   "compare", "tco"}, where, "")
+    check_keys(d, study_keys("codesign"), where, "")
     wl_s = parse_workload(d, where, hardware_required=False)
     require(isinstance(d.get("base"), str), where, "base", f"must be a GPU name, but got {d.get('base')!r}")
     base = get_hardware(d["base"], where=f"{where}: base")
@@ -95,7 +82,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     for k, v in knobs_raw.items():
         require(k in KNOB_UNITS, where, f"knobs.{k}", f"must be one of {sorted(KNOB_UNITS)}")
         require(isinstance(v, dict), where, f"knobs.{k}", "must be a table {low, high, log}")
-        check_keys(v, {"low", "high", "log"}, where, f"knobs.{k}.")
+        check_keys(v, {"low", "high", "log"}, where, f"knobs.{k}.")     # dse.spec.study._knob
         for b in ("low", "high"):
             require(b in v, where, f"knobs.{k}.{b}", "is required")
         if k == "throttle":     # a fraction of the clock / bandwidth lost: [0, 1)
@@ -112,17 +99,17 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
         require(not log or lo > 0, where, f"knobs.{k}.low", f"`low > 0` must hold for a log knob, but got {lo}")
         space[k] = Knob(low=lo, high=hi, log=log, unit=KNOB_UNITS[k])
     cost = table(d, "cost", where)
-    check_keys(cost, {"base"} | set(COST_TERMS), where, "cost.")
+    check_keys(cost, study_keys("codesign", "cost"), where, "cost.")
     for key in cost:            # a bill of materials: no negative prices
         number(cost, key, where, "cost.", low=0)
     search = table(d, "search", where)
-    check_keys(search, {"trials", "batch", "sampler", "seed", "objectives"}, where, "search.")
+    check_keys(search, study_keys("codesign", "search"), where, "search.")
     obj = search.get("objectives", DEFAULT_OBJECTIVES)
     require(isinstance(obj, list) and len(obj) >= 2 and len(set(obj)) == len(obj)
             and all(o in OBJECTIVES for o in obj), where, "search.objectives",
             f"must be a list of at least two distinct names from {list(OBJECTIVES)}, but got {obj!r}")
     tco_raw = table(d, "tco", where)
-    check_keys(tco_raw, set(TCO_DEFAULTS), where, "tco.")
+    check_keys(tco_raw, study_keys("codesign", "tco"), where, "tco.")
     tco = {k: number(tco_raw, k, where, "tco.", default=v, low=1.0 if k == "pue" else 0.0,
                      low_open=k != "pue") for k, v in TCO_DEFAULTS.items()}
     n_trials = trials if trials is not None else integer(search, "trials", where, "search.", default=200)
@@ -134,7 +121,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
         seed = integer(search, "seed", where, "search.", low=0)
         require(seed < 2**32, where, "search.seed", f"must be an integer < 2**32, but got {seed}")
     cmp = table(d, "compare", where)
-    check_keys(cmp, {"catalog", "variants_from"}, where, "compare.")
+    check_keys(cmp, study_keys("codesign", "compare"), where, "compare.")
     cat = cmp.get("catalog", [])
     require(isinstance(cat, list) and all(isinstance(n, str) for n in cat), where, "compare.catalog",
             f"must be a list of GPU names, but got {cat!r}")
@@ -186,7 +173,7 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
                 res.append(tuple(m[o] for o in obj))
         return res
 
-    check_stored_objectives(d["name"], url, obj)
+    # run_search opens the storage once and refuses a stored study with other objectives
     t0 = time.perf_counter()
     study = run_search(d["name"], url, space, evaluate_batch, ["minimize"] * len(obj), n_trials,
                        batch_size=batch, sampler=sampler, seed=seed, objective_names=list(obj))
@@ -212,22 +199,3 @@ def run(d: dict, path: Path, storage: str | None = None, trials: int | None = No
     return CodesignResults(StudyHeader(d["name"], d.get("description", ""), path, out), df, done, refs, url, base,
                            model.name, gpus, seq, gbs, dict(KNOB_UNITS), search_s, tuple(obj),
                            {o: OBJECTIVES[o] for o in obj}, tco, elastic, elasticity.named(sorted(space)))
-
-
-def check_stored_objectives(name: str, url: str, obj: list[str]) -> None:
-    """A stored study of this name must optimize the same objectives (exit 2 otherwise).
-    The storage is opened by :func:`dse.search.storage.open_storage`, so an empty, foreign
-    or damaged file is its one-line error and is never turned into a new database here."""
-    import optuna
-    from dse.errors import InputError
-    from dse.search.storage import open_storage, sqlite_path
-    db = sqlite_path(url)
-    if db is not None and not db.exists():
-        return                                   # a new study: nothing stored yet
-    try:
-        stored = optuna.load_study(study_name=name, storage=open_storage(url, None)).metric_names
-    except KeyError:
-        return
-    if stored is not None and list(stored) != list(obj):
-        raise InputError(url, "search.objectives", f"the stored study {name!r} optimizes {list(stored)}, but the "
-                         f"study file asks for {list(obj)}; delete the study database or pass another --storage")

@@ -17,7 +17,7 @@ from dse.report.markdown import layout_label  # noqa: F401  (re-exported for the
 from dse.spec.hardware import check_precision, get_hardware
 from dse.spec.layout import precision_code
 from dse.spec.model import get_model
-from dse.spec.study import INT_LIMITS, StudyWorkload, validate_study
+from dse.spec.study import INT_LIMITS, StudyWorkload, study_keys, validate_study
 
 
 def check_keys(d: dict, allowed: set[str], where: str, table: str) -> None:
@@ -64,7 +64,7 @@ def load_study(path: str) -> tuple[dict, Path]:
 def parse_workload(d: dict, where: str, hardware_required: bool = True) -> StudyWorkload:
     w = d.get("workload")
     require(isinstance(w, dict), where, "workload", "table is required")
-    check_keys(w, {"model", "seq_len", "global_batch", "gpus", "hardware", "precision"}, where, "workload.")
+    check_keys(w, study_keys("layout", "workload"), where, "workload.")
     require(isinstance(w.get("model"), str), where, "workload.model", "must be a string")
     model = get_model(w["model"], where=f"{where}: workload.model")
     hws = w.get("hardware", [])

@@ -27,10 +27,10 @@ import pandas as pd
 from dse.errors import require
 from dse.report.results import FaultsResults, StudyHeader
 from dse.spec.layout import RECOMPUTE, Layout, Workload
+from dse.spec.study import LAYOUT_KEYS, study_keys
 from dse.studies.common import check_keys, layout_label, parse_workload, results_dir
 from dse.sweep.run import sweep
 
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "zero")
 
 
 def _layout(row) -> Layout:
@@ -51,7 +51,7 @@ def candidates(df: pd.DataFrame, k: int, distinct: tuple[str, ...] = ()) -> pd.D
     return ok.drop_duplicates("_key").head(k).drop(columns="_key")
 
 
-PIN_KEYS = set(LAYOUT_KEYS) | {"recompute", "sp"}
+PIN_KEYS = study_keys("faults", "study", "layouts")     # LAYOUT_KEYS + recompute, sp
 
 
 def _pinned_layouts(raw, where: str) -> list[dict]:
@@ -106,14 +106,14 @@ def run(d: dict, path: Path) -> FaultsResults:
     from dse.trace.generate import generate_trace_set, rank_grid
 
     where = str(path)
-    check_keys(d, {"name", "kind", "description", "workload", "study", "scenario"}, where, "")
+    check_keys(d, study_keys("faults"), where, "")
     w = parse_workload(d, where)
     require(len(w.hardware) == 1 and len(w.gpus) == 1 and len(w.seq_lens) == 1
             and len(w.global_batches) == 1, where, "workload",
             "a faults study takes exactly one hardware, gpus, seq_len and global_batch")
     st = d.get("study", {})
     require(isinstance(st, dict), where, "study", "must be a table")
-    check_keys(st, {"candidates", "scale_out", "distinct", "layouts"}, where, "study.")
+    check_keys(st, study_keys("faults", "study"), where, "study.")
     pinned = _pinned_layouts(st.get("layouts"), where)
     distinct = st.get("distinct", [])
     allowed = list(LAYOUT_KEYS) + ["recompute", "sp"]
@@ -135,7 +135,7 @@ def run(d: dict, path: Path) -> FaultsResults:
     for i, s in enumerate(scen):
         f = f"scenario[{i}]"
         require(isinstance(s, dict), where, f, "must be a table")
-        check_keys(s, {"name", "fault"}, where, f"{f}.")
+        check_keys(s, study_keys("faults", "scenario"), where, f"{f}.")
         require(isinstance(s.get("name"), str), where, f"{f}.name", "must be a string")
         fs = faults_from_dict({"fault": s.get("fault", [])}, f"{where}: {f}")
         resolve(fs, topo)                         # names checked against the topology

@@ -20,6 +20,7 @@ import pandas as pd
 from dse.errors import require
 from dse.report.plots import BREAKDOWN_LABELS
 from dse.report.results import LayoutResults, StudyHeader
+from dse.spec.study import study_keys
 from dse.studies.common import (check_keys, integer, layout_label, number, parse_workload,
                                 results_dir, table)
 from dse.studies.layout_frameworks import framework_table
@@ -39,14 +40,14 @@ def _pick(df, sel: dict):
 
 def run(d: dict, path: Path) -> LayoutResults:
     where = str(path)
-    check_keys(d, {"name", "kind", "description", "workload", "report"}, where, "")
+    check_keys(d, study_keys("layout"), where, "")
     wl = parse_workload(d, where)
     rep = table(d, "report", where)
-    check_keys(rep, {"heatmap", "breakdown", "published"}, where, "report.")
+    check_keys(rep, study_keys("layout", "report"), where, "report.")
     hm = table(rep, "heatmap", where, "report.")
-    check_keys(hm, {"hardware", "gpus", "seq_len"}, where, "report.heatmap.")
+    check_keys(hm, study_keys("layout", "report", "heatmap"), where, "report.heatmap.")
     bd = table(rep, "breakdown", where, "report.")
-    check_keys(bd, {"hardware", "gpus", "seq_len", "top"}, where, "report.breakdown.")
+    check_keys(bd, study_keys("layout", "report", "breakdown"), where, "report.breakdown.")
     names = [h.name for h in wl.hardware]
     for t, sel in (("heatmap", hm), ("breakdown", bd)):
         require(sel.get("hardware", names[0]) in names, where, f"report.{t}.hardware",
@@ -61,7 +62,7 @@ def run(d: dict, path: Path) -> LayoutResults:
             "report.published", "must be an array of tables [[report.published]]")
     for i, p in enumerate(published):
         f = f"report.published[{i}]."
-        check_keys(p, {"gpus", "hardware", "seq_len", "layout", "speedup", "source"}, where, f)
+        check_keys(p, study_keys("layout", "report", "published"), where, f)
         for k in ("gpus", "hardware", "layout", "speedup"):
             require(k in p, where, f"{f}{k}", "is required")
         integer(p, "gpus", where, f)

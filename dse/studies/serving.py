@@ -7,6 +7,8 @@
     output_len = 1024                               # generated tokens per request
     max_batch = 1024                                # batch / concurrency: powers of two up to it
     batching = "continuous"                         # continuous (default) | static
+    ep = "auto"                                     # expert-parallel degrees (MoE): "auto" | 1 | [1, 8]
+    attn_dp = "auto"                                # attention-DP ranks per replica (MoE): as ep
 
     [[hardware]]
     name = "b200"
@@ -20,9 +22,16 @@
 
 Every serving layout of the ``gpus`` GPUs is evaluated with the vectorized serving screen
 :func:`dse.infer.sweep.sweep_inference` (``dse infer``): ``replicas`` replicas of ``g``
-GPUs for every ``g`` dividing ``gpus``, every (TP, PP) with ``TP x PP = g`` that splits the
-heads, every batch (powers of two up to ``max_batch``), every precision the hardware
-entry lists.
+GPUs for every ``g`` dividing ``gpus``, every (TP, PP, EP, attention DP) with ``TP x DP x
+PP = g`` that the serving layout rules allow
+(:func:`dse.infer.expert_parallel.serving_layouts`: TP splits the heads; for an MoE model
+EP divides the experts and, with attention DP, ``EP = TP x DP``), every batch (powers of
+two up to ``max_batch``), every precision the hardware entry lists.  ``ep`` / ``attn_dp``
+restrict the MoE axes: ``"auto"`` (every allowed degree; the default under continuous
+batching), an integer or a list (``1``: experts split over TP only, no attention DP, the
+only choice under static batching); a listed degree is used at every replica size that
+allows it, and one that no replica size allows is an error.  Dense models always run
+``EP = DP = 1``.
 
 ``batching = "continuous"`` (the default, as serving engines run): ``batch`` is the number
 of requests in flight per replica (closed loop) under the hardware entry's engine profile
@@ -45,9 +54,12 @@ Per point (sweep columns ``ttft_s``, ``tpot_s``, ``e2e_s``, ``output_tok_s``):
 The Pareto front is taken per (model, hardware) over every feasible point, both axes
 maximized (:func:`dse.search.pareto.pareto_front`); the best point per SLA is the highest
 tok/s/GPU among the feasible points meeting both SLA bounds (ties: higher tok/s/user,
-then the smaller replica), once over every listed precision (``scope`` ``any``) and once
+then the smaller replica, then the smaller EP and attention DP), once over every listed precision (``scope`` ``any``) and once
 per precision that every hardware entry lists (``scope`` = that precision), so a
-comparison at equal numerics is available too.
+comparison at equal numerics is available too.  For an MoE model whose EP / attention-DP
+layouts were searched, the front and the best point per SLA are also taken over the
+layouts without them (``EP = DP = 1``; front ``pareto_tp_pp``, ``scope`` ``tp_pp``), so
+the report can say what EP and attention DP gain.
 
 :func:`run` returns a :class:`dse.report.serving_results.ServingResults`;
 :mod:`dse.report.serving` writes ``results/<name>/``.
@@ -61,22 +73,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.errors import require
+from dse.errors import InputError, require
 from dse.infer.continuous import default_engine, engine_rule
+from dse.infer.expert_parallel import AUTO, serving_layouts
 from dse.infer.sweep import BATCHING, replica_layouts, sweep_inference
 from dse.report.results import StudyHeader
-from dse.report.serving_results import SLA, ServingResults, ServingStudy
+from dse.report.serving_results import SLA, TP_PP, ServingResults, ServingStudy
 from dse.search.pareto import pareto_front
 from dse.spec.hardware import check_precision, get_hardware
 from dse.spec.layout import SERVING_PRECISION, SERVING_PRECISION_NAMES
 from dse.spec.model import get_model
+from dse.spec.study import (SERVING_AXES, SERVING_AXIS_RULE, SERVING_MAX_BATCH, SERVING_MAX_LEN,
+                            SERVING_PRECISIONS, study_keys)
 from dse.studies.common import check_keys, integer, number, results_dir
 
-TOP_KEYS = {"name", "kind", "description", "serving", "hardware", "sla"}
-SERVING_KEYS = {"models", "gpus", "input_len", "output_len", "max_batch", "batching"}
-PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
-MAX_BATCH = 1 << 16
-MAX_LEN = 1 << 20
+# declared once, in the study schema (dse.spec.study)
+TOP_KEYS = study_keys("serving")
+SERVING_KEYS = study_keys("serving", "serving")
+PRECISIONS = SERVING_PRECISIONS
+MAX_BATCH = SERVING_MAX_BATCH
+MAX_LEN = SERVING_MAX_LEN
 AXES = ("tok_s_per_gpu", "tok_s_per_user")
 
 
@@ -120,6 +136,9 @@ def parse(d: dict, path: Path) -> ServingStudy:
         require(any(replica_layouts(m, g) for g in range(1, gpus + 1) if gpus % g == 0), where,
                 "serving.gpus", f"must admit a replica of {mid} (TP x PP = a divisor of gpus, TP "
                 f"dividing {m.num_attention_heads} heads, PP <= {m.num_layers} layers), but got {gpus}")
+    axes = {k: moe_axis(s, k, where, batching) for k in SERVING_AXES}
+    for m, mid in zip(models, ids):
+        check_moe_axes(m, mid, gpus, axes["ep"], axes["attn_dp"], where)
 
     hw_t = d.get("hardware")
     require(isinstance(hw_t, list) and hw_t and all(isinstance(h, dict) for h in hw_t), where,
@@ -127,7 +146,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     hws, precs, engines = [], [], []
     for i, h in enumerate(hw_t):
         key = f"hardware[{i}]."
-        check_keys(h, {"name", "precisions", "engine"}, where, key)
+        check_keys(h, study_keys("serving", "hardware"), where, key)
         require(isinstance(h.get("name"), str), where, f"{key}name", "must be a catalog name")
         hw = get_hardware(h["name"], where=f"{where}: {key}name")
         eng = h.get("engine", default_engine(hw))
@@ -151,7 +170,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     slas = []
     for i, t in enumerate(sla_t):
         key = f"sla[{i}]."
-        check_keys(t, {"name", "ttft_ms", "tpot_ms"}, where, key)
+        check_keys(t, study_keys("serving", "sla"), where, key)
         require(isinstance(t.get("name"), str) and t["name"].strip() != "", where, f"{key}name",
                 f"must be a non-empty string, but got {t.get('name')!r}")
         slas.append(SLA(t["name"], number(t, "ttft_ms", where, key, low=0, low_open=True),
@@ -159,15 +178,78 @@ def parse(d: dict, path: Path) -> ServingStudy:
     sn = [x.name for x in slas]
     require(len(set(sn)) == len(sn), where, "sla", f"must have distinct names, but got {sn}")
     return ServingStudy(models, tuple(ids), tuple(hws), tuple(precs), gpus, lens["input_len"],
-                        lens["output_len"], max_batch, tuple(slas), batching, tuple(engines))
+                        lens["output_len"], max_batch, tuple(slas), batching, tuple(engines),
+                        axes["ep"], axes["attn_dp"])
 
 
-def layout_text(r) -> str:
-    """``TP4 PP2 x1 c64 fp8``: (TP, PP) of a replica, replicas, requests per replica (``c``
-    in flight under continuous batching, ``b`` static batch), precision."""
-    n = "c" if r["batching"] == "continuous" else "b"
-    return (f"TP{int(r['tp'])} PP{int(r['pp'])} x{int(r['replicas'])} {n}{int(r['batch'])} "
-            f"{r['precision']}")
+def moe_axis(s: dict, key: str, where: str, batching: str):
+    """``serving.ep`` / ``serving.attn_dp``: ``"auto"``, a sorted tuple of degrees, or
+    None (= 1); absent: ``"auto"`` under continuous batching, None under static (module
+    docstring)."""
+    v = s.get(key)
+    if v is None:
+        return AUTO if batching == "continuous" else None
+    pos = lambda x: isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1 << 20
+    ok = v == AUTO or pos(v) or (isinstance(v, list) and len(v) > 0 and all(pos(x) for x in v))
+    require(ok, where, f"serving.{key}", SERVING_AXIS_RULE.format(v=v))
+    vals = AUTO if v == AUTO else tuple(sorted({v} if pos(v) else set(v)))
+    require(batching == "continuous" or vals == (1,), where, f"serving.{key}",
+            f"must be 1 under batching = 'static' (expert parallelism and attention DP are modelled "
+            f"under continuous batching only), but got {v!r}")
+    return vals
+
+
+def moe_layouts(model, g: int, ep, attn_dp) -> dict | None:
+    """The serving layouts of one ``g``-GPU replica whose EP and attention-DP degrees are
+    among the study's (``"auto"``: any allowed; None: 1), or None when there is none."""
+    lays = serving_layouts(model, g, AUTO, AUTO)
+    keep = np.ones(len(lays["tp"]), bool)
+    for f, v in (("ep", ep), ("attn_dp", attn_dp)):
+        if v != AUTO:
+            keep &= np.isin(lays[f], (1,) if v is None else v)
+    return {f: a[keep] for f, a in lays.items()} if keep.any() else None
+
+
+def degrees(lays: dict, f: str) -> list[int]:
+    """The ``ep`` / ``attn_dp`` argument of :func:`dse.infer.sweep.sweep_inference` that
+    yields exactly the layouts ``lays`` of :func:`moe_layouts`: the degrees they use (the
+    valid layouts of their product are ``lays`` again)."""
+    return sorted(set(int(x) for x in lays[f]))
+
+
+def check_moe_axes(model, mid: str, gpus: int, ep, attn_dp, where: str) -> None:
+    """Every listed EP / attention-DP degree is taken by some layout of some replica size
+    of an MoE model; otherwise the layout rule its first candidate breaks, as a one-line
+    error naming the field (:func:`dse.infer.expert_parallel.serving_layouts`)."""
+    if model.num_experts <= 1:
+        return
+    sizes = [g for g in range(1, gpus + 1) if gpus % g == 0]
+    for key, v in (("ep", ep), ("attn_dp", attn_dp)):
+        for x in (() if v in (None, AUTO) else v):
+            one = {"ep": ep, "attn_dp": attn_dp, key: (x,)}
+            if any(moe_layouts(model, g, one["ep"], one["attn_dp"]) for g in sizes):
+                continue
+            try:
+                serving_layouts(model, gpus, one["ep"], one["attn_dp"])
+                rule = "no layout takes it"
+            except InputError as e:
+                rule = f"{e.field}: {e.rule}"
+            require(False, where, f"serving.{key}", f"{x} is allowed for {mid} at no replica size "
+                    f"dividing {gpus} GPUs ({rule})")
+
+
+def layout_text(pts: pd.DataFrame) -> list[str]:
+    """Per point: ``TP4 PP2 x1 c64 fp8`` / ``TP1·DP8·EP8 PP1 x1 c512 fp8``: the replica's
+    TP, attention-DP ranks (``DP``, shown when > 1) and EP degree (``EP``, when > 1) inside
+    a stage, its PP, replicas, requests per replica (``c`` in flight under continuous
+    batching, ``b`` static batch), precision."""
+    cols = [pts[c].to_numpy() for c in ("tp", "attn_dp", "ep", "pp", "replicas", "batch",
+                                        "batching", "precision")]
+    out = []
+    for tp, dp, ep, pp, rep, b, mode, prec in zip(*cols):
+        par = f"TP{int(tp)}" + (f"·DP{int(dp)}" if dp > 1 else "") + (f"·EP{int(ep)}" if ep > 1 else "")
+        out.append(f"{par} PP{int(pp)} x{int(rep)} {'c' if mode == 'continuous' else 'b'}{int(b)} {prec}")
+    return out
 
 
 def sweep_points(st: ServingStudy) -> pd.DataFrame:
@@ -176,6 +258,9 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
     for model, mid in zip(st.models, st.model_ids):
         sizes = [g for g in range(1, st.gpus + 1) if st.gpus % g == 0 and replica_layouts(model, g)]
         for g in sizes:
+            lays = moe_layouts(model, g, st.ep, st.attn_dp)
+            if lays is None:
+                continue
             by_code: dict[int, list] = {}
             for hw, ps, eng in zip(st.hardware, st.precisions, st.engines):
                 for p in ps:
@@ -183,7 +268,8 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
             for code, he in sorted(by_code.items()):
                 hws = [h for h, _ in he]
                 df = sweep_inference(model, hws, g, st.max_batch, st.input_len, st.output_len, code,
-                                     batching=st.batching, engine=[e for _, e in he])
+                                     batching=st.batching, engine=[e for _, e in he],
+                                     ep=degrees(lays, "ep"), attn_dp=degrees(lays, "attn_dp"))
                 df.insert(0, "model_id", mid)
                 df["gpus_per_replica"] = g
                 df["replicas"] = st.gpus // g
@@ -194,7 +280,7 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
     pts["tok_s_per_user"] = 1.0 / pts["tpot_s"]
     pts["tok_s_per_gpu"] = pts["output_tok_s"] / pts["gpus_per_replica"]
     pts["tok_s_system"] = pts["tok_s_per_gpu"] * st.gpus
-    pts["layout"] = [layout_text(r) for _, r in pts.iterrows()]
+    pts["layout"] = layout_text(pts)
     order = {h.name: i for i, h in enumerate(st.hardware)}
     pts["_m"] = pts["model_id"].map({m: i for i, m in enumerate(st.model_ids)})
     pts["_h"] = pts["hardware"].map(order)
@@ -203,42 +289,60 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
     return pts.drop(columns=["_m", "_h"]).reset_index(drop=True)
 
 
+LAYOUT_KEY = ["precision", "tp", "pp", "ep", "attn_dp", "replicas"]
+
+
 def pareto(pts: pd.DataFrame) -> pd.DataFrame:
     """The feasible points no other feasible point of the same (model, hardware) beats on
-    both tok/s/GPU and tok/s/user, ordered by tok/s/user.  Of points equal on both axes
-    (continuous batching: a concurrency above the KV slots runs the same admitted batch and
-    only queues longer) the front keeps the one with the lowest TTFT."""
+    both tok/s/GPU and tok/s/user, ordered by tok/s/user.  Of points of one layout
+    (:data:`LAYOUT_KEY`) equal on both axes (continuous batching: a concurrency above the
+    KV slots runs the same admitted batch and only queues longer) the front keeps the one
+    with the lowest TTFT."""
     ok = pts[pts["feasible"]]
     parts = []
     for _, g in ok.groupby(["model_id", "hardware"], sort=False):
         front = g[pareto_front(g, list(AXES), ["maximize", "maximize"])]
         front = front.sort_values(["ttft_ms", "batch"], kind="stable").drop_duplicates(
-            ["precision", "tp", "pp", "replicas", *AXES])
+            [*LAYOUT_KEY, *AXES])
         parts.append(front.sort_values(["tok_s_per_user", "tok_s_per_gpu"], kind="stable"))
     return pd.concat(parts, ignore_index=True) if parts else ok.iloc[:0]
 
 
+def tp_pp_only(pts: pd.DataFrame, st: ServingStudy) -> pd.DataFrame:
+    """The points without EP or attention DP (``ep = attn_dp = 1``) of the models whose
+    EP / attention-DP layouts were searched (:meth:`ServingStudy.searches_ep`)."""
+    moe = [mid for m, mid in zip(st.models, st.model_ids) if st.searches_ep(m)]
+    return pts[pts["model_id"].isin(moe) & (pts["ep"] == 1) & (pts["attn_dp"] == 1)]
+
+
 def best_per_sla(pts: pd.DataFrame, st: ServingStudy) -> pd.DataFrame:
     """One row per (model, hardware, SLA, scope): the best point that meets the SLA, or
-    the reason none does (module docstring)."""
+    the reason none does (module docstring; scope ``any``, a precision every GPU lists, or
+    :data:`TP_PP` for an MoE model searched with EP / attention DP)."""
     common = [p for p in PRECISIONS if all(p in ps for ps in st.precisions)]
     rows = []
-    for mid in st.model_ids:
+    for model, mid in zip(st.models, st.model_ids):
+        scopes = ["any"] + common + ([TP_PP] if st.searches_ep(model) else [])
         for hw, ps in zip(st.hardware, st.precisions):
-            g = pts[(pts["model_id"] == mid) & (pts["hardware"] == hw.name) & pts["feasible"]]
+            mine = pts[(pts["model_id"] == mid) & (pts["hardware"] == hw.name)]
+            g = mine[mine["feasible"]]
             for sla in st.slas:
-                for scope in ["any"] + common:
-                    c = g if scope == "any" else g[g["precision"] == SERVING_PRECISION_NAMES[
-                        precision_of(scope, hw)]]
+                for scope in scopes:
+                    if scope == TP_PP:
+                        c = g[(g["ep"] == 1) & (g["attn_dp"] == 1)]
+                    else:
+                        c = g if scope == "any" else g[g["precision"] == SERVING_PRECISION_NAMES[
+                            precision_of(scope, hw)]]
                     meet = c[(c["ttft_ms"] <= sla.ttft_ms) & (c["tpot_ms"] <= sla.tpot_ms)]
                     base = {"model_id": mid, "hardware": hw.name, "sla": sla.name,
                             "sla_ttft_ms": sla.ttft_ms, "sla_tpot_ms": sla.tpot_ms, "scope": scope,
                             "points_feasible": len(c), "points_meeting": len(meet)}
                     if len(meet):
-                        b = meet.sort_values(["tok_s_per_gpu", "tok_s_per_user", "gpus_per_replica"],
-                                             ascending=[False, False, True], kind="stable").iloc[0]
+                        b = meet.sort_values(["tok_s_per_gpu", "tok_s_per_user", "gpus_per_replica", "ep",
+                                              "attn_dp"], ascending=[False, False, True, True, True],
+                                             kind="stable").iloc[0]
                         rows.append({**base, **{k: b[k] for k in best_cols(st)},
-                                     "next_batch": next_batch(pts, b, sla), "status": "ok"})
+                                     "next_batch": next_batch(mine, b, sla), "status": "ok"})
                     else:
                         why = ("no feasible point" if not len(c) else
                                f"none of {len(c)} feasible points meets it (lowest TTFT "
@@ -252,9 +356,10 @@ def next_batch(pts: pd.DataFrame, b, sla: SLA) -> str:
     """What stops the next larger batch at the best point's layout and precision: not
     searched, does not fit in memory, breaks a bound (which, by how much), or meets the
     SLA with fewer tok/s/GPU."""
-    same = pts[(pts["model_id"] == b["model_id"]) & (pts["hardware"] == b["hardware"])
-               & (pts["precision"] == b["precision"]) & (pts["tp"] == b["tp"]) & (pts["pp"] == b["pp"])
-               & (pts["batch"] > b["batch"])].sort_values("batch", kind="stable")
+    key = np.ones(len(pts), bool)
+    for c in ("model_id", "hardware", *LAYOUT_KEY):
+        key &= pts[c].to_numpy() == b[c]
+    same = pts[key & (pts["batch"].to_numpy() > b["batch"])].sort_values("batch", kind="stable")
     if not len(same):
         return "largest batch searched"
     n = same.iloc[0]
@@ -271,12 +376,13 @@ def next_batch(pts: pd.DataFrame, b, sla: SLA) -> str:
     return f"{nb} meets the SLA with fewer tok/s/GPU ({n['tok_s_per_gpu']:,.0f}){queued}"
 
 
-COMMON_COLS = ("layout", "precision", "tp", "pp", "replicas", "gpus_per_replica", "batch",
+COMMON_COLS = ("layout", "precision", "tp", "pp", "ep", "attn_dp", "replicas", "gpus_per_replica", "batch",
                "tok_s_per_gpu", "tok_s_per_user", "tok_s_system", "ttft_ms", "tpot_ms", "e2e_s",
                "mem_gib", "hbm_gib")
 MODE_COLS = {"static": ("decode_gemm_s", "decode_attention_s", "decode_comm_s",
                         "decode_elementwise_s", "decode_s_per_token"),
-             "continuous": ("engine", "admitted", "slots", "kv_slots", "queue_s", "kv_pool_gib")}
+             "continuous": ("engine", "admitted", "slots", "kv_slots", "queue_s", "kv_pool_gib",
+                            "experts_per_gpu")}
 
 
 def best_cols(st: ServingStudy) -> tuple[str, ...]:
@@ -291,4 +397,4 @@ def run(d: dict, path: Path) -> ServingResults:
     pts = sweep_points(st)
     run_s = time.perf_counter() - t0
     return ServingResults(StudyHeader(d["name"], d.get("description", ""), path, out), st, pts,
-                          pareto(pts), best_per_sla(pts, st), run_s)
+                          pareto(pts), best_per_sla(pts, st), run_s, pareto(tp_pp_only(pts, st)))

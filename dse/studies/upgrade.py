@@ -43,6 +43,7 @@ from dse.report.plots import BREAKDOWN_LABELS
 from dse.report.results import StudyHeader, UpgradeResults
 from dse.spec.hardware import GIB, get_hardware
 from dse.spec.layout import RECOMPUTE, Workload
+from dse.spec.study import study_keys
 from dse.spec.variants import parse_variants
 from dse.studies.common import check_keys, int_list, layout_label, parse_workload, results_dir
 from dse.studies.variants import match_layout, layout_cols
@@ -53,13 +54,13 @@ BREAKDOWN = list(BREAKDOWN_LABELS)
 
 def parse(d: dict, path: Path):
     where = str(path)
-    check_keys(d, {"name", "kind", "description", "workload", "upgrade", "variants"}, where, "")
+    check_keys(d, study_keys("upgrade"), where, "")
     require("hardware" not in d.get("workload", {}), where, "workload.hardware",
             "must be absent in an upgrade study: [upgrade] names the GPUs")
     wl = parse_workload(d, where, hardware_required=False)
     up = d.get("upgrade")
     require(isinstance(up, dict), where, "upgrade", "table is required")
-    check_keys(up, {"from", "to", "breakdown_gpus", "headroom_mbs"}, where, "upgrade.")
+    check_keys(up, study_keys("upgrade", "upgrade"), where, "upgrade.")
     variants = {h.name: h for h in parse_variants(d["variants"], where)} if "variants" in d else {}
 
     def hw(name, key):

@@ -40,6 +40,7 @@ from dse.report.plots import BREAKDOWN_LABELS
 from dse.report.results import StudyHeader, VariantsResults, VariantsStudy
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE, Workload
+from dse.spec.study import study_keys
 from dse.spec.variants import parse_variants
 from dse.studies import elasticity
 from dse.studies import variants_infer as infer
@@ -53,8 +54,7 @@ UNLIMITED = 1e6      # "unlimited" = this many times the nominal value
 
 def parse(d: dict, path: Path) -> VariantsStudy:
     where = str(path)
-    check_keys(d, {"name", "kind", "description", "baseline", "workload", "variants", "report",
-                   "inference"}, where, "")
+    check_keys(d, study_keys("variants"), where, "")
     require("hardware" not in d.get("workload", {}), where, "workload.hardware",
             "must be absent in a variants study: the [[variants]] tables define the hardware")
     wl = parse_workload(d, where, hardware_required=False)
@@ -64,7 +64,7 @@ def parse(d: dict, path: Path) -> VariantsStudy:
     require(baseline in names, where, "baseline", f"must name one of the variants {names}, but got {baseline!r}")
     rep = d.get("report", {})
     require(isinstance(rep, dict), where, "report", "must be a table")
-    check_keys(rep, {"breakdown_gpus", "published"}, where, "report.")
+    check_keys(rep, study_keys("variants", "report"), where, "report.")
     bg = rep.get("breakdown_gpus", [wl.gpus[len(wl.gpus) // 2]])
     bg = (bg,) if isinstance(bg, int) else tuple(bg)
     for g in bg:
@@ -73,7 +73,7 @@ def parse(d: dict, path: Path) -> VariantsStudy:
     pub = rep.get("published", [])
     require(isinstance(pub, list), where, "report.published", "must be an array of tables")
     for i, p in enumerate(pub):
-        check_keys(p, {"variant", "speedup", "metric", "source"}, where, f"report.published[{i}].")
+        check_keys(p, study_keys("variants", "report", "published"), where, f"report.published[{i}].")
         require(p.get("variant") in names, where, f"report.published[{i}].variant",
                 f"must name one of the variants {names}, but got {p.get('variant')!r}")
         s = p.get("speedup")

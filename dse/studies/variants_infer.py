@@ -28,9 +28,10 @@ from dse.errors import require
 from dse.spec.hardware import Hardware
 from dse.spec.layout import precision_code
 from dse.spec.model import get_model
+from dse.spec.study import study_keys
 from dse.studies.common import check_keys, int_list
 
-KEYS = {"model", "gpus_per_replica", "batch", "prompt_len", "gen_len", "precision"}
+KEYS = study_keys("variants", "inference")     # the study schema (dse.spec.study)
 PHASES = (("prefill", "prefill_s", "prefill time of the whole batch (s)"),
           ("decode", "decode_s_per_token", "decode step time, one token per sequence (s)"))
 

@@ -75,7 +75,7 @@ by it.  Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
-from dse.cost.collectives import NCCL_OVERLAP_SMS
+from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import flops, map_ops, time_s
 from dse.graph.train import dp_bucket_ops
@@ -487,7 +487,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                     f"precision={int(wl.precision)}",
         "micro_batches": str(m), "layers_per_stage": str(L_st),
         # SM share of a collective overlapping compute (dse.cost.collectives.overlapped_cost_s)
-        "comm_sm_fraction": repr(min(NCCL_OVERLAP_SMS / float(hw.num_sms), 0.5)),
+        "comm_sm_fraction": repr(comm_sm_fraction(float(hw.num_sms))),
         "schedule": (f"interleaved 1f1b (vpp={vpp}, async p2p)" if vpp > 1 else "1f1b"),
         "generator": "dse.trace.generate",
     }

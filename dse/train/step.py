@@ -17,10 +17,10 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 prefetched, per the framework profile (dse.train.zero3)
   step        = pipeline + exposed DP + optimizer step
 
-Overlap assumptions: each overlapped collective costs ``max(0, comm - window)`` exposed
-plus, for its hidden part, the compute slowdown of the SMs NCCL occupies
-(:func:`dse.cost.collectives.overlapped_cost_s`); the breakdown's DP and CP columns
-carry both:
+Overlap assumptions: each overlapped collective costs the larger of its exposed part
+``max(0, comm - window)`` and the slowdown of the kernels beside it on the SMs NCCL
+occupies (:func:`dse.cost.collectives.overlapped_cost_s`; chunk by chunk under
+interleaving, ``interleaved_overlap_cost_s``); the breakdown's DP and CP columns carry it:
   CP ring exchange vs the attention compute of the layer (Liu et al. 2023) plus any
   host-bound stall of the pass (dse.train.layer);
   DP and ZeRO-3 as above; TP and EP collectives sit on the critical path (exposed).
@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.cost.collectives import interleaved_exposed_s, overlapped_cost_s
+from dse.cost.collectives import comm_sm_fraction, interleaved_overlap_cost_s, overlapped_cost_s
 from dse.graph.ops import flops as flops_of
 from dse.graph.ops import time_s
 from dse.graph.train import step_graph
@@ -131,11 +131,11 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     # the rank's layers whose forward runs twice
     recompute_full = mem.recompute_fraction
     tp_exposed = lc.tp_exposed_s * (1.0 + 0.5 * recompute_full)
-    ov = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms)
+    f_sm = comm_sm_fraction(hw.num_sms)
     # the ring exchange hides under the attention core and under any host stall of the
-    # pass (the GPU idles waiting for the CPU while the copy engines move K/V)
+    # pass (the GPU idles waiting for the CPU while the copy engines move K/V; no kernels)
     cp_window = lc.attn_s + lc.host_stall_fwd_s + lc.host_stall_bwd_s
-    cp_exposed = jnp.where(lay.cp > 1, ov(lc.cp_comm_s, cp_window), 0.0)
+    cp_exposed = jnp.where(lay.cp > 1, overlapped_cost_s(lc.cp_comm_s, cp_window, lc.attn_s, f_sm), 0.0)
     layer_compute = lc.fwd_compute_s + lc.bwd_compute_s
     layer_recompute = (recompute_full * lc.fwd_compute_s
                        + (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s)
@@ -158,20 +158,23 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
     # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
-    ovi = lambda comm, window: overlapped_cost_s(comm, window, hw.num_sms,
-                                                 interleaved_exposed_s(comm, window, lay.pp, lay.vpp))
+    ovi = lambda comm, window: interleaved_overlap_cost_s(comm, window, f_sm, lay.pp, lay.vpp)
     dp_z0 = ovi(ar, bwd_window)
     dp_z1 = ovi(rs, bwd_window) + ovi(ag, fwd_window)
     # ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every micro-batch's
     # backward (DeepSpeed stage 2; FSDP SHARD_GRAD_OP without no_sync); the last layer's
     # share of every (micro-batch, chunk) pass has nothing left to hide under
     z2_exposed = lay.vpp * jnp.maximum(rs / L_st, (rs - bwd_window) / lay.vpp + bwd_window / L_st)
-    dp_z2 = m * overlapped_cost_s(rs, bwd_window, hw.num_sms, jnp.minimum(z2_exposed, rs)) + ovi(ag, fwd_window)
+    dp_z2 = m * overlapped_cost_s(rs, bwd_window, bwd_window, f_sm, jnp.minimum(z2_exposed, rs)) + ovi(ag, fwd_window)
     # ZeRO-3 / FSDP: per unit (one block, or one linear under DeepSpeed), prefetched one
     # ahead, with what cannot hide exposed (dse.train.zero3)
     head_bwd = _sum(time_s(op, hw, r) for op in graph.head if op.phase == "bwd")
+    # the unit collectives also hide under the compute stream's own TP / EP collectives
+    tp_half = 0.5 * lc.tp_exposed_s
     dp_z3, z3_raw, z3_counts = zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
-                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m)
+                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m,
+                                 fwd_other_s=tp_half + 0.5 * lc.ep_comm_s,
+                                 bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
     dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)

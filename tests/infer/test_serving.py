@@ -256,3 +256,31 @@ def test_output_length_spread_raises_the_kv_a_running_request_holds():
     d = dep(engine="sglang")
     assert offline(d, 226, 194, 1, o2=2.0).tokens_per_s < offline(d, 226, 194, 1).tokens_per_s
     assert poisson(d, 4.0, 226, 194, 1, o2=2.0).tpot_s >= poisson(d, 4.0, 226, 194, 1).tpot_s
+
+
+def test_eager_passes_of_python_engines_are_host_bound_when_the_gpu_work_is_small():
+    """vLLM / SGLang issue a prefill pass kernel by kernel from Python: it takes at least
+    ``eager_op_s`` per kernel of the operator graph; a pass with more GPU work than that
+    is unchanged, a CUDA-graph decode replay never pays it, and the C++ engines have none."""
+    from dse.infer.engines import EAGER_OP_S
+    from dse.infer.forward import stage_kernels
+    from dse.spec.frameworks import MEGATRON
+    assert EAGER_OP_S == MEGATRON.host_op_s                # the training constant, carried over
+    l70 = get_model("meta-llama/Llama-3.1-70B")
+    a100 = get_hardware("a100-sxm-80gb")
+    no_floor = lambda d: d._replace(engine=dataclasses.replace(d.engine, eager_op_s=0.0))
+    big = dep(model=l70, engine="sglang", tp=4)
+    kernels = float(stage_kernels(l70, 230.0, 1.0, prefill_attention_op(l70, 230.0, 4), 4, 1, 1,
+                                  2.0))
+    assert kernels == pytest.approx(12 * l70.num_layers + 4 + 2, abs=2)
+    t, t0 = prefill_s(big, 1, 230, overhead=False), prefill_s(no_floor(big), 1, 230, overhead=False)
+    assert t >= EAGER_OP_S * kernels * (1 - 1e-6) and t > 1.3 * t0
+    small = dep(hw=a100, engine="sglang")                  # 8B on one A100: GPU-bound
+    assert prefill_s(small, 1, 230) == pytest.approx(prefill_s(no_floor(small), 1, 230))
+    assert iteration_s(big, 16, 500) == pytest.approx(iteration_s(no_floor(big), 16, 500))
+    assert PROFILES["trtllm"].eager_op_s == 0.0 and PROFILES["nemo"].eager_op_s == 0.0
+
+
+def prefill_attention_op(model, S, tp):
+    from dse.infer.prefill import prefill_attention
+    return prefill_attention(model, 1.0, S, tp)

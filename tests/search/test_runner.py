@@ -148,3 +148,38 @@ def test_in_memory_storage_runs_without_heartbeat():
     study = run_search("mem", "sqlite:///:memory:", toy.SPACE, toy.evaluate_batch,
                        toy.DIRECTIONS, 9, batch_size=4, progress=False)
     assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 9
+
+
+def test_stored_study_with_other_objectives_is_refused_before_any_trial(tmp_path):
+    """The objectives check runs on the storage the search opens (once), before any
+    trial: a codesign study re-run with other objectives is one line, exit 2."""
+    url, calls = f"sqlite:///{tmp_path}/s.db", []
+    _run(url, _recording(calls), 4, objective_names=["a", "b"])
+    calls.clear()
+    with pytest.raises(InputError, match=r"optimizes \['a', 'b'\], but this search asks for \['a', 'c'\]"):
+        _run(url, _recording(calls), 8, objective_names=["a", "c"])
+    assert calls == []
+    assert len(_run(url, _recording(calls), 6, objective_names=["a", "b"]).get_trials()) == 6
+
+
+def test_codesign_opens_its_storage_once(tmp_path, monkeypatch):
+    """``kind = "codesign"`` opens the Optuna storage once per run (dse.search.runner),
+    not once to check the stored objectives and again to search."""
+    import dse.search.runner as runner
+    from dse.studies import codesign
+    opened = []
+    real = runner.open_storage
+    monkeypatch.setattr(runner, "open_storage", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    import dse.search.storage as storage
+    monkeypatch.setattr(storage, "open_storage", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    import pandas as pd
+    monkeypatch.setattr(codesign.elasticity, "at_layout", lambda *a, **k: pd.DataFrame())  # not under test
+    monkeypatch.chdir(tmp_path)
+    d = {"name": "cd", "kind": "codesign", "base": "a100-sxm-80gb",
+         "workload": {"model": "llama3-8b", "seq_len": 1024, "global_batch": 8, "gpus": 8, "precision": "bf16"},
+         "knobs": {"hbm_bw": {"low": 1.5, "high": 3.0}}, "search": {"trials": 2, "batch": 2, "seed": 1}}
+    url = f"sqlite:///{tmp_path}/cd.db"
+    for _ in range(2):                      # a new storage, then the stored study resumed
+        opened.clear()
+        res = codesign.run(d, tmp_path / "cd.toml", storage=url)
+        assert opened == [url] and len(res.done) == 2

@@ -15,11 +15,43 @@ from dse.spec.schema import Field
 NOT_A_CHOICE = "zzz-not-a-choice"
 
 
+class Named(str):
+    """An array-of-tables item named in messages by its label (``variants['hot']``,
+    :attr:`dse.spec.schema.Field.label`) instead of its index."""
+
+
 def path_text(path: tuple) -> str:
     out = ""
     for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, Named):
+            out += f"[{str(p)!r}]"
+        else:
+            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
+
+
+def shown(d: dict, fields: tuple[Field, ...], path: tuple) -> tuple:
+    """``path`` as the validator names it in ``d``: an item of a labelled array of
+    tables by its label's value when that is a non-empty string, else by its index."""
+    out, cur, fs, i = [], d, fields, 0
+    while i < len(path):
+        p = path[i]
+        out.append(p)
+        i += 1
+        f = next((g for g in fs or () if g.key == p), None) if isinstance(cur, dict) else None
+        if f is None or p not in cur:
+            return tuple(out) + tuple(path[i:])
+        cur, fs = cur[p], f.fields
+        nxt = path[i] if i < len(path) else None
+        if f.kind == "tables" and isinstance(nxt, int) and isinstance(cur, list) and nxt < len(cur):
+            item = cur[nxt]
+            name = item.get(f.label) if f.label and isinstance(item, dict) else None
+            out.append(Named(name) if isinstance(name, str) and name.strip() else nxt)
+            cur, fs, i = item, (_schema_of(f, item) if isinstance(item, dict) else None), i + 1
+        elif f.kind == "named" and nxt is not None and isinstance(cur, dict):
+            out.append(nxt)
+            cur, fs, i = cur.get(nxt), dict(f.cases).get(nxt, f.fields), i + 1
+    return tuple(out)
 
 
 def _schema_of(f: Field, item: dict) -> tuple[Field, ...] | None:
@@ -80,6 +112,8 @@ def bad_values(f: Field) -> list:
         return [1, 0, "true", "no"]
     if k == "string":
         return [3, True, ["a"]] + ([NOT_A_CHOICE] if f.choices else [])
+    if k == "quantity":
+        return [True, [1.0], {"a": 1}, math.nan, math.inf, *_out_of_bounds(f)]
     if k == "integers":
         return ["8", 2.5, True, [], [1, "x"], *_out_of_bounds(f)]
     if k == "strings":
@@ -131,7 +165,10 @@ def broken(draw, d: dict, fields: tuple[Field, ...], skip: tuple[str, ...] = (),
     if what == "table":
         known = {g.key for g in f}
         key = draw(UNKNOWN.filter(lambda k: k not in known))
-        return _set(d, path + (key,), draw(st.sampled_from([1, "x", True, 2.5]))), path + (key,)
+        b = _set(d, path + (key,), draw(st.sampled_from([1, "x", True, 2.5])))
+        return b, shown(b, fields, path + (key,))
     if what == "drop":
-        return _drop(d, path), path
-    return _set(d, path, draw(st.sampled_from(bad_values(f)))), path
+        b = _drop(d, path)
+        return b, shown(b, fields, path)
+    b = _set(d, path, draw(st.sampled_from(bad_values(f))))
+    return b, shown(b, fields, path)

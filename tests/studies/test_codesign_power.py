@@ -1,7 +1,8 @@
-"""Co-design power and cost per token (dse/studies/codesign_power.py)."""
+"""Co-design power and cost per token (dse/cost/energy.py: variant TDP, per-token cost)."""
 
 from dse.spec.hardware import get_hardware
-from dse.studies.codesign_power import TCO_DEFAULTS, hbm_power_w, per_token, variant_tdp_w
+from dse.cost.energy import hbm_power_w, per_token, variant_tdp_w
+from dse.spec.study import TCO_DEFAULTS
 
 
 def test_variant_power_follows_clock_and_hbm_bandwidth():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dse.cli import main
-from dse.report.serving import report, sla_sentences
+from dse.report.serving import ep_sentences, report, sla_sentences
 from dse.report.serving_results import SLA, ServingResults
 from dse.report.results import StudyHeader
 from dse.study import run_study
@@ -225,3 +225,141 @@ def test_how_the_numbers_are_made_follows_the_engines(small, tmp_path):
     assert "`sglang` on h200-sxm-141gb: host time 1.5 ms per iteration" in other
     assert "up to 160 sequences replay as CUDA graphs (1.5 µs per kernel)" in other
     assert "prefill passes of their own" in other and "a 512-token prompt fits one iteration's 8192" in other
+
+
+MOE = """
+name = "serving-moe"
+kind = "serving"
+
+[serving]
+models = ["mixtral-8x7b", "llama3-8b"]
+gpus = 4
+input_len = 512
+output_len = 128
+max_batch = 64
+ep = "auto"
+attn_dp = "auto"
+
+[[hardware]]
+name = "h100-sxm-80gb"
+precisions = ["fp8"]
+
+[[sla]]
+name = "tight"
+ttft_ms = 500
+tpot_ms = 8
+
+[[sla]]
+name = "loose"
+ttft_ms = 5000
+tpot_ms = 60
+"""
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory):
+    p = tmp_path_factory.mktemp("serving-moe") / "moe.toml"
+    p.write_text(MOE)
+    d, path = load_study(str(p))
+    st = S.parse(d, path)
+    pts = S.sweep_points(st)
+    return st, pts, S.best_per_sla(pts, st), S.pareto(pts), S.pareto(S.tp_pp_only(pts, st))
+
+
+def test_moe_layouts_are_searched_and_labelled(moe):
+    """EP / attention DP reach the MoE model only, every layout the rules allow, each
+    labelled with its degrees; the dense model keeps EP = DP = 1."""
+    st, pts, _, _, _ = moe
+    mx = pts[pts["model_id"] == "mixtral-8x7b"]
+    dense = pts[pts["model_id"] == "llama3-8b"]
+    assert (dense["ep"] == 1).all() and (dense["attn_dp"] == 1).all()
+    assert set(mx["ep"]) == {1, 2, 4} and set(mx["attn_dp"]) == {1, 2, 4}
+    assert (mx["tp"] * mx["attn_dp"] * mx["pp"] == mx["gpus_per_replica"]).all()
+    dp = mx[mx["attn_dp"] > 1]
+    assert (dp["ep"] == dp["tp"] * dp["attn_dp"]).all()            # EP = TP x DP with DP attention
+    r = mx[(mx["tp"] == 1) & (mx["attn_dp"] == 4) & (mx["batch"] == 64)].iloc[0]
+    assert r["layout"] == "TP1·DP4·EP4 PP1 x1 c64 fp8"
+    r = mx[(mx["tp"] == 4) & (mx["ep"] == 2) & (mx["batch"] == 8)].iloc[0]
+    assert r["layout"] == "TP4·EP2 PP1 x1 c8 fp8"
+    assert not dense["layout"].str.contains("EP|DP").any()
+    assert st.searches_ep(st.models[0]) and not st.searches_ep(st.models[1])
+
+
+def test_moe_front_and_best_keep_the_full_layout(moe):
+    """The front de-duplicates per (precision, TP, PP, EP, DP, replicas); the best point
+    per SLA is the best over every layout and ``tp_pp`` the best without EP / DP."""
+    st, pts, best, front, tp_front = moe
+    f = front[front["model_id"] == "mixtral-8x7b"]
+    assert not f.duplicated(S.LAYOUT_KEY + list(S.AXES)).any()
+    assert len(tp_front) and ((tp_front["ep"] == 1) & (tp_front["attn_dp"] == 1)).all()
+    assert set(best[best["model_id"] == "llama3-8b"]["scope"]) == {"any", "fp8"}
+    b = best[best["model_id"] == "mixtral-8x7b"]
+    assert set(b["scope"]) == {"any", "fp8", "tp_pp"}
+    ok = pts[(pts["model_id"] == "mixtral-8x7b") & pts["feasible"]]
+    for sla in st.slas:
+        meet = ok[(ok["ttft_ms"] <= sla.ttft_ms) & (ok["tpot_ms"] <= sla.tpot_ms)]
+        plain = meet[(meet["ep"] == 1) & (meet["attn_dp"] == 1)]
+        a = b[(b["sla"] == sla.name) & (b["scope"] == "any")].iloc[0]
+        t = b[(b["sla"] == sla.name) & (b["scope"] == "tp_pp")].iloc[0]
+        assert a["tok_s_per_gpu"] == pytest.approx(meet["tok_s_per_gpu"].max())
+        assert t["tok_s_per_gpu"] == pytest.approx(plain["tok_s_per_gpu"].max())
+        assert t["ep"] == 1 and t["attn_dp"] == 1 and a["tok_s_per_gpu"] >= t["tok_s_per_gpu"]
+
+
+def test_ep_sentences_are_computed(moe, tmp_path):
+    """The EP bullets state the ratio of the two best rows, per SLA, and appear only for
+    the MoE model; a study restricted to ep = attn_dp = 1 has none."""
+    st, pts, best, front, tp_front = moe
+    head = StudyHeader("serving-moe", "", tmp_path / "moe.toml", tmp_path)
+    res = ServingResults(head, st, pts, front, best, 0.0, tp_front)
+    lines = ep_sentences(res, "mixtral-8x7b")
+    assert len(lines) == 2 and ep_sentences(res, "llama3-8b") == []
+    text = report(res, ["a.png", "b.png"])
+    for sla in ("tight", "loose"):     # here EP / DP wins the tight SLA, TP/PP alone the loose one
+        b = best[(best["model_id"] == "mixtral-8x7b") & (best["sla"] == sla)].set_index("scope")
+        a, t = b.loc["any"], b.loc["tp_pp"]
+        line = next(s for s in lines if s.startswith(f"- **{sla}**"))
+        x = a["tok_s_per_gpu"] / t["tok_s_per_gpu"]
+        if (a["ep"] > 1 or a["attn_dp"] > 1) and x >= 1.005:
+            assert f"EP / attention DP serves more on h100-sxm-80gb {x:.2f}x ({a['layout']}" in line
+            assert t["layout"] in line
+        elif a["ep"] > 1 or a["attn_dp"] > 1:
+            assert f"within 0.5% of the best TP/PP-only one on h100-sxm-80gb ({a['layout']} against " \
+                   f"{t['layout']}" in line
+        else:
+            assert f"a TP/PP-only layout stays best on h100-sxm-80gb ({a['layout']})" in line
+        assert line in text
+    assert "attention DP x EP" in text and "EP 1, 2, 4, attention DP 1, 2, 4" in text
+    plain = dataclasses.replace(st, ep=(1,), attn_dp=(1,))
+    only = pts[(pts["ep"] == 1) & (pts["attn_dp"] == 1)]
+    res1 = ServingResults(head, plain, only, S.pareto(only), S.best_per_sla(only, plain), 0.0)
+    assert ep_sentences(res1, "mixtral-8x7b") == [] and "searched without EP" in report(res1, ["a.png", "b.png"])
+
+
+def test_listed_degrees_restrict_the_search(tmp_path):
+    """``ep = [1, 4]``, ``attn_dp = 1``: only those layouts, at every replica size that allows them."""
+    p = tmp_path / "moe.toml"
+    p.write_text(MOE.replace('ep = "auto"', "ep = [1, 4]").replace('attn_dp = "auto"', "attn_dp = 1"))
+    d, path = load_study(str(p))
+    st = S.parse(d, path)
+    assert st.ep == (1, 4) and st.attn_dp == (1,)
+    lays = {g: S.moe_layouts(st.models[0], g, st.ep, st.attn_dp) for g in (1, 2, 4)}
+    assert set(lays[2]["ep"]) == {1} and set(lays[4]["ep"]) == {1, 4}
+    assert (lays[4]["attn_dp"] == 1).all()
+
+
+@pytest.mark.parametrize("edit, field, says", [
+    (lambda t: t.replace('ep = "auto"', 'ep = "all"'), "serving.ep", "must be 'auto'"),
+    (lambda t: t.replace('ep = "auto"', "ep = [0, 2]"), "serving.ep", "must be 'auto'"),
+    (lambda t: t.replace('attn_dp = "auto"', "attn_dp = true"), "serving.attn_dp", "must be 'auto'"),
+    (lambda t: t.replace('ep = "auto"', "ep = 3"), "serving.ep", "3 is allowed for mixtral-8x7b at no replica"),
+    (lambda t: t.replace('ep = "auto"', "ep = 8"), "serving.ep", "8 is allowed for mixtral-8x7b at no replica"),
+    (lambda t: t.replace('ep = "auto"', 'ep = 2\nbatching = "static"'), "serving.ep", "under batching = 'static'"),
+    (lambda t: t.replace('ep = "auto"', 'epp = 2'), "serving.epp", "unknown key"),
+])
+def test_bad_moe_axes_exit_2(tmp_path, capsys, edit, field, says):
+    p = tmp_path / "bad.toml"
+    p.write_text(edit(MOE))
+    assert main(["study", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and says in err, err

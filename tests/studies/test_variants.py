@@ -145,3 +145,26 @@ def test_throttled_variant_never_faster_than_unthrottled_twin():
         assert np.all(t[hot].to_numpy() >= t["C"].to_numpy() * (1 - 1e-6)), hot
     assert np.all(t["Dclk"].to_numpy() >= t["D"].to_numpy() * (1 - 1e-6))
     assert (t["D"] > t["C"]).any()
+
+
+def test_misspelt_variant_key_is_a_did_you_mean_at_load(tmp_path, capsys):
+    """``[[variants]]`` keys are in the study schema (dse.spec.variants.VARIANT_FIELDS): a
+    near miss is the one-line "did you mean" error, exit 2, naming the variant."""
+    p = tmp_path / "typo.toml"
+    p.write_text(BAD_STUDY.format(line="hbm_bww = '2x'"))
+    rc = main(["study", str(p)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "variants['hot'].hbm_bww: unknown key (did you mean 'hbm_bw'?)" in err
+    # the same from parse_variants itself (a codesign study's compare.variants_from)
+    with pytest.raises(InputError, match=r"variants\['v'\]\.throtle: unknown key \(did you mean 'throttle'\?\)"):
+        one(throtle=0.2)
+
+
+def test_variant_schema_declares_every_knob():
+    from dse.spec.study import STUDY_SCHEMAS, study_keys
+    from dse.spec.variants import ALLOWED, KNOBS, VARIANT_FIELDS
+    assert set(KNOBS) <= ALLOWED == {f.key for f in VARIANT_FIELDS}
+    for kind in ("variants", "upgrade"):
+        assert study_keys(kind, "variants") == ALLOWED, kind
+    assert "variants" not in {f.key for f in STUDY_SCHEMAS["layout"]}

@@ -3,8 +3,9 @@
 The reference is XLA itself on the per-op program (every op costed alone, what
 ``dse.train.step`` computed before the vector calls of ``dse.graph.ops.map_ops``): op by
 op (``eval_jaxpr`` under ``jax.disable_jit``, every primitive its own compiled program)
-bit for bit; and ``jax.jit`` of the whole program to its last bit (XLA fuses it and may
-round a sum differently).
+bit for bit; and ``jax.jit`` of the whole program to float32 rounding: XLA may fuse and
+reassociate a whole program, so the last bit of a leaf can differ (seen on the CP + VPP
+point), which is why the trace runs op by op, not jitted.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def test_costs_on_the_host_equal_xla_bit_for_bit(case):
     bad_eager = [i for i, (a, b) in enumerate(zip(host, eager)) if not _same(a, b)]
     # jax.jit fuses the whole program and may round a sum's last bit differently
     bad_jit = [i for i, (a, b) in enumerate(zip(host, jitted))
-               if not np.allclose(a, b, rtol=2.5e-7, atol=0.0, equal_nan=True)]
+               if np.asarray(a).dtype != np.asarray(b).dtype
+               or not np.allclose(a, b, rtol=4e-7, atol=0.0, equal_nan=True)]
     bad_plan = [i for i, (a, b) in enumerate(zip(host_per_op, eager)) if not _same(a, b)]
     assert bad_eager == [] and bad_jit == [] and bad_plan == []
     assert len(jax.make_jaxpr(G._costs)(*args).jaxpr.eqns) < 0.8 * len(closed.jaxpr.eqns)
