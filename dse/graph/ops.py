@@ -30,9 +30,13 @@ What bounds each operator (:func:`op_bound`) is the largest of its roofline term
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
+import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 from dse.cost.attention import (FA_BLOCK_ROWS, SOFTMAX_FALLBACK_EXTRA_KERNELS,
                                 SOFTMAX_FALLBACK_PASSES, decode_attention_bytes,
@@ -252,6 +256,102 @@ def unit_time_s(op, hw, r):
 def time_s(op, hw, r):
     """Seconds of all ``calls`` of ``op`` in one pass."""
     return op.calls * unit_time_s(op, hw, r)
+
+
+VECTOR_WIDTH = 16
+_PER_OP = [False]     # costed_per_op(): map_ops is the plain loop
+
+
+@contextlib.contextmanager
+def costed_per_op():
+    """Within: :func:`map_ops` costs every op alone (the reference the vector calls are
+    tested against)."""
+    _PER_OP.append(True)
+    try:
+        yield
+    finally:
+        _PER_OP.pop()
+_LABELS = ("name", "phase")    # what the reductions filter on; no cost function reads them
+
+
+def _leaf_kind(v):
+    """How a leaf groups (:func:`_group_key`): ``("v", dtype)`` a traced scalar -- or a
+    small integral constant (|v| <= 2**16, e.g. the default ``calls = 1.0``), which
+    float32 holds exactly and whose sums and products with its like stay exact in either
+    precision -- that may be stacked with others; ``("c", type, value)`` another constant,
+    which must be equal; ``None`` a leaf that cannot be grouped (eager arrays)."""
+    if isinstance(v, jax.core.Tracer):
+        return ("v", v.aval.dtype) if v.aval.shape == () else None
+    if isinstance(v, (bool, int, float, np.generic)):
+        if (isinstance(v, (float, np.floating)) and float(v).is_integer()
+                and abs(float(v)) <= 2.0 ** 16):
+            return ("v", np.dtype(np.float32))
+        return ("c", type(v), v)
+    return None
+
+
+def _group_key(op):
+    """Ops with equal keys are costed in one vector call (:func:`map_ops`): same type,
+    same static fields but the labels (``name``, ``phase``: no cost function reads
+    them), every leaf of the same kind (:func:`_leaf_kind`); ``None``: costed alone."""
+    cls = type(op)
+    kinds = tuple(_leaf_kind(getattr(op, f)) for f in cls._leaf_fields)
+    if None in kinds:
+        return None
+    static = tuple(getattr(op, f.name) for f in dataclasses.fields(op)
+                   if f.name not in cls._leaf_fields and f.name not in _LABELS)
+    return cls, static, kinds
+
+
+def _stacked_field(values):
+    """One field of a group: the constant itself where every op has the same Python
+    constant (the per-op arithmetic on it is unchanged), else the float32 vector."""
+    v0 = values[0]
+    if not isinstance(v0, jax.core.Tracer) and all(
+            type(v) is type(v0) and not isinstance(v, jax.core.Tracer) and v == v0 for v in values):
+        return v0
+    return jnp.stack([jnp.asarray(v, jnp.float32) if not isinstance(v, jax.core.Tracer) else v
+                      for v in values])
+
+
+def map_ops(fn, ops, *args) -> list:
+    """``[fn(op, *args) for op in ops]``, with the ops of one kind (:func:`_group_key`)
+    evaluated as one op whose leaves are stacked into vectors (padded to a multiple of
+    :data:`VECTOR_WIDTH` so that every group traces the same shapes): each element runs
+    the same float operations as its op alone, so the traced program is a fraction of
+    the size (the trace generator traces it once per design point) and its values are
+    the per-op ones under IEEE arithmetic (bit for bit on the host,
+    :mod:`dse.trace.host_eval`; ``tests/graph/test_map_ops.py``).  XLA itself may differ
+    in the last bits: it rewrites a vector divided by a broadcast scalar as a multiply by
+    the reciprocal (~1e-7 relative, as it already does for the sweep's design-point
+    axis).  Outside a trace (eager values) it is the plain loop."""
+    if _PER_OP[-1]:
+        return [fn(op, *args) for op in ops]
+    out = [None] * len(ops)
+    groups: dict = {}
+    for i, op in enumerate(ops):
+        key = _group_key(op)
+        if key is None:
+            out[i] = fn(op, *args)
+        else:
+            groups.setdefault(key, []).append(i)
+    for (cls, _, _), idx in groups.items():
+        if len(idx) == 1:
+            out[idx[0]] = fn(ops[idx[0]], *args)
+            continue
+        pad = idx + [idx[0]] * (-len(idx) % VECTOR_WIDTH)
+        batched = ops[idx[0]].replace(**{f: _stacked_field([getattr(ops[i], f) for i in pad])
+                                         for f in cls._leaf_fields})
+        res = fn(batched, *args)
+        for j, i in enumerate(idx):
+            out[i] = jax.tree_util.tree_map(
+                lambda x: lax.index_in_dim(x, j, keepdims=False) if jnp.ndim(x) else x, res)
+    return out
+
+
+def times_s(ops, hw, r) -> list:
+    """``[time_s(op, hw, r) for op in ops]`` in vector calls (:func:`map_ops`)."""
+    return map_ops(time_s, ops, hw, r)
 
 
 def host_kernels(op):

@@ -77,7 +77,7 @@ from __future__ import annotations
 
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
-from dse.graph.ops import flops, time_s, unit_time_s
+from dse.graph.ops import flops, map_ops, time_s
 from dse.graph.train import dp_bucket_ops
 from dse.spec.frameworks import profile
 from dse.spec.hardware import Hardware
@@ -87,7 +87,7 @@ from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
-from dse.train.memory import layers_per_stage, memory_per_gpu
+from dse.train.memory import layers_per_stage
 from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
 from dse.cost.rates import rates
 from dse.train.step import step_and_schedule
@@ -105,49 +105,59 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     :func:`dse.trace.host_eval.host_call`: the jaxpr ``jax.jit`` would compile, evaluated
     without compiling): reductions of the step's operator graph
     (:func:`dse.graph.train.step_graph`, the same graph :func:`dse.train.step.train_step`
-    reduces) and the unit times of its operators."""
+    reduces) and the times of its operators, the ops of one kind costed in one vector
+    call (:func:`dse.graph.ops.map_ops`)."""
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     r = rates(hw, wl.precision)
     res, sched, g = step_and_schedule(model, wl, lay, hw)
-    lc = sched.layer                               # the step's own reduce_layer of g.layer
+    lc, mem = sched.layer, sched.memory            # the step's own reduce_layer, memory
     op = {(o.name, o.phase): o for o in g.layer}
-    unit = lambda o: unit_time_s(o, hw, r)
-    fwd_flops = sum(flops(o) for o in g.layer if o.phase == "fwd")
-    bwd_flops = sum(flops(o) for o in g.layer if o.phase == "bwd")
+    layer_flops = map_ops(flops, g.layer)
+    fwd_flops = sum(f for o, f in zip(g.layer, layer_flops) if o.phase == "fwd")
+    bwd_flops = sum(f for o, f in zip(g.layer, layer_flops) if o.phase == "bwd")
     cp_fwd = op[("cp kv exchange", "fwd")]
-    mem = memory_per_gpu(model, wl, lay, r.act_bytes, hw.hbm_bytes)
     P = mem.params_per_gpu
-    dp_steps = {kind: {dim: (o.size_bytes, time_s(o, hw, r)) for dim, o in
-                       dp_bucket_ops(lay, P, layers_per_stage(model, lay), kind)}
+    L_st = layers_per_stage(model, lay)
+    # one call of each communication op the trace issues, costed together
+    units = {k: op[name, "fwd"].replace(calls=1.0) for k, name in (
+        ("ep_a2a", "ep all-to-all"), ("tp_ar", "tp all-reduce"), ("tp_ag", "sp all-gather"),
+        ("tp_rs", "sp reduce-scatter"))}
+    dp = {(kind, dim): o for kind in DP_KINDS for dim, o in dp_bucket_ops(lay, P, L_st, kind)}
+    z3 = {(name, dim): o for name, o0 in zip(Z3_OPS, g.zero3[:4])
+          for dim, o in _z3_steps(o0, lay)}
+    comm = [cp_fwd, g.zero3[4], *units.values(), *dp.values(), *z3.values()]
+    t = dict(zip(["cp", "copy_out", *units, *dp, *z3], map_ops(time_s, comm, hw, r)))
+    dp_steps = {kind: {dim: (dp[kind, dim].size_bytes, t[kind, dim]) for dim in ("cp", "dp")}
                 for kind in DP_KINDS}
-    z3 = {name: _z3_steps(o, lay, hw, r) for name, o in zip(Z3_OPS, g.zero3[:4])}
-    z3["copy_out"] = time_s(g.zero3[4], hw, r)
+    z3_steps = {name: {dim: (z3[name, dim].size_bytes * z3[name, dim].calls, t[name, dim])
+                       for dim in ("cp", "dp")} for name in Z3_OPS}
+    z3_steps["copy_out"] = t["copy_out"]
     p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
     head_f, head_b = lm_head_s(model, wl, lay, hw, r)
     return dict(
         fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,
-        cp_exchange=time_s(cp_fwd, hw, r), cp_bytes=cp_fwd.size_bytes * lay.cp,
-        ep_a2a=unit(op[("ep all-to-all", "fwd")]), a2a_bytes=op[("ep all-to-all", "fwd")].size_bytes,
-        tp_ar=unit(op[("tp all-reduce", "fwd")]), tp_ag=unit(op[("sp all-gather", "fwd")]),
-        tp_rs=unit(op[("sp reduce-scatter", "fwd")]), act_bytes=op[("tp all-reduce", "fwd")].size_bytes,
+        cp_exchange=t["cp"], cp_bytes=cp_fwd.size_bytes * lay.cp,
+        ep_a2a=t["ep_a2a"], a2a_bytes=op[("ep all-to-all", "fwd")].size_bytes,
+        tp_ar=t["tp_ar"], tp_ag=t["tp_ag"], tp_rs=t["tp_rs"],
+        act_bytes=op[("tp all-reduce", "fwd")].size_bytes,
         head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
         optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
         accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
-        dp=dp_steps, z3=z3, step_time_s=res.step_time_s)
+        dp=dp_steps, z3=z3_steps, step_time_s=res.step_time_s, layers_per_stage=L_st)
 
 
-def _z3_steps(op, lay: Layout, hw: Hardware, r) -> dict:
-    """``{dim: (bytes, seconds)}`` of one call of a per-unit ZeRO-3 collective of
+def _z3_steps(op, lay: Layout) -> list:
+    """``[(dim, op)]``: one call of a per-unit ZeRO-3 collective of
     :func:`dse.graph.train.zero3_ops` (over the ``dp x cp`` ranks of one TP coordinate) as
     the trace issues it: over the ``cp`` ranks on the whole buffer, then over the ``dp``
     groups on ``1/cp`` of it -- the split of :func:`dse.graph.train.dp_bucket_ops`; with
     ``cp == 1`` the "dp" step is the graph's op itself.  A reduce-scatter of a bucket
     spanning several units (``calls < 1``, DeepSpeed) is issued per unit with its share of
-    the bucket's bytes and time."""
+    the bucket's bytes (``size_bytes x calls``) and time (``time_s``)."""
     inner = op.replace(n=lay.cp * 1.0, group="cp")
     outer = op.replace(size_bytes=op.size_bytes / lay.cp, n=lay.dp * 1.0,
                        stride=lay.tp * lay.cp * 1.0, group="dp")
-    return {dim: (o.size_bytes * o.calls, time_s(o, hw, r)) for dim, o in (("cp", inner), ("dp", outer))}
+    return [("cp", inner), ("dp", outer)]
 
 
 class _Builder:
@@ -217,7 +227,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for name, steps in z3_raw.items()}
     c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
-    L_st = _int(layers_per_stage(model, lay))   # the heaviest rank's layers, on every rank
+    L_st = _int(c["layers_per_stage"])   # the heaviest rank's layers, on every rank
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 

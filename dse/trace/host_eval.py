@@ -11,18 +11,24 @@ NumPy values (~10 ms), nothing compiled.
 
 Exactness: the equations NumPy runs here are those whose result IEEE 754 defines to the
 bit -- ``add``, ``sub``, ``mul``, ``div`` and ``sqrt`` of floats (correctly rounded, in
-the equation's dtype), ``max``, ``min``, ``floor``, ``ceil``, ``neg``, ``abs``,
-comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
+the equation's dtype), float ``rem`` (C ``fmod``, exact), ``max``, ``min``, ``floor``,
+``ceil``, ``neg``, ``abs``, comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
 float-to-int truncation, bool-to-int (exact), and the data-movement primitives
 (broadcast, reshape, squeeze, slice, stack, concatenate).  Every other equation
 (``log``, ``exp``, ``pow``, integer arithmetic, control flow ...) is executed by XLA
 itself, eagerly: ``primitive.bind`` on concrete arrays, one operation-sized program per
 primitive and signature (NumPy's ``log`` differs from XLA's in the last bit for ~4 % of
-float32 inputs).  The result is therefore bit for bit XLA's op-by-op evaluation of the
-program.  ``jax.jit`` of the whole program can differ from that in the last bit where
-XLA fuses a transcendental function into a vector loop or rewrites an expression; for the
-trace's program it does not on the design points of ``tests/trace/test_host_eval.py``,
-which checks both, and the README trace is byte-identical to the jitted one.
+float32 inputs); an elementwise one on an array runs element by element through the
+scalar program, one compile per primitive (XLA's compiles take ~40 ms each).  On a
+scalar program the result is therefore bit for bit XLA's op-by-op evaluation.  On
+vectors it is the IEEE value of every element, that is what XLA gives on the per-op
+program: the trace's program costs ops of one kind in one vector call
+(:func:`dse.graph.ops.map_ops`), and XLA rewrites a vector divided by a broadcast scalar
+as a multiply by the reciprocal, which NumPy does not.  ``jax.jit`` of the whole
+program can differ in the last bit where XLA fuses a transcendental function into a
+vector loop or rewrites an expression; ``tests/trace/test_host_eval.py`` checks both
+(op by op bit for bit, jit to the last bit), and the README trace is byte-identical to
+the one of the per-op program.
 
 Units: whatever the program computes.
 """
@@ -49,6 +55,10 @@ _ANY_OPS = {
 _BOOL_OPS = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
              "xor": np.logical_xor}
 _CALLS = ("jit", "pjit")
+# elementwise primitives XLA runs (module docstring): an array equation runs as the scalar
+# program once per element (broadcast), so one compile per primitive serves every shape
+_ELEMENTWISE = {"log", "log1p", "exp", "exp2", "expm1", "pow", "tanh", "logistic", "sin",
+                "cos", "tan", "atan2", "integer_pow", "cbrt", "rsqrt", "erf", "rem"}
 
 
 def _numpy_rule(eqn):
@@ -62,6 +72,8 @@ def _numpy_rule(eqn):
     floats = all(d.kind == "f" for d in in_dtypes)
     if name in _FLOAT_OPS and floats:
         return _FLOAT_OPS[name]
+    if name == "rem" and floats and out_dtype.kind == "f":
+        return np.fmod       # C fmod, lax.rem's float semantics: the remainder is exact
     if name in _ANY_OPS and (floats or all(d.kind in "biu" for d in in_dtypes)):
         return _ANY_OPS[name]
     if name in _BOOL_OPS and all(d == np.bool_ for d in in_dtypes):
@@ -108,13 +120,28 @@ def _numpy_rule(eqn):
 
 
 def _xla_rule(eqn):
-    """``eqn`` run by XLA on concrete arrays, results back as NumPy values."""
+    """``eqn`` run by XLA on concrete arrays, results back as NumPy values; an elementwise
+    primitive (:data:`_ELEMENTWISE`) on arrays runs element by element (XLA's vector and
+    scalar kernels agree bit for bit on the tests' inputs, and one scalar program is
+    compiled instead of one per shape)."""
     prim, params, multi = eqn.primitive, dict(eqn.params), eqn.primitive.multiple_results
 
     def run(*xs):
         out = prim.bind(*xs, **params)
         return [np.asarray(o)[()] for o in out] if multi else np.asarray(out)[()]
-    return run, multi
+
+    out_aval = eqn.outvars[0].aval
+    if multi or prim.name not in _ELEMENTWISE or out_aval.shape == ():
+        return run, multi
+    dtype = np.dtype(out_aval.dtype)
+
+    def per_element(*xs):
+        xs = np.broadcast_arrays(*[np.asarray(x) for x in xs])
+        out = np.empty(xs[0].shape, dtype)
+        for i in np.ndindex(out.shape):
+            out[i] = run(*[x[i] for x in xs])
+        return out
+    return per_element, False
 
 
 class Plan:

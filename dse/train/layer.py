@@ -40,7 +40,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.collectives import tp_overlap_cost_s
-from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, time_s
+from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, map_ops, time_s, times_s
 from dse.graph.train import layer_ops
 from dse.spec.frameworks import PROFILES
 from dse.spec.hardware import Hardware
@@ -82,7 +82,7 @@ def is_compute(op) -> bool:
 
 def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> LayerCost:
     """The :class:`LayerCost` of one layer's operator list (module docstring)."""
-    times = [time_s(op, hw, r) for op in ops]
+    times = times_s(ops, hw, r)
     pick = lambda cond: _sum(t for op, t in zip(ops, times) if cond(op))
     fwd = pick(lambda op: is_compute(op) and op.phase == "fwd")
     bwd = pick(lambda op: is_compute(op) and op.phase == "bwd")
@@ -100,12 +100,13 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
     # host-bound floor: a pass cannot run faster than the CPU issues its kernels; the
     # stall is charged to compute (the GPU idles between kernels)
     host_op_s = HOST_OP_S.get(wl.framework, HOST_OP_S[0])
-    host = lambda phase: host_op_s * _sum(op.calls * host_kernels(op) for op in ops if op.phase == phase)
+    kernels = map_ops(host_kernels, ops)
+    host = lambda phase: host_op_s * _sum(op.calls * k for op, k in zip(ops, kernels) if op.phase == phase)
     tp_share = jnp.where(tp_comm > 0, tp_raw_fwd / jnp.where(tp_comm > 0, tp_comm, 1.0), 0.5)
     stall_fwd = jnp.maximum(host("fwd") - fwd - tp_share * tp_exposed, 0.0)
     stall_bwd = jnp.maximum(host("bwd") - bwd - (1.0 - tp_share) * tp_exposed, 0.0)
     fwd, bwd = fwd + stall_fwd, bwd + stall_bwd
-    model_flops = _sum(flops(op) for op in ops if op.phase in ("fwd", "bwd"))
+    model_flops = _sum(f for op, f in zip(ops, map_ops(flops, ops)) if op.phase in ("fwd", "bwd"))
     return LayerCost(fwd, bwd, attn, selective, tp_comm, tp_exposed, cp_comm, ep_comm, model_flops,
                      stall_fwd, stall_bwd)
 

@@ -101,6 +101,7 @@ class StepSchedule(NamedTuple):
     bubble_s: object
     zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
     layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
+    memory: object = None      # the step's memory_per_gpu (dse.train.memory.MemoryBreakdown)
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -215,7 +216,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
         dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
-        zero3_calls=z3_counts, layer=lc)
+        zero3_calls=z3_counts, layer=lc, memory=mem)
     return res, sched, graph
 
 

@@ -1,10 +1,11 @@
 """dse.trace.host_eval: the trace's durations program run on the host equals XLA.
 
-The reference is XLA itself: op by op (``eval_jaxpr`` under ``jax.disable_jit``, every
-primitive its own compiled program) bit for bit; and ``jax.jit`` of the whole program (what
-the trace used before) to float32 rounding: XLA may fuse and reassociate a whole program,
-so the last bit of a leaf can differ (seen on the CP + VPP point after the MoE/accumulation
-graph changes), which is why the trace runs op by op, not jitted.
+The reference is XLA itself on the per-op program (every op costed alone, what
+``dse.train.step`` computed before the vector calls of ``dse.graph.ops.map_ops``): op by
+op (``eval_jaxpr`` under ``jax.disable_jit``, every primitive its own compiled program)
+bit for bit; and ``jax.jit`` of the whole program to float32 rounding: XLA may fuse and
+reassociate a whole program, so the last bit of a leaf can differ (seen on the CP + VPP
+point), which is why the trace runs op by op, not jitted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 from jax._src.core import eval_jaxpr
 
+from dse.graph.ops import costed_per_op
 from dse.spec.hardware import get_hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import get_model
@@ -44,22 +46,37 @@ def _same(a, b) -> bool:
     return np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b, equal_nan=True)
 
 
+def _per_op_program(args):
+    """The trace's durations program with every op costed alone (the pre-vector program):
+    its jaxpr (a fresh function, so no trace cache of the vector one is reused)."""
+    with costed_per_op():
+        return jax.make_jaxpr(lambda *a: G._costs(*a))(*args)
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[2].items())}")
 def test_costs_on_the_host_equal_xla_bit_for_bit(case):
+    """The trace's program (ops of one kind costed in one vector call) on the host equals
+    XLA op by op and jax.jit of the per-op program, bit for bit; and the host evaluation
+    of the per-op program equals XLA op by op on it."""
     args = _args(*case)
     host = jax.tree_util.tree_leaves(host_call(G._costs, *args))
-    closed = jax.make_jaxpr(G._costs)(*args)
+    closed = _per_op_program(args)
     leaves = [np.asarray(x, dtype=v.aval.dtype)
               for x, v in zip(jax.tree_util.tree_leaves(args), closed.jaxpr.invars)]
     with jax.disable_jit():
         eager = eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
-    jitted = jax.tree_util.tree_leaves(jax.device_get(jax.jit(G._costs)(*args)))
-    assert len(host) == len(eager) == len(jitted) > 40
+    with costed_per_op():
+        jitted = jax.tree_util.tree_leaves(jax.device_get(jax.jit(lambda *a: G._costs(*a))(*args)))
+    host_per_op = Plan(closed)(jax.tree_util.tree_leaves(args))
+    assert len(host) == len(eager) == len(jitted) == len(host_per_op) > 40
     bad_eager = [i for i, (a, b) in enumerate(zip(host, eager)) if not _same(a, b)]
+    # jax.jit fuses the whole program and may round a sum's last bit differently
     bad_jit = [i for i, (a, b) in enumerate(zip(host, jitted))
                if np.asarray(a).dtype != np.asarray(b).dtype
                or not np.allclose(a, b, rtol=4e-7, atol=0.0, equal_nan=True)]
-    assert bad_eager == [] and bad_jit == []
+    bad_plan = [i for i, (a, b) in enumerate(zip(host_per_op, eager)) if not _same(a, b)]
+    assert bad_eager == [] and bad_jit == [] and bad_plan == []
+    assert len(jax.make_jaxpr(G._costs)(*args).jaxpr.eqns) < 0.8 * len(closed.jaxpr.eqns)
 
 
 def test_unsupported_primitives_run_in_xla_and_constants_fold():

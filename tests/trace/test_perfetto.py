@@ -136,3 +136,69 @@ def test_overlap_of_compute_and_comm_streams():
 def test_bad_graphs_rejected(nodes, rule):
     with pytest.raises(InputError, match=rule):
         perfetto.timeline_from_trace_set(_trace(*nodes))
+
+
+def _reference_document(timeline, process_names=None, meta=None) -> str:
+    """The document as json.dumps writes it (the writer's former implementation)."""
+    events, pids, tids = [], set(), set()
+    for ev in map(lambda e: perfetto.TimelineEvent(*e), timeline):
+        x = {"ph": "X", "pid": ev.rank, "tid": ev.stream, "ts": ev.start_s * 1e6,
+             "dur": ev.dur_s * 1e6, "name": ev.name, "cat": ev.category}
+        if ev.args:
+            x["args"] = ev.args
+        events.append(x)
+        pids.add(ev.rank)
+        tids.add((ev.rank, ev.stream))
+    events.sort(key=lambda e: (e["pid"], e["tid"], e["ts"]))
+    labels = []
+    for pid in sorted(pids):
+        labels += [{"ph": "M", "pid": pid, "tid": 0, "name": "process_name",
+                    "args": {"name": (process_names or {}).get(pid, f"rank {pid}")}},
+                   {"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index",
+                    "args": {"sort_index": pid}}]
+    for pid, tid in sorted(tids):
+        labels.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
+                       "args": {"name": perfetto.stream_name(tid)}})
+    doc = {"traceEvents": labels + events, "displayTimeUnit": "ms"}
+    if meta:
+        doc["otherData"] = dict(meta)
+    return json.dumps(doc, ensure_ascii=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(
+    st.integers(0, 3), st.integers(0, 4), st.text(max_size=6),
+    st.floats(0, 1e3, allow_nan=False), st.floats(0, 10, allow_nan=False), st.text(max_size=4),
+    st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.one_of(
+        st.integers(-5, 10**12), st.floats(allow_nan=True), st.text(max_size=4), st.booleans(),
+        st.none(), st.lists(st.integers(0, 3), max_size=2)), max_size=3))), max_size=12),
+    st.dictionaries(st.text(max_size=3), st.text(max_size=5), max_size=2))
+def test_writer_text_is_json_dumps_of_the_document(events, meta):
+    """The direct writer gives json.dumps's text byte for byte (unicode, quotes, floats
+    by repr, NaN, nested args, bools)."""
+    import numpy as np
+    events = [e if i % 2 else (e[0], e[1], e[2], np.float64(e[3]), e[4], e[5], e[6])
+              for i, e in enumerate(events)]
+    with tempfile.TemporaryDirectory() as d:
+        path = perfetto.write_chrome_trace(events, Path(d) / "t.json", process_names={1: "é \"x\""},
+                                           meta=meta)
+        got = Path(path).read_text(encoding="utf-8")
+    assert got == _reference_document(events, process_names={1: "é \"x\""}, meta=meta)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dag_traces())
+def test_one_pass_schedule_equals_the_general_one_on_program_order(trace):
+    """Nodes in an order that runs (every dependency earlier: the generator's program
+    order) take the one-pass schedule, which equals Kahn's algorithm on them."""
+    ids = {n.id for n in trace.nodes}
+    placed, order, rest = set(), [], list(trace.nodes)
+    while rest:                                   # stable topological order of the DAG
+        k = next(i for i, n in enumerate(rest)
+                 if all(d in placed or d not in ids for d in n.data_deps + n.ctrl_deps))
+        placed.add(rest[k].id)
+        order.append(rest.pop(k))
+    ordered = RankTrace(rank=trace.rank, nodes=order)
+    fast = perfetto._schedule_in_order(ordered.nodes)
+    assert fast is not None
+    assert fast == perfetto._schedule_any_order(ordered, "t")
