@@ -260,28 +260,19 @@ def overlapped_cost_s(comm_s, window_s, kernels_s, f, exposed_s=None):
     :mod:`dse.sim.engine` replays (compute at ``1 - min(k f, 1/2)`` while ``k`` collectives
     transfer); Rashidi et al., ISCA'21 "ACE", measure the interference.  ``exposed_s``:
     the caller's exposed part where the collective is issued in pieces (chunk-wise under
-    the interleaved schedule, :func:`interleaved_exposed_s`; ZeRO-2's per-micro-batch
+    the interleaved schedule, :func:`interleaved_overlap_cost_s`; ZeRO-2's per-micro-batch
     reduce-scatters); it reduces to the form above for ``max(comm - window, 0)``."""
     exposed = jnp.maximum(comm_s - window_s, 0.0) if exposed_s is None else exposed_s
     return jnp.maximum(exposed, f * jnp.minimum(comm_s, kernels_s / (1.0 - f)))
 
 
-def interleaved_exposed_s(comm_s, window_s, pp, vpp):
-    """Exposed part of a gradient reduction (or parameter gather) overlapped with the
-    backward (forward) of the last (first) micro-batch under the interleaved schedule.
-    Each of the ``vpp`` model chunks reduces ``comm/vpp`` as soon as its own backward is
-    done, and chunk ``c``'s reduction overlaps the ``c*pp`` chunk passes still to run
-    (Megatron-Core ``overlap_grad_reduce`` buckets per chunk; Narayanan et al. SC'21
-    §2.2.2 for the pass order):
-    ``max(0, (comm - W)/vpp, comm - (1 + (vpp-1)*pp)/vpp * W)``; ``comm - W`` for vpp=1."""
-    return jnp.maximum(jnp.maximum((comm_s - window_s) / vpp,
-                                   comm_s - (1.0 + (vpp - 1.0) * pp) / vpp * window_s), 0.0)
-
-
 def interleaved_overlap_cost_s(comm_s, window_s, f, pp, vpp):
     """Critical-path cost of a gradient reduction (parameter gather) issued chunk by chunk
-    under the interleaved schedule (:func:`interleaved_exposed_s`), with the SM sharing
-    of :func:`overlapped_cost_s`.  The chunks' collectives run beside the kernels of
+    under the interleaved schedule, with the SM sharing of :func:`overlapped_cost_s`.
+    Each of the ``vpp`` model chunks reduces ``C/vpp`` as soon as its own backward is done,
+    and chunk ``c``'s reduction overlaps the ``c*pp`` chunk passes still to run
+    (Megatron-Core ``overlap_grad_reduce`` buckets per chunk; Narayanan et al. SC'21
+    §2.2.2 for the pass order).  The chunks' collectives run beside the kernels of
     ``W' = (1 + (vpp-1) pp) / vpp * W`` still to run after the first is issued, and each
     chunk is issued only when its (slowed) backward is done, so the slowdown the earlier
     chunks' collectives caused delays the last chunk's collective:

@@ -199,9 +199,9 @@ def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S):
     :func:`dse.infer.serving._cycle`."""
     if eng.mixed_batches:
         return iteration_s(rep, eng, b, context, q * S, S)
-    sep = iteration_s(rep, eng, b, context) + jnp.minimum(q, 1.0) * prefill_s(
-        rep, eng, jnp.maximum(q, 1.0), S)
-    return jnp.where(q > 0, sep, iteration_s(rep, eng, b, context))
+    decode = iteration_s(rep, eng, b, context)
+    sep = decode + jnp.minimum(q, 1.0) * prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
+    return jnp.where(q > 0, sep, decode)
 
 
 def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):

@@ -148,6 +148,6 @@ def test_dp_reduction_bound_layouts_agree_within_5_percent(model, lay, gbs):
 
 
 def test_interleaved_dp_window():
-    """Chunk-wise DP overlap under interleaving (dse.cost.collectives.interleaved_exposed_s)."""
+    """Chunk-wise DP overlap under interleaving (dse.cost.collectives.interleaved_overlap_cost_s)."""
     ratio = _check(Layout(tp=4, pp=2, dp=8, mbs=1, vpp=8, zero=0, recompute=2), 64, rel=0.02)
     assert ratio == pytest.approx(1.0, abs=0.02)
