@@ -60,7 +60,8 @@ replicas for the system):
   and ``n`` new prompts per iteration give ``TPOT = E_n t_iter(B, n S)``, with n
   Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
   which also averages the GEMM tile / wave steps a single mean-load iteration would
-  carry (:func:`cycle`) -- solved by bisection on TPOT.  Past capacity (no root
+  carry (:func:`cycle`), and the running batch itself is Poisson(B) around its mean
+  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  Past capacity (no root
   below the KV / engine cap) the row is saturated: throughput is the offline one and
   the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
   on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
@@ -90,6 +91,7 @@ import math
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
@@ -319,6 +321,43 @@ def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: floa
     return Cycle(mean, carried / prompts)
 
 
+#: Gauss-Hermite rule (probabilists', weight exp(-x^2/2)) with 5 nodes, normalised to a
+#: probability: ``E f(X) ~ sum w_k f(x_k)`` for X ~ N(0, 1), exact for polynomials of
+#: degree <= 9 (Abramowitz & Stegun 25.4.46; ``numpy.polynomial.hermite_e.hermegauss(5)``).
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(5)
+BATCH_NODES = tuple(zip(_GH_X.tolist(), (_GH_W / _GH_W.sum()).tolist()))
+
+
+def open_loop_cycle(dep: Deployment, mean_batch: float, context: float, prompts: float,
+                    S: float, spread: bool, cap: float = math.inf) -> Cycle:
+    """:func:`cycle` averaged over the running batch of an open-loop server.
+
+    Under Poisson arrivals continuous batching below its cap is an infinite-server
+    system: every admitted request advances one token per iteration whatever else runs,
+    so a request's stay does not wait on the others'.  The number of requests in an
+    M/G/inf system is Poisson with mean ``lambda E[stay]`` whatever the stay's
+    distribution (the M/G/inf queue: Takacs 1962, "Introduction to the Theory of Queues";
+    Kleinrock 1975, "Queueing Systems" vol. 1), so the batch an iteration
+    sees is ``b ~ Poisson(B)``, ``B = mean_batch`` (Little's law,
+    :func:`poisson`), not the constant B.  The mean iteration is ``E_b t(b)``, evaluated
+    on the normal limit ``N(B, B)`` of that Poisson law by the 5-node rule
+    :data:`BATCH_NODES` at ``b_k = clip(B + sqrt(B) x_k, 1, cap)`` (the engine never runs
+    more than its cap).  Where ``t`` is linear in b this is ``t(B)``; across a GEMM tile
+    or wave boundary, or the CUDA-graph capture limit, it is the smooth mean the server
+    really sees instead of the step at B (the companion of the prompt-count average of
+    :func:`cycle`).  ``spread`` False (deterministic load) or B < 1: :func:`cycle` at B."""
+    if not spread or mean_batch < 1.0:
+        return cycle(dep, mean_batch, context, prompts, S, spread)
+    sd = math.sqrt(mean_batch)
+    mean = first = 0.0
+    for x, w in BATCH_NODES:
+        b = min(max(mean_batch + sd * x, 1.0), max(cap, 1.0))
+        c = cycle(dep, b, context, prompts, S, spread)
+        mean += w * c.mean_s
+        first += w * c.first_s
+    return Cycle(mean, first)
+
+
 def ttft_iterations(dep: Deployment) -> float:
     """Iterations between arrival and first token on an engine that mixes prompts into
     decode iterations: half the running scheduling pass (``scheduler_steps`` iterations
@@ -415,7 +454,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
     ctx = S + resident_output(O, o2) / 2.0
 
     def excess(t):                     # E t_iter at the load t implies, minus t
-        c = cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread)
+        c = open_loop_cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread, cap)
         return c.mean_s - t, c
 
     lo = iteration_s(dep, 1.0, ctx)

@@ -284,3 +284,43 @@ def test_eager_passes_of_python_engines_are_host_bound_when_the_gpu_work_is_smal
 def prefill_attention_op(model, S, tp):
     from dse.infer.prefill import prefill_attention
     return prefill_attention(model, 1.0, S, tp)
+
+
+def test_batch_nodes_are_a_unit_normal_rule():
+    """The open-loop batch average uses a quadrature of N(0, 1): weights sum to 1, mean 0,
+    variance 1, so E[b] = B and Var[b] = B (the Poisson law of an M/G/inf system)."""
+    from dse.infer.serving import BATCH_NODES
+    assert sum(w for _, w in BATCH_NODES) == pytest.approx(1.0, abs=1e-12)
+    assert sum(w * x for x, w in BATCH_NODES) == pytest.approx(0.0, abs=1e-12)
+    assert sum(w * x * x for x, w in BATCH_NODES) == pytest.approx(1.0, abs=1e-12)
+    assert sum(w * x ** 4 for x, w in BATCH_NODES) == pytest.approx(3.0, abs=1e-9)
+
+
+def test_open_loop_batch_spread_smooths_the_graph_capture_step():
+    """A decode batch just above the CUDA-graph capture limit runs eagerly and jumps in
+    time; averaged over a Poisson(B) running batch the mean iteration rises monotonically
+    through the limit in smaller steps (each quadrature node carries only its weight of
+    the jump), stays between the two sides, and is unchanged for deterministic load
+    (spread False)."""
+    from dse.infer.serving import cycle, open_loop_cycle
+    d = dep(engine="sglang")
+    g = d.engine.graph_max_batch
+    ctx, S = 600.0, 300.0
+    batches = [g - 24 + 3 * k for k in range(17)]
+    plain = [cycle(d, b, ctx, 0.5, S, True).mean_s for b in batches]
+    avg = [open_loop_cycle(d, b, ctx, 0.5, S, True).mean_s for b in batches]
+    step = lambda ts: max(b - a for a, b in zip(ts, ts[1:]))
+    assert step(avg) < 0.7 * step(plain)                        # the step is spread out
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(avg, avg[1:]))
+    assert plain[0] <= avg[8] <= plain[-1]
+    det = open_loop_cycle(d, 64.0, ctx, 0.5, S, False)
+    assert det.mean_s == pytest.approx(cycle(d, 64.0, ctx, 0.5, S, False).mean_s)
+
+
+def test_open_loop_batch_never_exceeds_the_cap():
+    """Nodes above the engine's running-batch cap are clipped to it: with the cap at the
+    mean the average is no slower than the iteration at the mean."""
+    from dse.infer.serving import cycle, open_loop_cycle
+    d = dep()
+    at_cap = open_loop_cycle(d, 100.0, 800.0, 0.5, 400.0, True, cap=100.0).mean_s
+    assert at_cap <= cycle(d, 100.0, 800.0, 0.5, 400.0, True).mean_s * (1 + 1e-9)
