@@ -162,13 +162,18 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     act = T * h * el
     sp = lay.sp > 0
     tp_on = jnp.where(t > 1, 1.0, 0.0)
+    # SP collectives per pass: attention's and the MLP's; a MoE layer's routed experts take
+    # the sequence-parallel input as it is (dse.graph.moe.moe_input_tokens), so only its
+    # shared experts gather and scatter (Megatron-Core moe/shared_experts.py)
+    has_shared = jnp.where(shared_ffn(model) > 0, 1.0, 0.0)
+    sp_calls = 2.0 - jnp.where(moe, w_moe * (1.0 - has_shared), 0.0)
     comm = []
     for phase in ("fwd", "bwd"):
         comm += [Collective(act, t, 1.0, calls=jnp.where(sp, 0.0, 2.0) * tp_on, name="tp all-reduce",
                             phase=phase, kind="all_reduce", group="tp", protocols=NCCL_PROTOCOLS),
-                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp all-gather",
+                 Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp all-gather",
                             phase=phase, kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS),
-                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp reduce-scatter",
+                 Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp reduce-scatter",
                             phase=phase, kind="reduce_scatter", group="tp", protocols=NCCL_PROTOCOLS)]
     # ring attention: cp - 1 K/V chunk exchanges forward, K/V and dK/dV backward
     kv_chunk = 2.0 * lay.mbs * s_q * core["kv_heads"] * d * el
