@@ -355,7 +355,7 @@ def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) ->
     prefill workspace and the allocator reserve (fixed + fragmentation of the weights).
     The engine pre-allocates its whole KV pool; this is what the batch uses of it."""
     from dse.infer.memory import activation_workspace_bytes
-    from dse.infer.serving import kv_bytes_per_token
+    from dse.infer.kv_cache import kv_cache_bytes
     from dse.infer.workload import InferenceWorkload
     from dse.spec.hardware import GIB
     from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
@@ -363,7 +363,7 @@ def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) ->
     w = weights_bytes(dep)
     held = S + (O if dep.engine.reserve_final_kv else O / 2.0)
     held = math.ceil(held / dep.engine.block_tokens) * dep.engine.block_tokens
-    kv = float(batch) * held * kv_bytes_per_token(dep)
+    kv = float(batch) * float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))
     chunk = min(dep.engine.max_num_tokens, max(S, 1.0))
     wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
     acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp,
