@@ -46,14 +46,15 @@ def prefill_attention(model: Model, batch, prompt_len, tp) -> Attention:
 
 
 def prefill_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
-                  r: Rates) -> OpTimes:
+                  r: Rates, ep=1.0, dp=1.0) -> OpTimes:
     """One micro-batch of ``sequences`` prompts through the heaviest stage."""
     T = sequences * wl.prompt_len
     return stage_time(model, T, sequences, prefill_attention(model, sequences, wl.prompt_len, tp),
-                      tp, pp, wl.precision, hw, r)
+                      tp, pp, wl.precision, hw, r, ep, dp)
 
 
-def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:
+def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates, ep=1.0,
+            dp=1.0) -> OpTimes:
     """Time to first token of the whole batch, by kind: ``(m + pp - 1) * t_stage(b)``."""
     m, b = micro_batches(wl.batch, pp)
-    return prefill_stage(model, wl, b, tp, pp, hw, r).scale(m + pp - 1.0)
+    return prefill_stage(model, wl, b, tp, pp, hw, r, ep, dp).scale(m + pp - 1.0)

@@ -8,8 +8,9 @@ the serving layout rules (:func:`dse.infer.expert_parallel.serving_layouts`,
 :func:`dse.spec.layout_rules.serving_layout_violations`): ``tp`` divides
 ``num_attention_heads`` (KV heads are replicated when ``tp > num_kv_heads``,
 :mod:`dse.infer.kv_cache`), ``pp <= num_layers``; MoE models may split the experts over
-``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (continuous batching
-only; default ``ep = attn_dp = 1``, the layouts before EP).  Batch: the powers of two up
+``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (default ``ep =
+attn_dp = 1``, the layouts before EP; under either batching, ``batch / attn_dp`` requests
+per attention rank).  Batch: the powers of two up
 to ``batch`` (and ``batch`` itself), or an explicit list.
 
 **One call per engine.**  The grid is (hardware x layout) rows times the batch axis.
@@ -79,10 +80,10 @@ from dse.train.memory_parts import MEM_MARGIN, usable_bytes
 from dse.cost.rates import rates
 
 
-def _memory_parts(model, wl, hw, tp, pp):
+def _memory_parts(model, wl, hw, tp, pp, ep=1, dp=1):
     """The serving memory breakdown of one point (:func:`dse.infer.memory.serving_memory`)."""
-    model, wl, tp, pp = as_float(model, wl, tp, pp)
-    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision))
+    model, wl, tp, pp, ep, dp = as_float(model, wl, tp, pp, ep, dp)
+    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision), ep, dp)
 
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True,
               "ttft_s": True, "tpot_s": True}  # ascending?
@@ -93,17 +94,18 @@ FAST_COMPILE_POINTS = 1 << 12        # CPU chunks up to this many points: FAST_C
 FAST_COMPILE = {"xla_backend_optimization_level": 0}   # XLA:CPU, LLVM's optimizations off
 
 
-def _static(model, hw, tp, pp, bs, S, O, precision):
+def _static(model, hw, tp, pp, ep, dp, bs, S, O, precision):
     """Memory breakdown and :func:`dse.infer.step.inference_step` of a chunk of layout
-    rows (``hw``, ``tp``, ``pp``: one entry per row) at every batch of ``bs`` (shared by
-    every row): outputs ``[rows, batches]``.  Work that does not depend on the batch runs
-    once per row (``vmap`` maps only what depends on the mapped axis)."""
-    def row(h, t, p):
+    rows (``hw``, ``tp``, ``pp``, ``ep``, ``dp``: one entry per row) at every batch of
+    ``bs`` (the replica's, shared by every row; ``bs / dp`` per attention rank): outputs
+    ``[rows, batches]``, per rank.  Work that does not depend on the batch runs once per
+    row (``vmap`` maps only what depends on the mapped axis)."""
+    def row(h, t, p, e, d):
         def point(b):
-            wl = InferenceWorkload(batch=b, prompt_len=S, gen_len=O, precision=precision)
-            return _memory_parts(model, wl, h, t, p), inference_step(model, wl, h, t, p)
+            wl = InferenceWorkload(batch=b / d, prompt_len=S, gen_len=O, precision=precision)
+            return _memory_parts(model, wl, h, t, p, e, d), inference_step(model, wl, h, t, p, e, d)
         return jax.vmap(point)(bs)
-    return jax.vmap(row)(hw, tp, pp)
+    return jax.vmap(row)(hw, tp, pp, ep, dp)
 
 
 def _continuous(eng, model, hw, tp, pp, ep, dp, bs, precision, kv_bytes, S, O):
@@ -276,7 +278,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     group by decreasing ``tokens_per_s``.  Layouts are (tp, pp, ep, attn_dp) of one
     replica of ``gpus_per_replica = tp * attn_dp * pp`` GPUs
     (:func:`dse.infer.expert_parallel.serving_layouts`: ``ep`` / ``attn_dp`` None = 1,
-    ``"auto"`` or a list; EP and attention DP need continuous batching).  ``batches``
+    ``"auto"`` or a list; either batching).  ``batches``
     replaces the default batch axis (powers of two up to ``batch``) by an explicit list.
     Columns in both modes: model, hardware, tp, pp, ep, attn_dp, batch
     (static: the batch; continuous: requests in flight per replica), prompt_len,
@@ -296,10 +298,6 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
             f"must be one of {list(BATCHING)}, but got {batching!r}")
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
     lays = serving_layouts(model, gpus_per_replica, ep, attn_dp)
-    if batching == "static" and ((lays["ep"] > 1) | (lays["attn_dp"] > 1)).any():
-        raise InputError("sweep_inference", "ep", "expert parallelism and attention DP are "
-                         "modelled under continuous batching only (batching='continuous'), "
-                         "but got batching='static' with ep or attn_dp > 1")
     engines = _engines(hws, engine) if batching == "continuous" else None
     hw_cols = hardware_table(hws)
     grid = _Grid(hws, lays, _batches(batch, batches))
@@ -320,7 +318,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
                                  status, no_fp8, hws, h_pt, l_pt, bs)
     else:
         cols = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
-                             status, no_fp8, hws, h_pt, bs, cap)
+                             status, no_fp8, hws, h_pt, l_pt, bs, cap)
     cols["hbm_gib"] = cap / GIB
     order = _order(cols["feasible"], cols["tokens_per_s"])
     out = {k: (v[order] if hasattr(v, "shape") and v.shape == bs.shape else v)
@@ -343,11 +341,11 @@ def _no_fp8_status(status, no_fp8, hws, h_idx, precision):
 
 
 def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin, status,
-                  no_fp8, hws, h_pt, bs, cap) -> dict:
+                  no_fp8, hws, h_pt, l_pt, bs, cap) -> dict:
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
     bs_pad = grid.bs_pad
     parts, res = grid.run(lambda *a: _static_jit(model, *a, bs_pad, S, O, prec),
-                          lambda rows: grid.row_args(hw_cols, rows, "tp", "pp"),
+                          lambda rows: grid.row_args(hw_cols, rows, "tp", "pp", "ep", "attn_dp"),
                           np.arange(grid.rows))
     parts = type(parts)(*(grid.points(x) for x in parts))
     res = {f: grid.points(getattr(res, f)) for f in InferenceResult._fields}
@@ -355,15 +353,20 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
         status.set(i, oom_status(mem[i], cap[i], mem_margin))
+    dp_pt = grid.lays["attn_dp"][l_pt].astype(np.float64)
+    few = bs < dp_pt
+    if (few & ~oom).any():
+        status.set(few & ~oom, "infeasible: a batch smaller than the attention-DP ranks "
+                   "(batch < attn_dp)")
     _no_fp8_status(status, no_fp8, hws, h_pt, precision)
-    feasible = ~oom & ~no_fp8
+    feasible = ~oom & ~no_fp8 & ~few
     for f in InferenceResult._fields:
         res[f] = np.where(feasible, res[f].astype(np.float64), np.nan)
     e2e = res["prefill_s"] + (gen_len - 1.0) * res["decode_s_per_token"]
     cols = {
         "prefill_s": res["prefill_s"],
         "decode_s_per_token": res["decode_s_per_token"],
-        "tokens_per_s": res["tokens_per_s"],
+        "tokens_per_s": res["tokens_per_s"] * dp_pt,     # the replica's attn_dp ranks
         "ttft_s": res["prefill_s"], "tpot_s": res["decode_s_per_token"], "e2e_s": e2e,
         "output_tok_s": bs * float(gen_len) / e2e,
         "mem_gib": mem / GIB,
