@@ -58,6 +58,8 @@ from __future__ import annotations
 
 
 import jax
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -72,7 +74,7 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import oom_status
-from dse.sweep.runner import chunk_size, run_chunked
+from dse.sweep.runner import chunk_size, collect_chunked, dispatch_chunked, run_chunked
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
@@ -307,37 +309,94 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     cap = hw_cols["hbm_bytes"][h_pt]
     no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_pt] <= 0))
               | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_pt] <= 0)))
-    status = _Status(len(bs))
-    base = {"model": model.name, "hardware": _strings([h.name for h in hws], h_pt),
-            "tp": lays["tp"][l_pt], "pp": lays["pp"][l_pt], "ep": lays["ep"][l_pt],
-            "attn_dp": lays["attn_dp"][l_pt]}
-    base.update({"batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
-                 "precision": SERVING_PRECISION_NAMES[precision], "batching": batching})
+    base = {"model": model.name, "hardware": _Str([h.name for h in hws], grid.h_row),
+            **{f: _Row(lays[f][grid.l_row]) for f in ("tp", "pp", "ep", "attn_dp")},
+            "batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
+            "precision": SERVING_PRECISION_NAMES[precision], "batching": batching}
     if batching == "continuous":
-        cols = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision,
-                                 status, no_fp8, hws, h_pt, l_pt, bs)
+        cols, feasible = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len,
+                                           precision, hws, bs)
     else:
+        h_pt = grid.per_point(grid.h_row)
+        l_pt = grid.per_point(grid.l_row)
+        cap = hw_cols["hbm_bytes"][h_pt]
+        no_fp8 = _no_fp8(hw_cols, precision)[h_pt]
+        status = _Status(len(bs))
         cols = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
                              status, no_fp8, hws, h_pt, l_pt, bs, cap)
-    cols["hbm_gib"] = cap / GIB
-    order = _order(cols["feasible"], cols["tokens_per_s"])
-    out = {k: (v[order] if hasattr(v, "shape") and v.shape == bs.shape else v)
-           for k, v in {**base, **cols}.items()}
+        feasible = cols["feasible"]
+    cols["hbm_gib"] = _Row(hw_cols["hbm_bytes"][grid.h_row] / GIB)
+    tokens = cols["tokens_per_s"]
+    order = _order(feasible, tokens.values if isinstance(tokens, _Feasible) else tokens)
+    rp = order // grid.B                                   # the row of each ordered point
+    n_ok = int(np.count_nonzero(feasible))
+    out = {k: _take(v, order, rp, n_ok, len(bs)) for k, v in {**base, **cols}.items()}
     return pd.DataFrame(out, copy=False)      # fresh arrays: no consolidation copy
+
+
+class _Row(NamedTuple):
+    """A column constant over each row's batches: one value per (hardware, layout) row,
+    expanded only once, in the frame's order (:func:`_take`)."""
+    values: np.ndarray
+
+
+class _Str(NamedTuple):
+    """A string column as codes into ``uniques``, per row (``codes`` of length rows) or
+    per point; built by one take in the frame's order."""
+    uniques: list
+    codes: np.ndarray
+
+
+class _Feasible(NamedTuple):
+    """A per-point float32 column (over ``div``) that is NaN where the point is
+    infeasible: ordered, the feasible points come first (:func:`_order`), so only the tail
+    is set to NaN."""
+    values: np.ndarray
+    div: float = 1.0
+
+
+def _take(v, order, rp, n_ok, n):
+    """Column ``v`` in the frame's order: per-point arrays by ``order``, per-row ones by
+    the ordered points' rows ``rp``, strings as one take of their ordered codes."""
+    if isinstance(v, _Row):
+        return v.values[rp]
+    if isinstance(v, _Str):
+        return _strings(v.uniques, v.codes[rp] if len(v.codes) != n else v.codes[order])
+    if isinstance(v, _Feasible):
+        out = v.values[order].astype(np.float64)
+        if v.div != 1.0:
+            out /= v.div
+        out[n_ok:] = np.nan
+        return out
+    if hasattr(v, "shape") and v.shape == (n,):
+        return v[order]
+    return v
 
 
 def _order(feasible, tokens):
     """Feasible points first, each group by decreasing tokens/s, NaN last, ties in grid
     order: the stable ``sort_values(["feasible", "tokens_per_s"], ascending=False)`` of
-    pandas, without sorting the frame."""
-    key = np.where(np.isnan(tokens), np.inf, -tokens)
-    return np.lexsort((key, ~feasible))
+    pandas, without sorting the frame (every infeasible point's tokens/s is NaN, so that
+    group keeps grid order)."""
+    ok = np.flatnonzero(feasible)
+    t = tokens[ok]
+    key = np.where(np.isnan(t), np.inf, -t)
+    return np.concatenate([ok[np.argsort(key, kind="stable")], np.flatnonzero(~feasible)])
+
+
+def _no_fp8(hw_cols, precision):
+    """Per hardware: whether the precision has no tensor cores on it."""
+    return (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"] <= 0))
+            | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"] <= 0)))
+
+
+def _no_fp8_message(hw: Hardware, precision) -> str:
+    return f"infeasible: {hw.name} has no {'fp8' if precision == 2 else 'fp4'} tensor cores"
 
 
 def _no_fp8_status(status, no_fp8, hws, h_idx, precision):
     for h in np.unique(h_idx[no_fp8]):
-        status.set(no_fp8 & (h_idx == h), f"infeasible: {hws[h].name} has no "
-                   f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
+        status.set(no_fp8 & (h_idx == h), _no_fp8_message(hws[h], precision))
 
 
 def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin, status,
@@ -384,60 +443,71 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     return cols
 
 
-def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, status,
-                      no_fp8, hws, h_pt, l_pt, bs) -> dict:
+def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, hws,
+                      bs) -> tuple[dict, np.ndarray]:
     """Continuous batching (module docstring): one call per engine over its layout rows,
-    each row's slots and every concurrency together."""
+    each row's slots and every concurrency together; every engine's chunks are dispatched
+    before the first copy-back, so the device computes the next engine's chunks while the
+    host converts the last.  Row-level quantities stay per row and the per-point ones
+    ``[rows, batches]`` until the frame is ordered (:func:`_take`).  Returns the columns
+    and the feasible mask (grid order)."""
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
-    sl = {f: np.full(grid.rows, np.nan) for f in Slots._fields}
-    res = {f: np.full(grid.rows * grid.B, np.nan) for f in Continuous._fields}
-    eng_of = np.asarray(engines, dtype=object)
-    row_eng = eng_of[grid.h_row]
+    R, B = grid.rows, grid.B
+    eng_names = sorted(set(engines))
+    eng_code = np.searchsorted(eng_names, np.asarray(engines, dtype=object))[grid.h_row]
     bs_pad = grid.bs_pad
-    for name in sorted(set(engines)):
+    runs = []
+    for e, name in enumerate(eng_names):
         eng = PROFILES[name]
         kvb = np.float32(kv_element_bytes(eng, precision))
-        rows = np.nonzero(row_eng == name)[0]
+        rows = np.flatnonzero(eng_code == e)
         fn = _continuous_program(grid, len(rows))
-        out_sl, out = grid.run(
-            lambda *a: fn(eng, model, *a, bs_pad, prec, kvb, S, O),
-            lambda r: grid.row_args(hw_cols, r, "tp", "pp", "ep", "attn_dp"), rows)
+        runs.append((rows, dispatch_chunked(
+            lambda *a, fn=fn, eng=eng, kvb=kvb: fn(eng, model, *a, bs_pad, prec, kvb, S, O),
+            lambda r, rows=rows: grid.row_args(hw_cols, rows[r], "tp", "pp", "ep", "attn_dp"),
+            len(rows), max_chunk=grid.max_rows)))
+    sl = {f: np.empty(R, np.float32) for f in Slots._fields}
+    res = {f: np.empty((R, B), np.float32) for f in Continuous._fields}
+    for rows, pending in runs:
+        out_sl, out = collect_chunked(pending)
         for f in Slots._fields:
             sl[f][rows] = getattr(out_sl, f)
-        pts = (rows[:, None] * grid.B + np.arange(grid.B)[None, :]).reshape(-1)
         for f in Continuous._fields:
-            res[f][pts] = np.asarray(getattr(out, f))[:, :grid.B].reshape(-1)
-    dp_pt = grid.lays["attn_dp"][l_pt].astype(np.float64)
-    row_pt = np.repeat(np.arange(grid.rows), grid.B)
+            res[f][rows] = getattr(out, f)[:, :B]
+    dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
+    # status by precedence (the later wins): no KV slot (per row), batch < attn_dp, no fp8/fp4
+    msgs = ["ok", "infeasible: fewer requests in flight than attention-DP ranks (batch < attn_dp)"]
+    row_code = np.zeros(R, np.int32)
     no_kv_row = sl["tuned"] < 1
-    for r in np.nonzero(no_kv_row)[0]:
-        msg = (f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
-               f"leave no KV cache for one request under {row_eng[r]} (KV pool "
-               f"{max(sl['kv_pool_bytes'][r], 0.0) / GIB:.1f} GiB)")
-        status.set(row_pt == r, msg)
-    no_kv = no_kv_row[row_pt]
-    few = bs < dp_pt
-    if (few & ~no_kv).any():
-        status.set(few & ~no_kv, "infeasible: fewer requests in flight than attention-DP ranks "
-                   "(batch < attn_dp)")
-    _no_fp8_status(status, no_fp8, hws, h_pt, precision)
-    feasible = ~no_kv & ~no_fp8 & ~few
-    nan_if = lambda x: np.where(feasible, x, np.nan)
-    slots_pt = sl["tuned"][row_pt]
+    for r in np.flatnonzero(no_kv_row):
+        msgs.append(f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
+                    f"leave no KV cache for one request under {eng_names[eng_code[r]]} (KV pool "
+                    f"{max(float(sl['kv_pool_bytes'][r]), 0.0) / GIB:.1f} GiB)")
+        row_code[r] = len(msgs) - 1
+    no_fp8_row = _no_fp8(hw_cols, precision)[grid.h_row]
+    for h in np.unique(grid.h_row[no_fp8_row]):
+        msgs.append(_no_fp8_message(hws[h], precision))
+        row_code[no_fp8_row & (grid.h_row == h)] = len(msgs) - 1
+    few = bs.reshape(R, B) < dp_row[:, None]
+    code = np.where(few & ~(no_kv_row | no_fp8_row)[:, None], 1, row_code[:, None])
+    feasible = ((~no_kv_row & ~no_fp8_row)[:, None] & ~few).reshape(-1)
+    tokens = np.where(feasible, (res["tokens_per_s"] * dp_row[:, None]).reshape(-1), np.nan)
+    pt = lambda x: _Feasible(x.reshape(-1))
+    f64 = lambda x: x.astype(np.float64)
     return {
-        "engine": _strings(sorted(set(engines)), np.searchsorted(sorted(set(engines)), row_eng)[row_pt]),
-        "ttft_s": nan_if(res["ttft_s"]), "tpot_s": nan_if(res["tpot_s"]), "e2e_s": nan_if(res["e2e_s"]),
-        "queue_s": nan_if(res["queue_s"]),
-        "output_tok_s": nan_if(res["tokens_per_s"] * dp_pt), "tokens_per_s": nan_if(res["tokens_per_s"] * dp_pt),
-        "admitted": nan_if(res["admitted"] * dp_pt), "slots": slots_pt * dp_pt,
-        "kv_slots": sl["kv_slots"][row_pt] * dp_pt,
-        "mem_gib": np.where(feasible, res["mem_bytes"], np.nan) / GIB,
-        "kv_pool_gib": sl["kv_pool_bytes"][row_pt] / GIB,
-        "weights_gib": sl["weights_bytes"][row_pt] / GIB,
-        "experts_per_gpu": experts_per_gpu(model, grid.lays["ep"][l_pt]),
+        "engine": _Str(eng_names, eng_code),
+        "ttft_s": pt(res["ttft_s"]), "tpot_s": pt(res["tpot_s"]), "e2e_s": pt(res["e2e_s"]),
+        "queue_s": pt(res["queue_s"]),
+        "output_tok_s": _Feasible(tokens), "tokens_per_s": _Feasible(tokens),
+        "admitted": pt(res["admitted"] * dp_row[:, None]),
+        "slots": _Row(f64(sl["tuned"]) * dp_row), "kv_slots": _Row(f64(sl["kv_slots"]) * dp_row),
+        "mem_gib": _Feasible(res["mem_bytes"].reshape(-1), GIB),
+        "kv_pool_gib": _Row(f64(sl["kv_pool_bytes"]) / GIB),
+        "weights_gib": _Row(f64(sl["weights_bytes"]) / GIB),
+        "experts_per_gpu": _Row(experts_per_gpu(model, grid.lays["ep"][grid.l_row])),
         "feasible": feasible,
-        "status": status.column(),
-    }
+        "status": _Str(msgs, code.reshape(-1)),
+    }, feasible
 
 
 def best_inference(df: pd.DataFrame, objective: str = "tokens_per_s") -> pd.Series | None:
