@@ -273,7 +273,7 @@ def _layout_violation(model, tp: int, pp: int, ep: int, dp: int) -> str:
     (:func:`dse.spec.layout_rules.serving_layout_violations`)."""
     cols = {"tp": [tp], "pp": [pp], "ep": [ep], "attn_dp": [dp]}
     valid, reason = serving_layout_violations(model, tp * dp * pp, cols)
-    return "" if valid[0] else str(reason[0])
+    return "" if valid[0] else str(reason[0]).partition(": ")[2]
 
 
 _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
