@@ -67,7 +67,7 @@ from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_av
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import moe_ops
-from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
+from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_heads_per_rank, select, shared_ffn)
@@ -135,9 +135,10 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                 s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
                 softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
-    attn = [Attention(**core, name="attention", phase="fwd"),
-            Attention(**core, name="attention", phase="bwd", backward=True),
-            Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute")]
+    attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
+        Attention(**core, name="attention", phase="fwd"),
+        Attention(**core, name="attention", phase="bwd", backward=True),
+        Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute"))]
 
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
