@@ -44,7 +44,12 @@ expert weights are ``E f / (tp dp)`` whatever ``ep`` is; EP changes the GEMM sha
 the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which receive
 ``T_g k / ep`` token-expert pairs (uniform routing) and of which ``E_l (1 - (1 - k/E)^T_g)``
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
-experts' weights are read (decode with small T reads a fraction of the experts).
+experts' weights are read (decode with small T reads a fraction of the experts).  With
+``ep`` > 1 the layer is costed on the most loaded EP rank: its pairs are the mean times
+:func:`dse.infer.moe_serving.ep_load_factor` (expected maximum of multinomial counts).
+The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
+are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
+``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
 
 * Expert GEMMs run at ``MOE_GROUPED_GEMM_EFF`` of a dense GEMM's compute efficiency
   (grouped GEMM over the permuted tokens; the constant's comment has the sources and
