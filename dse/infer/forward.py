@@ -44,7 +44,12 @@ expert weights are ``E f / (tp dp)`` whatever ``ep`` is; EP changes the GEMM sha
 the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which receive
 ``T_g k / ep`` token-expert pairs (uniform routing) and of which ``E_l (1 - (1 - k/E)^T_g)``
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
-experts' weights are read (decode with small T reads a fraction of the experts).
+experts' weights are read (decode with small T reads a fraction of the experts).  With
+``ep`` > 1 the layer is costed on the most loaded EP rank: its pairs are the mean times
+:func:`dse.infer.moe_serving.ep_load_factor` (expected maximum of multinomial counts).
+The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
+are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
+``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
 
 * Expert GEMMs run at ``MOE_GROUPED_GEMM_EFF`` of a dense GEMM's compute efficiency
   (grouped GEMM over the permuted tokens; the constant's comment has the sources and
@@ -102,6 +107,7 @@ from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
+from dse.infer.moe_serving import MOE_ROUTING_KERNELS, ep_load_factor, routing_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
 # NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
@@ -188,7 +194,9 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     tok_mult, e_div, moe_tp = moe_group(tp, ep, dp)
     t_moe = tokens * tok_mult                              # tokens of the whole MoE group
     hit = experts_hit(model, t_moe) / e_div                # touched local experts
-    per_expert = jnp.where(moe, t_moe * model.top_k / (e_div * hit), tokens)
+    imb = jnp.where(moe, ep_load_factor(t_moe * model.top_k, ep), 1.0)  # most loaded EP rank
+    local_pairs = t_moe * model.top_k / e_div * imb
+    per_expert = jnp.where(moe, local_pairs / hit, tokens)
     lin = lambda name, m, n, k, c=1.0: Gemm(m, n, k, c, name=name, skinny=True)
     ffn = f * model.top_k / tp
     mla = is_mla(model)
@@ -223,7 +231,9 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
              Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0) * w_moe,
-                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"))
+                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"),
+             MemPass(routing_bytes(tokens, local_pairs, h, E, el, q), MOE_ROUTING_KERNELS,
+                     calls=jnp.where(moe, 1.0, 0.0) * w_moe, name="moe top-k/permute/finalize"))
     V = model.vocab_size * 1.0
     logits = sequences * V * LOGIT_BYTES
     head = (Gemm(sequences, V / tp, h, name="lm head", rate="16", skinny=True),
