@@ -118,6 +118,15 @@ Profiles (constants and where they come from):
     new request then waits for the running pass of that many iterations.  Prompts run
     as their own iteration (chunked prefill is off by default below 32k context in 0.6,
     ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.
+``vllm_mlperf`` -- vLLM under an MLPerf Inference harness (engine text "... MLPerf
+    harness", as ``trtllm_mlperf``): the ``vllm`` profile without the default
+    ``max_num_seqs`` = 256 cap.  An MLPerf submitter sets ``max_num_seqs`` per scenario
+    to the throughput-best value the KV pool allows (AMD's v4.1 llama2-70b harness passes
+    it per scenario, ``closed/AMD/code/llama2-70b-99.9/test_VllmFp8``), so the running
+    batch is the tuned limit of :func:`dse.infer.serving.tuned_batch` under the KV slots;
+    the CUDA-graph capture limit stays 256 (vLLM 0.4 ``_BATCH_SIZES_TO_CAPTURE``), larger
+    decode batches run eager.  Benchmarks that run vLLM with its defaults
+    (``benchmark_serving`` / ``benchmark_throughput``) keep the ``vllm`` profile.
 ``sglang`` -- SGLang v0.3: decode CUDA graphs up to batch 160 (``cuda_graph_max_bs``
     default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 for an
     80 GB GPU (server_args default by GPU memory), ``chunked_prefill_size`` 8192,
@@ -199,6 +208,8 @@ PROFILES = {
                           False),
     "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False, eager_op_s=EAGER_OP_S),
+    "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 1 << 20,
+                                 8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S),
 }
@@ -219,7 +230,7 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             return PROFILES["trtllm_mlperf"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
-        p = PROFILES["vllm"]
+        p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
         if steps:
             p = EngineProfile(**{**p.__dict__, "scheduler_steps": max(int(steps.group(1)), 1)})
         return p, ""

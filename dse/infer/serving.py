@@ -61,8 +61,11 @@ replicas for the system):
   Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
   which also averages the GEMM tile / wave steps a single mean-load iteration would
   carry (:func:`cycle`), and the running batch itself is Poisson(B) around its mean
-  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  Past capacity (no root
-  below the KV / engine cap) the row is saturated: throughput is the offline one and
+  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  The running batch
+  is capped at the deployment's tuned limit (:func:`tuned_batch`, the ``max_batch_size`` /
+  ``max_num_seqs`` a tuned server is configured with, as in ``offline_throughput``), not
+  at the raw KV slots: a deployment tuned for throughput does not admit past its best
+  per-token batch.  Past capacity (no root below that cap) the row is saturated: throughput is the offline one and
   the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
   on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
   plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
@@ -444,10 +447,11 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
             spread: bool = True, o2: float = 1.0) -> ServingResult:
     """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
     prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
-    iteration and the one at the KV/engine cap; no root below the cap = saturated."""
+    iteration and the one at the tuned running-batch limit (:func:`tuned_batch`); no
+    root below that cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
-    cap = running_batch(dep, S, O, o2)     # a server admits up to its KV / engine limit
+    cap = tuned_batch(dep, S, O, o2=o2)    # the running-batch limit the deployment sets
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
