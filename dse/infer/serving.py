@@ -150,14 +150,15 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
-            prompt_layers, tp, pp, ep, dp, host_op_s=0.0):
+            prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
     FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
     (every argument is a pytree leaf or a scalar), so the scalar scenario code below
     costs a dispatch per pass instead of a few hundred eager JAX ops."""
     r = rates(hw, precision)
-    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
+    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
+                   linear_bw_scale).total_s
     t = t + prompt_layers * time_s(prompt_att, hw, r)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
                             r.act_bytes, ep, dp, prompt_layers)
@@ -185,7 +186,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
-                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s)) * dep.pp
+                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s,
+                      dep.engine.linear_bw_eff)) * dep.pp
     return t + (dep.engine.host_s(b) if overhead else 0.0)
 
 
@@ -198,7 +200,7 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp, dep.engine.eager_op_s))
+                      dep.ep, dep.dp, dep.engine.eager_op_s, dep.engine.linear_bw_eff))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 

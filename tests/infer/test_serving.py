@@ -356,3 +356,25 @@ def test_open_loop_batch_never_exceeds_the_cap():
     d = dep()
     at_cap = open_loop_cycle(d, 100.0, 800.0, 0.5, 400.0, True, cap=100.0).mean_s
     assert at_cap <= cycle(d, 100.0, 800.0, 0.5, 400.0, True).mean_s * (1 + 1e-9)
+
+
+def test_pytorch_engines_stream_linear_weights_below_stream_bandwidth():
+    """vLLM / SGLang linears (cuBLAS heuristics) stream their weights at
+    ``linear_bw_eff`` of the achieved bandwidth, TensorRT-LLM's tuned GEMMs at all of it:
+    a weight-bound decode step of the PyTorch engine is longer by about
+    ``weights / bw x (1 / eff - 1)``, and never shorter than bytes / bandwidth."""
+    assert PROFILES["trtllm"].linear_bw_eff == 1.0
+    eff = PROFILES["vllm"].linear_bw_eff
+    assert 0.0 < eff < 1.0 and PROFILES["sglang"].linear_bw_eff == eff
+    tuned = dataclasses.replace(PROFILES["vllm"], linear_bw_eff=1.0)
+    d_v = Deployment(L8, H100, PROFILES["vllm"], 1, 1, 1, 2.0)
+    d_1 = Deployment(L8, H100, tuned, 1, 1, 1, 2.0)
+    bw = float(rates(H100, 1).hbm_bw_bytes_per_s)
+    w = weights_bytes(d_v)
+    t_v = iteration_s(d_v, 8, 512, overhead=False)
+    t_1 = iteration_s(d_1, 8, 512, overhead=False)
+    extra = t_v - t_1
+    p = layer_params(L8)
+    lin = L8.num_layers * float(p.attention + p.experts) * 2.0 / bw   # the layers' linears
+    assert 0.9 * lin * (1 / eff - 1) < extra < 1.1 * (w / bw) * (1 / eff - 1)
+    assert t_v >= w / bw
