@@ -253,7 +253,7 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
     S = S * 1.0
     O = O * 1.0
     pool, _ = _pool_bytes(rep, eng, S)
-    per_seq = held_tokens(eng, S, O) * kv_bytes_per_token(rep)
+    per_seq = kv_cache_bytes(rep.model, 1.0, held_tokens(eng, S, O), rep.tp, rep.pp, rep.kv_bytes)
     n_slots = jnp.where(pool > 0, jnp.floor(pool / per_seq), 0.0)
     budget = eng.max_num_tokens / (1.0 + S / jnp.maximum(O, 1.0))
     cap = jnp.maximum(jnp.minimum(jnp.minimum(n_slots, eng.max_batch * 1.0),

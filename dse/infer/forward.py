@@ -95,7 +95,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, host_kernels, time_s
+from dse.graph.ops import (P2P, Attention, Collective, Gemm, KVRead, MemPass, host_kernels, time_s,
+                           with_window)
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -217,7 +218,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe),
              *mla_serving_linears(model, tokens, tp),
              *mlp_kind_serving_linears(model, tokens, tp),
-             attention,
+             with_window(attention, model),       # sliding-window / chunked layers: the mix
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),

@@ -245,7 +245,8 @@ def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 
     blk = dep.engine.block_tokens
     held = math.ceil(held / blk) * blk
     pool = kv_pool_bytes(dep, prompt_len)
-    return math.floor(pool / (held * kv_bytes_per_token(dep))) if pool > 0 else 0.0
+    per_seq = float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))  # windows
+    return math.floor(pool / per_seq) if pool > 0 else 0.0
 
 
 def running_batch(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:

@@ -19,7 +19,7 @@ PyTorch FSDP (``framework`` 2, 3; :mod:`dse.spec.frameworks`) under ZeRO-3: fp32
 parameters (the master copy), fp32 sharded gradients and Adam m, v -- 16 B/param over
 the shard -- plus the 16-bit gathered units in flight and one unit's unsharded gradient.
 Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
-heaviest stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
+heaviest stage takes the ceiling) with dense weights /tp and expert weights /(etp*ep) (expert TP, MoE parallel folding); the input
 embedding on the first stage and the LM head on the last (both when pp = 1, one shared
 matrix when tied), each V*h/tp.
 
@@ -53,6 +53,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
+from dse.graph.moe import expert_tp
 from dse.spec.frameworks import profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
@@ -84,17 +85,18 @@ def layers_per_stage(model: Model, lay: Layout):
 
 def params_per_gpu(model: Model, lay: Layout):
     """Parameters held by one GPU of the heaviest stage (before ZeRO sharding): dense
-    weights (shared experts included) /tp, expert weights /(tp*ep)
-    (:func:`dse.spec.model.layer_params`); MLA's down projections are replicated on every
+    weights (shared experts included) /tp, expert weights /(etp*ep), etp the expert TP
+    (:func:`dse.graph.moe.expert_tp`; ``tp`` unless EP folds over TP ranks) (:func:`dse.spec.model.layer_params`); MLA's down projections are replicated on every
     TP rank (:func:`dse.spec.model.mla_attention_params`).  A MoE model with dense layers
     counts the heaviest stage's MoE and dense layers (:func:`dse.spec.model.stage_layer_counts`)."""
     p = layer_params(model)
     moe = model.num_experts > 1
     dense = p.attention + p.router + p.shared + jnp.where(moe, 0.0, p.experts)
-    experts = jnp.where(moe, p.experts / lay.ep, 0.0)
+    # expert weights over ep x expert-TP ranks (dse.graph.moe.expert_tp: MoE parallel folding)
+    experts = jnp.where(moe, p.experts / (lay.ep * expert_tp(lay)), 0.0)
     down = mla_attention_params(model)[0]
     replicated = select(is_mla(model), down - down / lay.tp, 0.0)
-    per_layer = (dense + experts) / lay.tp + p.norms + replicated
+    per_layer = dense / lay.tp + experts + p.norms + replicated
     L_st = layers_per_stage(model, lay)
     layers = L_st * per_layer
     x_dense = dense_layer_fraction(model)
