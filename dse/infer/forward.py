@@ -255,6 +255,11 @@ def collective_fixed_s(op, hw: Hardware):
     return jnp.where(op.n > 1, op.calls * (hw.kernel_launch_s + NCCL_BASE_LATENCY_S), 0.0)
 
 
+def _one(x) -> bool:
+    """Whether ``x`` is a concrete (Python) one: the rates are then used unchanged."""
+    return isinstance(x, (int, float)) and x == 1
+
+
 def _zero(x) -> bool:
     """Whether ``x`` is a concrete (Python) zero: the optional operators are then left out."""
     return isinstance(x, (int, float)) and x == 0
@@ -313,19 +318,29 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
-               r: Rates, ep=1.0, dp=1.0) -> OpTimes:
+               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
-    stage (stages ``tp`` ranks apart)."""
+    stage (stages ``tp`` ranks apart).  ``linear_bw_scale`` multiplies the HBM bandwidth
+    the linears (and the LM head) stream their weights at: the engine's GEMM path
+    (``EngineProfile.linear_bw_eff``, :mod:`dse.infer.engines`); 1 leaves the rates
+    untouched."""
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
+    r_lin = r if _one(linear_bw_scale) else r._replace(
+        hbm_bw_bytes_per_s=r.hbm_bw_bytes_per_s * linear_bw_scale)
+    gemms = tuple(op for op in g.layer if isinstance(op, Gemm))
+    rest = tuple(op for op in g.layer if not isinstance(op, Gemm))
     experts = g.layer[2:4]                                 # fc1, fc2 (the experts of an MoE)
-    r_exp = r._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
-                                                           MOE_GROUPED_GEMM_EFF, 1.0))
-    per_layer = op_times(g.layer[:2] + g.layer[4:], hw, r).plus(op_times(experts, hw, r_exp))
-    return (per_layer.scale(layers).plus(op_times(g.head, hw, r))
+    dense = tuple(op for op in gemms if not any(op is e for e in experts))
+    r_exp = r_lin._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
+                                                               MOE_GROUPED_GEMM_EFF, 1.0))
+    per_layer = (op_times(dense, hw, r_lin).plus(op_times(rest, hw, r))
+                 .plus(op_times(experts, hw, r_exp)))
+    head = op_times(g.head[:1], hw, r_lin).plus(op_times(g.head[1:], hw, r))
+    return (per_layer.scale(layers).plus(head)
             .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))
 
 

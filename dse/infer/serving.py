@@ -61,8 +61,11 @@ replicas for the system):
   Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
   which also averages the GEMM tile / wave steps a single mean-load iteration would
   carry (:func:`cycle`), and the running batch itself is Poisson(B) around its mean
-  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  Past capacity (no root
-  below the KV / engine cap) the row is saturated: throughput is the offline one and
+  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  The running batch
+  is capped at the deployment's tuned limit (:func:`tuned_batch`, the ``max_batch_size`` /
+  ``max_num_seqs`` a tuned server is configured with, as in ``offline_throughput``), not
+  at the raw KV slots: a deployment tuned for throughput does not admit past its best
+  per-token batch.  Past capacity (no root below that cap) the row is saturated: throughput is the offline one and
   the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
   on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
   plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
@@ -147,14 +150,15 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
-            prompt_layers, tp, pp, ep, dp, host_op_s=0.0):
+            prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
     FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
     (every argument is a pytree leaf or a scalar), so the scalar scenario code below
     costs a dispatch per pass instead of a few hundred eager JAX ops."""
     r = rates(hw, precision)
-    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
+    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
+                   linear_bw_scale).total_s
     t = t + prompt_layers * time_s(prompt_att, hw, r)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
                             r.act_bytes, ep, dp, prompt_layers)
@@ -182,7 +186,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
-                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s)) * dep.pp
+                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s,
+                      dep.engine.linear_bw_eff)) * dep.pp
     return t + (dep.engine.host_s(b) if overhead else 0.0)
 
 
@@ -195,7 +200,7 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp, dep.engine.eager_op_s))
+                      dep.ep, dep.dp, dep.engine.eager_op_s, dep.engine.linear_bw_eff))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -445,10 +450,11 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
             spread: bool = True, o2: float = 1.0) -> ServingResult:
     """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
     prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
-    iteration and the one at the KV/engine cap; no root below the cap = saturated."""
+    iteration and the one at the tuned running-batch limit (:func:`tuned_batch`); no
+    root below that cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
-    cap = running_batch(dep, S, O, o2)     # a server admits up to its KV / engine limit
+    cap = tuned_batch(dep, S, O, o2=o2)    # the running-batch limit the deployment sets
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")

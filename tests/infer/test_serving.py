@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from dse.infer.engines import PROFILES, engine_profile
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, iteration_s, kv_slots,
-                               offline, poisson, prefill_s, weights_bytes)
+                               offline, poisson, prefill_s, running_batch, tuned_batch,
+                               weights_bytes)
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model, layer_params
 from dse.cost.rates import rates
@@ -149,6 +150,37 @@ def test_mlperf_harness_and_trtllm_bench_profiles():
     d_b = Deployment(L8, H100, bench, 1, 1, 2, 1.0)
     d_m = Deployment(L8, H100, mlperf, 1, 1, 2, 1.0)
     assert kv_slots(d_m, 128, 2048) > 1.5 * kv_slots(d_b, 128, 2048)
+
+
+def test_vllm_under_an_mlperf_harness_is_not_held_at_the_default_max_num_seqs():
+    """vLLM's default max_num_seqs (256) caps the ``vllm`` profile; an MLPerf harness tunes
+    it, so ``vllm_mlperf`` runs the throughput-best batch the KV pool allows, with the same
+    CUDA-graph limit."""
+    h = engine_profile("vllm (0.4.3+rocm614, AMD MLPerf harness)")[0]
+    v = engine_profile("vllm (v0.6.0)")[0]
+    assert h.name == "vllm_mlperf" and v.name == "vllm"
+    assert h.graph_max_batch == v.graph_max_batch and h.max_batch > v.max_batch
+    mi300x = get_hardware("mi300x")
+    l70 = get_model("llama2-70b")
+    d_h = Deployment(l70, mi300x, h, 1, 1, 2, 1.0)
+    d_v = Deployment(l70, mi300x, v, 1, 1, 2, 1.0)
+    assert running_batch(d_v, 286, 294) == 256 < running_batch(d_h, 286, 294)
+    assert offline(d_h, 286, 294, 1).tokens_per_s > offline(d_v, 286, 294, 1).tokens_per_s
+
+
+def test_poisson_running_batch_stays_within_the_tuned_limit():
+    """An open-loop server admits up to the limit a tuned deployment sets (the offline
+    scenario's tuned batch), not the raw KV slots; below saturation B <= that limit."""
+    d = dep(engine="vllm")
+    S, O = 512.0, 256.0
+    lim = tuned_batch(d, S, O)
+    assert lim <= running_batch(d, S, O)
+    cap = offline(d, S, O, 1).tokens_per_s / O
+    for f in (0.3, 0.7):
+        r = poisson(d, f * cap, S, O, 1)
+        assert not r.note and 1.0 <= r.batch <= lim + 1e-6
+    over = poisson(d, 1.5 * cap, S, O, 1)
+    assert over.note.startswith("saturated") and over.batch == lim
 
 
 @settings(max_examples=10, deadline=None)
@@ -324,3 +356,25 @@ def test_open_loop_batch_never_exceeds_the_cap():
     d = dep()
     at_cap = open_loop_cycle(d, 100.0, 800.0, 0.5, 400.0, True, cap=100.0).mean_s
     assert at_cap <= cycle(d, 100.0, 800.0, 0.5, 400.0, True).mean_s * (1 + 1e-9)
+
+
+def test_pytorch_engines_stream_linear_weights_below_stream_bandwidth():
+    """vLLM / SGLang linears (cuBLAS heuristics) stream their weights at
+    ``linear_bw_eff`` of the achieved bandwidth, TensorRT-LLM's tuned GEMMs at all of it:
+    a weight-bound decode step of the PyTorch engine is longer by about
+    ``weights / bw x (1 / eff - 1)``, and never shorter than bytes / bandwidth."""
+    assert PROFILES["trtllm"].linear_bw_eff == 1.0
+    eff = PROFILES["vllm"].linear_bw_eff
+    assert 0.0 < eff < 1.0 and PROFILES["sglang"].linear_bw_eff == eff
+    tuned = dataclasses.replace(PROFILES["vllm"], linear_bw_eff=1.0)
+    d_v = Deployment(L8, H100, PROFILES["vllm"], 1, 1, 1, 2.0)
+    d_1 = Deployment(L8, H100, tuned, 1, 1, 1, 2.0)
+    bw = float(rates(H100, 1).hbm_bw_bytes_per_s)
+    w = weights_bytes(d_v)
+    t_v = iteration_s(d_v, 8, 512, overhead=False)
+    t_1 = iteration_s(d_1, 8, 512, overhead=False)
+    extra = t_v - t_1
+    p = layer_params(L8)
+    lin = L8.num_layers * float(p.attention + p.experts) * 2.0 / bw   # the layers' linears
+    assert 0.9 * lin * (1 / eff - 1) < extra < 1.1 * (w / bw) * (1 / eff - 1)
+    assert t_v >= w / bw
