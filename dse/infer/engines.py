@@ -90,6 +90,20 @@ Profiles (constants and where they come from):
     one H200 are 76 GB in fp8 and 153 GB in 16 bit, beside 70 GB of fp8 weights
     (``closed/NVIDIA/configs/llama2-70b``).  vLLM and SGLang keep the model dtype
     (``--kv-cache-dtype auto``) unless told.
+``trtllm_pytorch_eager`` -- TensorRT-LLM's PyTorch backend before release 1.0
+    (``trtllm-serve --backend pytorch`` of 0.17-0.19; engine text naming "PyTorch backend"
+    with a version below 1.0): the model is Python (``tensorrt_llm/_torch/models``), run
+    by the Python ``PyExecutor``, and its ``PyTorchConfig`` defaults of that era
+    (``tensorrt_llm/_torch/pyexecutor/config.py``) were ``use_cuda_graph = False`` and
+    ``enable_overlap_scheduler = False``: every pass, decode included, is eager PyTorch,
+    the CPU issuing each kernel, so it takes ``max(GPU time, eager_op_s x kernels)`` with
+    the vLLM / SGLang ``EAGER_OP_S`` (same cost: Python module calls per kernel) and the
+    4 us kernel gaps of no graphs.  Later releases turned both on by default
+    (``use_cuda_graph = True``, ``disable_overlap_scheduler = False``); those rows keep
+    the ``trtllm`` profile here.  The rest is the C++ executor's
+    (``trtllm``): paged 64-token blocks, ``free_gpu_memory_fraction`` 0.9 after weights,
+    guaranteed-no-evict admission, in-flight batching without context chunking; the KV
+    dtype is the checkpoint's (``kv_cache_dtype = "auto"``), so no fp8 default.
 ``trtllm_mlperf`` -- NVIDIA's MLPerf Inference harness on the same executor
     (``closed/NVIDIA/code/harness/harness_llm``, engine text "... MLPerf harness" /
     "NVIDIA-derived harness"): the ``trtllm`` profile with admission on the blocks a
@@ -225,6 +239,8 @@ PROFILES = {
                             fp8_kv_with_fp8=True),
     "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
                                    8192, False, fp8_kv_with_fp8=True),
+    "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
+                                          True, 2048, 8192, False, eager_op_s=EAGER_OP_S),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
@@ -241,6 +257,13 @@ PROFILES = {
 }
 
 
+def _version(text: str) -> tuple[int, int] | None:
+    """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
+    (0, 17); ``"v1.0"`` -> (1, 0)), or None."""
+    m = re.search(r"\bv?(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def engine_profile(text: str) -> tuple[EngineProfile, str]:
     """The profile an ``engine`` text names (``"trtllm (v0.13.0, trtllm-bench)"``,
     ``"vllm (v0.6.0, --num-scheduler-steps 10)"``, ``"nemo (..., TensorRT-LLM backend)"``),
@@ -254,6 +277,8 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             return PROFILES["trtllm_static"], ""
         if "harness" in t:
             return PROFILES["trtllm_mlperf"], ""
+        if "pytorch" in t and _version(t) is not None and _version(t) < (1, 0):
+            return PROFILES["trtllm_pytorch_eager"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
         p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]

@@ -48,7 +48,8 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
-from dse.infer.engines import engine_profile
+from dse.infer.engines import EngineProfile, engine_profile
+from dse.infer.lockstep import lockstep_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
 from dse.spec.hardware import get_hardware, sustained_clock
@@ -151,6 +152,24 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
+_LAUNCH = {"max_num_tokens": re.compile(r"--max[-_]num[-_](?:batched[-_])?tokens[= ]+(\d+)"),
+           "max_batch": re.compile(r"--max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)[= ]+(\d+)"),
+           "max_model_len": re.compile(r"--max[-_]model[-_]len[= ]+(\d+)")}
+
+
+def launch_settings(row, eng: EngineProfile) -> tuple[EngineProfile, float | None]:
+    """The engine limits the source's launch command states (``--max_num_tokens``,
+    ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
+    ``--max-running-requests`` in ``engine`` or ``notes``) replace the profile's defaults;
+    also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`)."""
+    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
+    got = {k: int(m.group(1)) for k, r in _LAUNCH.items() if (m := r.search(text))}
+    mml = got.pop("max_model_len", None)
+    if got:
+        eng = EngineProfile(**{**eng.__dict__, **got})
+    return eng, (float(mml) if mml is not None else None)
+
+
 _POWER = re.compile(r"(\d+(?:\.\d+)?)\s*w\s*(?:tgp|tdp|power limit)\b", re.IGNORECASE)
 
 
@@ -198,6 +217,7 @@ def predict_inference_row(row: dict) -> dict:
     eng, why = engine_profile(row.get("engine", ""))
     if why:
         return {**out, "status": f"infeasible: {why}"}
+    eng, max_model_len = launch_settings(row, eng)
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)
     dp = _posint(row, "attn_dp", 1)
@@ -224,6 +244,7 @@ def predict_inference_row(row: dict) -> dict:
     S, O = _posint(row, "input_len"), _posint(row, "output_len")
     med_O = O
     o2 = 1.0
+    fixed_lengths = S is not None and O is not None
     if S is None or O is None:
         ds = _dataset_lengths(row)
         if ds is None:
@@ -255,7 +276,8 @@ def predict_inference_row(row: dict) -> dict:
     elif scen == "concurrency":
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
-        res = concurrency(dep, n, S, O, replicas, o2=o2)
+        res = (lockstep_concurrency(dep, n, S, O, replicas, max_model_len) if fixed_lengths
+               else concurrency(dep, n, S, O, replicas, o2=o2))
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:

@@ -238,10 +238,13 @@ def resident_output(output_len: float, o2: float = 1.0) -> float:
     return output_len * o2
 
 
-def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:
-    """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit."""
+def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0,
+             final: bool = False) -> float:
+    """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit.
+    ``final``: at every sequence's final footprint ``S + O`` whatever the engine's
+    admission (requests in lockstep all reach it together, :mod:`dse.infer.lockstep`)."""
     o_res = resident_output(output_len, o2)
-    held = prompt_len + (o_res if dep.engine.reserve_final_kv else o_res / 2.0)
+    held = prompt_len + (o_res if (dep.engine.reserve_final_kv or final) else o_res / 2.0)
     blk = dep.engine.block_tokens
     held = math.ceil(held / blk) * blk
     pool = kv_pool_bytes(dep, prompt_len)
