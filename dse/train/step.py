@@ -42,6 +42,7 @@ import jax.numpy as jnp
 from dse.cost.collectives import comm_sm_fraction, interleaved_overlap_cost_s, overlapped_cost_s
 from dse.graph.ops import flops as flops_of
 from dse.graph.ops import time_s
+from dse.graph.moe import expert_dp_size
 from dse.graph.train import step_graph
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP32, RECOMPUTE_SELECTIVE, Layout, Workload
@@ -117,7 +118,8 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
     L_st = layers_per_stage(model, lay)
-    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st)
+    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st,
+                       mem.expert_params_per_gpu)
     lc = reduce_layer(graph.layer, wl, lay, hw, r)
     m = wl.global_batch / (lay.dp * lay.mbs)
 
@@ -154,7 +156,9 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
 
     # data parallel / ZeRO
     n_dp = lay.dp * lay.cp * 1.0
-    ar, rs, ag = (time_s(op, hw, r) for op in graph.dp)
+    # dense parameters over dp*cp, a MoE model's routed experts over the expert-data-
+    # parallel group (their own buffers, reduced on the same stream: the times add)
+    ar, rs, ag = (time_s(d, hw, r) + time_s(e, hw, r) for d, e in zip(graph.dp, graph.expert_dp))
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
     # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
@@ -177,7 +181,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
                                  bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
-    dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
+    dp_exposed = jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_exposed, 0.0)
 
     optimizer = total_s(graph.optimizer, hw, r)
 
@@ -215,7 +219,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         cp_exposed_frac=jnp.where(lay.cp > 1, safe(cp_exposed, lc.cp_comm_s), 0.0),
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
-        dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
+        dp_raw_s=jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_raw, 0.0), bubble_s=bubble,
         zero3_calls=z3_counts, layer=lc, memory=mem)
     return res, sched, graph
 
