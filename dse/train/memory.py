@@ -55,7 +55,7 @@ import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
 from dse.graph.moe import expert_dp_size, expert_tp
-from dse.spec.frameworks import profile
+from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -211,6 +211,12 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
+    if moe_a2a_overlap(wl.framework):
+        # MoE 1F1B A2A overlap (dse.train.moe_overlap): one more micro-batch's activations
+        # live -- the forward of the next beside the backward of the current, and the
+        # extra warm-up micro-batch of the interleaved schedule (schedules.py)
+        allowed = (model.num_experts > 1) & (lay.ep > 1) & (lay.recompute < 2) & ((lay.pp == 1) | (lay.vpp > 1))
+        inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0), 0.0)
     no_scores, scores = activation_bytes_per_layer(model, wl, lay, act_bytes)
     full_layer = no_scores + scores
     T = lay.mbs * wl.seq_len / lay.cp

@@ -69,7 +69,7 @@ def _rows(model, wl, lay, hw) -> tuple:
         elif op.group == "cp":
             add(op, sc.layer_calls, "cp_comm_s", sc.cp_exposed_frac)
         else:
-            add(op, sc.layer_calls, "ep_comm_s")
+            add(op, sc.layer_calls, "ep_comm_s", sc.ep_exposed_frac)
     # the host-bound floor (dse.train.layer): GPU idle time waiting for kernel launches
     lc = reduce_layer(g.layer, wl, lay, hw, r)
     launch = BOUNDS.index("launch")

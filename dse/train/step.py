@@ -103,6 +103,7 @@ class StepSchedule(NamedTuple):
     zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
     layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
     memory: object = None      # the step's memory_per_gpu (dse.train.memory.MemoryBreakdown)
+    ep_exposed_frac: object = 1.0  # exposed / raw of the EP collectives (MoE A2A overlap)
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -143,9 +144,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
                        + (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s)
 
     accum = total_s(graph.accumulation, hw, r)   # DeepSpeed only
-    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage + accum
+    ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
+    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed) + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
-                                 + lc.ep_comm_s) + head + emb) / lay.pp + accum
+                                 + ep_exposed) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
 
     # pipeline p2p: activations of one micro-batch
@@ -192,7 +194,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     recompute = m * L_st * layer_recompute
     tp_total = m * L_st * tp_exposed
     cp_total = m * L_st * cp_exposed
-    ep_total = m * L_st * lc.ep_comm_s
+    ep_total = m * L_st * ep_exposed
 
     # model FLOPs of the whole step over all GPUs
     micro_total = wl.global_batch / lay.mbs
@@ -220,8 +222,25 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
         dp_raw_s=jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_raw, 0.0), bubble_s=bubble,
-        zero3_calls=z3_counts, layer=lc, memory=mem)
+        zero3_calls=z3_counts, layer=lc, memory=mem,
+        ep_exposed_frac=safe(ep_exposed, lc.ep_comm_s))
     return res, sched, graph
+
+
+def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
+    """A layer's EP all-to-all seconds on the critical path per micro-batch: all of them
+    (serial, the default), or under the framework's 1F1B A2A overlap where Megatron-Core
+    allows it (:mod:`dse.train.moe_overlap`) the paired passes' exposed part, the
+    unpaired warm-up / cool-down passes' in full."""
+    from dse.spec.frameworks import moe_a2a_overlap
+    if not moe_a2a_overlap(wl.framework):
+        return lc.ep_comm_s
+    from dse.train.moe_overlap import overlap_allowed, paired_ep_exposed_s, unpaired_share
+    selective = (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s
+    u = unpaired_share(lay, m)
+    paired = paired_ep_exposed_s(layer_ops, lc, hw, r, selective)
+    return jnp.where(overlap_allowed(model, lay, recompute_full),
+                     u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
 
 
 def _sum(xs):
