@@ -109,6 +109,36 @@ def expert_tp(lay):
     return jnp.where(fits, t, 1.0)
 
 
+def expert_dp_size(lay):
+    """Ranks of the expert-data-parallel group, ``edp = tp cp dp / (etp ep)`` (MoE parallel
+    folding, Megatron-Core ``megatron/core/parallel_state.py``: the expert rank generator
+    tiles the ``tp x cp x dp`` ranks of a stage as ``etp x ep x edp``, order
+    ``tp-ep-dp``, so the ``edp`` ranks of one expert shard are ``etp*ep`` apart).  The
+    expert parameters' gradients are reduced, and their distributed-optimizer states
+    sharded, over this group (``DistributedDataParallel`` keeps the expert parameters in
+    their own buffers on ``intra_expt_dp_group``; ``distributed/distributed_data_parallel.py``
+    ``expert_parallel_buffers``), not over ``dp cp``."""
+    return lay.tp * lay.cp * lay.dp * 1.0 / (expert_tp(lay) * lay.ep)
+
+
+def expert_dp_ops(lay, expert_params) -> tuple:
+    """The expert parameters' data-parallel collectives over the ``edp`` ranks
+    (:func:`expert_dp_size`, ``etp*ep`` apart), whole local expert buffer, in the order of
+    :func:`dse.graph.train.dp_ops`: the fp32 gradient all-reduce (ZeRO-0) or
+    reduce-scatter (ZeRO >= 1) and the bf16 parameter all-gather (ZeRO >= 1).  Zero-sized
+    for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
+    n = expert_dp_size(lay)
+    stride = expert_tp(lay) * lay.ep
+    grad, param = 4.0 * expert_params, 2.0 * expert_params
+    on = jnp.where(expert_params > 0, 1.0, 0.0)
+    return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
+                       kind="all_reduce", group="dp"),
+            Collective(grad, n, stride, calls=on, name="edp grad reduce-scatter", phase="step",
+                       kind="reduce_scatter", group="dp"),
+            Collective(param, n, stride, calls=on, name="edp param all-gather", phase="step",
+                       kind="all_gather", group="dp"))
+
+
 def moe_input_tokens(T, lay):
     """Tokens one rank feeds the MoE layer: ``T / tp`` with sequence parallelism (the
     layer takes the sequence-parallel hidden states ``[S/TP, B, H]``; Megatron-Core

@@ -66,7 +66,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
-from dse.graph.moe import moe_ops
+from dse.graph.moe import expert_dp_ops, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -385,11 +385,13 @@ class StepGraph(NamedTuple):
     optimizer: tuple      # once per step
     dp: tuple             # (grad all-reduce, grad reduce-scatter, param all-gather), whole buffer
     zero3: tuple = ()     # per-unit ZeRO-3 / FSDP collectives (:func:`zero3_ops`)
+    expert_dp: tuple = ()  # MoE: the routed experts' share of ``dp``, over edp (dse.graph.moe.expert_dp_ops)
 
 
 def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gpu,
-               embedding_params, layers_per_stage=None) -> StepGraph:
-    """The operator graph of one training step (module docstring)."""
+               embedding_params, layers_per_stage=None, expert_params=0.0) -> StepGraph:
+    """The operator graph of one training step (module docstring); ``expert_params`` the
+    routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
                      head=head_ops(model, wl, lay, act_bytes),
@@ -397,6 +399,7 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),
                      optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
-                     dp=dp_ops(lay, params_per_gpu),
+                     dp=dp_ops(lay, params_per_gpu - expert_params),
+                     expert_dp=expert_dp_ops(lay, expert_params),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

@@ -156,3 +156,49 @@ def test_more_ep_bandwidth_is_never_slower(scale):
     assert float(quick.ep_comm_s) <= float(base.ep_comm_s)
     assert float(quick.fwd_compute_s + quick.bwd_compute_s + quick.ep_comm_s) <= \
         float(base.fwd_compute_s + base.bwd_compute_s + base.ep_comm_s) * (1 + 1e-6)
+
+
+# --- expert data parallelism (gradients and optimizer shards over edp) -----------------
+
+from dse.graph.moe import expert_dp_ops, expert_dp_size          # noqa: E402
+from dse.train.memory import expert_params_per_gpu, memory_per_gpu  # noqa: E402
+
+
+def test_expert_dp_group_is_what_the_expert_grid_leaves():
+    """edp = tp cp dp / (etp ep): Mixtral TP 1 x DP 64, EP 8 -> 8; Qwen3-235B folded
+    EP 32 over TP 2 x DP 16 -> 1 (expert gradients are not reduced at all), EP 16 with
+    expert TP 2 -> 1 too; EP 8 with expert TP 2 -> 2."""
+    assert float(expert_dp_size(_lay(1, 64, 8))) == 8.0
+    assert float(expert_dp_size(_lay(2, 16, 32))) == 1.0
+    assert float(expert_dp_size(_lay(2, 16, 16))) == 1.0
+    assert float(expert_dp_size(_lay(2, 16, 8))) == 2.0
+    assert float(expert_dp_size(_lay(1, 8, 1))) == 8.0       # dense: dp*cp
+
+
+def test_expert_optimizer_states_shard_over_edp_not_dp():
+    """Mixtral 8x7B, DP 64, EP 8, distributed optimizer: the expert parameters' 12 B of
+    optimizer state are split 8 ways, the rest 64 ways; a dense model is unchanged."""
+    m, wl, lay = as_float(get_model("mixtral-8x7b"), Workload(global_batch=256, seq_len=4096), _lay(1, 64, 8))
+    mem = memory_per_gpu(m, wl, lay, 2.0)
+    P, Pe = float(mem.params_per_gpu), float(expert_params_per_gpu(m, lay))
+    assert 0.7 * P < Pe < P
+    assert float(mem.optimizer_bytes) == pytest.approx(12.0 * ((P - Pe) / 64 + Pe / 8), rel=1e-6)
+    d, wl_d, lay_d = as_float(get_model("llama3-8b"), Workload(global_batch=256, seq_len=4096), _lay(1, 64, 1))
+    dm = memory_per_gpu(d, wl_d, lay_d, 2.0)
+    assert float(expert_params_per_gpu(d, lay_d)) == 0.0
+    assert float(dm.optimizer_bytes) == pytest.approx(12.0 * float(dm.params_per_gpu) / 64, rel=1e-9)
+
+
+def test_expert_gradients_reduce_over_edp_ranks_ep_apart():
+    """The expert buffer's reduce-scatter runs over the edp ranks, etp*ep apart (one per
+    node for EP 8 on 8-GPU nodes), and costs nothing where edp = 1."""
+    lay = as_float(_lay(1, 64, 8))
+    ar, rs, ag = expert_dp_ops(lay, 1e9)
+    assert float(rs.n) == 8.0 and float(rs.stride) == 8.0
+    assert float(rs.size_bytes) == 4e9 and float(ag.size_bytes) == 2e9
+    hw = h100()
+    from dse.graph.ops import time_s
+    r = rates(hw, PRECISION_16)
+    folded = expert_dp_ops(as_float(_lay(2, 16, 32)), 1e9)
+    assert all(float(time_s(op, hw, r)) == 0.0 for op in folded)
+    assert all(float(op.calls) == 0.0 for op in expert_dp_ops(lay, 0.0))
