@@ -104,6 +104,33 @@ Profiles (constants and where they come from):
     (``trtllm``): paged 64-token blocks, ``free_gpu_memory_fraction`` 0.9 after weights,
     guaranteed-no-evict admission, in-flight batching without context chunking; the KV
     dtype is the checkpoint's (``kv_cache_dtype = "auto"``), so no fp8 default.
+``trtllm_pytorch`` -- TensorRT-LLM 1.0 and later (engine text "PyTorch backend" without a
+    pre-1.0 version, or a version >= 1.0 not naming the C++ / TensorRT backend): since 1.0
+    ``trtllm-bench`` runs the PyTorch backend by default, the Python ``PyExecutor``
+    (``tensorrt_llm/_torch/pyexecutor/py_executor.py``) with CUDA graphs for generation-only
+    batches (the perf-overview's ``cuda_graph_config: enable_padding, batch_sizes 1..8192``:
+    ``graph_max_batch`` 8192) and the overlap scheduler on by default (docs "Overlap
+    Scheduler": at step n the executor launches the GPU work of step n+1 before the CPU
+    tasks of step n -- stop checks, response updates, scheduling -- so they run beside
+    it).  Iteration = ``max(GPU pass, host)`` (``host_overlap``,
+    :meth:`EngineProfile.with_host_s`), host = 0.5 ms per pass (carried from ``trtllm``)
+    + ``seq_overhead_s`` per running sequence: ``TorchSampler.update_requests`` and
+    ``_prepare_tp_inputs`` loop over every request in Python each iteration (pybind calls
+    ``add_new_token``, finish-reason checks, per-request input lists).  Constant from
+    measurements, not fitted: NVIDIA/TensorRT-LLM PR #16564 measures a ~8.8 ms per-iteration
+    host bubble on a GB200 gen worker at 256 running requests, dominated by that loop
+    (34 us per request on Grace), and NVIDIA/TransformerEngine issue #2053 measures the
+    same PyTorch host work 37.08 us on GB200's Grace vs 13.48 us on an H100 DGX's Xeon
+    8480C; scaled to an x86 host: 8.8 ms / 256 x 13.48 / 37.08 = 12.5 us per sequence
+    (``TRTLLM_PY_SEQ_S``; the hardware catalog has no host-CPU field, so Grace systems get
+    the x86 figure too).  Mixed (context + generation) passes are not graph-captured and
+    run the Python model eagerly: ``eager_op_s`` = ``EAGER_OP_S``.  Batch limits of
+    ``trtllm-bench`` (``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``): max
+    batch ``min(KV requests, 4096)``, max tokens ``min(batch (1 + ISL/OSL), 32768)`` --
+    the caps 4096 / 32768, the KV term coming from the pool.  KV: 32-token blocks (LLM API
+    ``KvCacheConfig.tokens_per_block`` default), guaranteed-no-evict admission (the
+    capacity scheduler's default policy), fp8 KV with fp8 / NVFP4 checkpoints as ``trtllm``;
+    linears via TRT-LLM's own tuned GEMM ops (autotuner), ``linear_bw_eff`` 1.
 ``trtllm_mlperf`` -- NVIDIA's MLPerf Inference harness on the same executor
     (``closed/NVIDIA/code/harness/harness_llm``, engine text "... MLPerf harness" /
     "NVIDIA-derived harness"): the ``trtllm`` profile with admission on the blocks a
@@ -197,9 +224,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import jax.numpy as jnp
+
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
 TORCH_LINEAR_BW_EFF = 0.85   # weight-stream share of PyTorch linears (module docstring; FITTED)
+# host time per running sequence per iteration of TensorRT-LLM's PyExecutor (``trtllm_pytorch``
+# in the module docstring: 8.8 ms / 256 requests on Grace x 13.48 / 37.08 for an x86 host)
+TRTLLM_PY_SEQ_S = 8.8e-3 / 256 * (13.48 / 37.08)
 
 
 @dataclass(frozen=True)
@@ -223,6 +255,7 @@ class EngineProfile:
     seq_overhead_s: float = 0.0    # host time per running sequence per iteration
     eager_op_s: float = 0.0        # host time per kernel of a pass run without a CUDA graph
     linear_bw_eff: float = 1.0     # achieved / STREAM bandwidth of the weight stream of linears
+    host_overlap: bool = False     # host time runs beside the GPU pass (overlap scheduler)
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -233,6 +266,18 @@ class EngineProfile:
         (:attr:`overhead_per_iter_s`) plus ``seq_overhead_s`` per running sequence."""
         return self.overhead_per_iter_s + self.seq_overhead_s * sequences
 
+    def with_host_s(self, gpu_s, sequences):
+        """Seconds of one iteration whose GPU pass takes ``gpu_s``, with the host time of
+        ``sequences`` running sequences (:meth:`host_s`): serial, ``gpu_s + host``, or,
+        with an overlap scheduler (``host_overlap``: the CPU prepares iteration n+1 and
+        processes the results of n-1 while the GPU runs n), ``max(gpu_s, host)``."""
+        host = self.host_s(sequences)
+        if self.host_overlap:
+            if isinstance(gpu_s, (int, float)):
+                return max(float(gpu_s), host)
+            return jnp.maximum(gpu_s, host)      # traced callers (the vectorized sweep)
+        return gpu_s + host
+
 
 PROFILES = {
     "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, True, 2048, 8192, False,
@@ -241,6 +286,10 @@ PROFILES = {
                                    8192, False, fp8_kv_with_fp8=True),
     "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
                                           True, 2048, 8192, False, eager_op_s=EAGER_OP_S),
+    "trtllm_pytorch": EngineProfile("trtllm_pytorch", True, 8192, 0.5e-3, 1, 0.90, True, 32, True,
+                                    4096, 32768, False, fp8_kv_with_fp8=True,
+                                    seq_overhead_s=TRTLLM_PY_SEQ_S, eager_op_s=EAGER_OP_S,
+                                    host_overlap=True),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
@@ -261,7 +310,10 @@ def _version(text: str) -> tuple[int, int] | None:
     """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
     (0, 17); ``"v1.0"`` -> (1, 0)), or None."""
     m = re.search(r"\bv?(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = re.search(r"\bv?(\d+)\.x\b", text)             # "v1.x": the release series
+    return (int(m.group(1)), 0) if m else None
 
 
 def engine_profile(text: str) -> tuple[EngineProfile, str]:
@@ -277,8 +329,12 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             return PROFILES["trtllm_static"], ""
         if "harness" in t:
             return PROFILES["trtllm_mlperf"], ""
-        if "pytorch" in t and _version(t) is not None and _version(t) < (1, 0):
+        v = _version(t)
+        if "pytorch" in t and v is not None and v < (1, 0):
             return PROFILES["trtllm_pytorch_eager"], ""
+        cpp = "c++" in t or "tensorrt backend" in t or "trt backend" in t
+        if "pytorch" in t or (v is not None and v >= (1, 0) and not cpp):
+            return PROFILES["trtllm_pytorch"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
         p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]

@@ -188,7 +188,7 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s,
                       dep.engine.linear_bw_eff)) * dep.pp
-    return t + (dep.engine.host_s(b) if overhead else 0.0)
+    return dep.engine.with_host_s(t, b) if overhead else t
 
 
 def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
@@ -201,7 +201,8 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
                       dep.ep, dep.dp, dep.engine.eager_op_s, dep.engine.linear_bw_eff))
-    return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
+    t = t * (micro + dep.pp - 1.0)
+    return dep.engine.with_host_s(t, 0.0) if overhead else t
 
 
 def kv_bytes_per_token(dep: Deployment) -> float:

@@ -83,7 +83,7 @@ def test_early_pytorch_backend_of_tensorrt_llm_runs_eager():
     C++ engine keep the trtllm profile."""
     e = engine_profile("trtllm (0.17.post1.dev, trtllm-serve PyTorch backend)")[0]
     assert e.name == "trtllm_pytorch_eager" and not e.cuda_graphs and e.eager_op_s > 0
-    assert engine_profile("trtllm (v1.0, trtllm-bench, PyTorch backend)")[0].name == "trtllm"
+    assert engine_profile("trtllm (v1.0, trtllm-bench, PyTorch backend)")[0].name == "trtllm_pytorch"
     assert engine_profile("trtllm (v0.13.0, trtllm-bench, C++ engine)")[0].name == "trtllm"
     d_eager = Deployment(L8, H100, e, 1, 1, 1, 2.0)
     assert iteration_s(d_eager, 4, 1000.0) > iteration_s(dep("trtllm"), 4, 1000.0)
