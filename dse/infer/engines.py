@@ -127,7 +127,11 @@ Profiles (constants and where they come from):
     run the Python model eagerly: ``eager_op_s`` = ``EAGER_OP_S``.  Batch limits of
     ``trtllm-bench`` (``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``): max
     batch ``min(KV requests, 4096)``, max tokens ``min(batch (1 + ISL/OSL), 32768)`` --
-    the caps 4096 / 32768, the KV term coming from the pool.  KV: 32-token blocks (LLM API
+    the caps 4096 / 32768, the KV term coming from the pool; the token budget a mixed
+    pass packs prompts into is that tuned one (``bench_tuned_tokens``,
+    :func:`dse.infer.serving.bench_max_num_tokens`), about ``B S / O`` tokens above the
+    decode batch, so a pass holds about one cohort of the ``B / O`` prompts that start
+    per iteration (:func:`dse.infer.serving.prefill_share`).  KV: 32-token blocks (LLM API
     ``KvCacheConfig.tokens_per_block`` default), guaranteed-no-evict admission (the
     capacity scheduler's default policy), fp8 KV with fp8 / NVFP4 checkpoints as ``trtllm``;
     linears via TRT-LLM's own tuned GEMM ops (autotuner), ``linear_bw_eff`` 1.
@@ -256,6 +260,7 @@ class EngineProfile:
     eager_op_s: float = 0.0        # host time per kernel of a pass run without a CUDA graph
     linear_bw_eff: float = 1.0     # achieved / STREAM bandwidth of the weight stream of linears
     host_overlap: bool = False     # host time runs beside the GPU pass (overlap scheduler)
+    bench_tuned_tokens: bool = False  # trtllm-bench sets max_num_tokens from ISL/OSL
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -289,7 +294,7 @@ PROFILES = {
     "trtllm_pytorch": EngineProfile("trtllm_pytorch", True, 8192, 0.5e-3, 1, 0.90, True, 32, True,
                                     4096, 32768, False, fp8_kv_with_fp8=True,
                                     seq_overhead_s=TRTLLM_PY_SEQ_S, eager_op_s=EAGER_OP_S,
-                                    host_overlap=True),
+                                    host_overlap=True, bench_tuned_tokens=True),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,

@@ -46,9 +46,14 @@ replicas for the system):
 * ``latency``: ``fixed_batch`` with N = 1.
 * ``offline_throughput`` (all requests queued): steady state of continuous batching.
   B sequences run; each finishes after O iterations, so B / O new requests start per
-  iteration and their prompts add ``p = B S / O`` tokens to each iteration (capped by
-  ``max_num_tokens``: then B shrinks to ``max_num_tokens / (1 + S/O)``).
-  tokens/s = B / t_iter(B, p).  B is the tuned limit (:func:`tuned_batch`).
+  iteration, ``B S / O`` prompt tokens per iteration on average (capped by
+  ``max_num_tokens``: then B shrinks to ``max_num_tokens / (1 + S/O)``).  On engines
+  that mix prompts into decode iterations those tokens are not spread over every pass:
+  the scheduler packs the waiting prompts into one pass up to the token budget, so a
+  share ``p`` of the iterations is mixed and the rest decode-only (CUDA-graph replays
+  where the engine captures them): ``t = p t_iter(B, w) + (1 - p) t_iter(B, 0)``,
+  ``p = (B S / O) / w`` (:func:`prefill_share`).
+  tokens/s = B / t.  B is the tuned limit (:func:`tuned_batch`).
 * ``concurrency`` (closed loop, N in flight per system): B = N / replicas (capped by
   the slots); the same steady state; TPOT = t_iter; TTFT = (steps/2 + 1) t_iter (wait for
   the running scheduling pass of ``steps`` iterations, half of it on average, then the
@@ -260,16 +265,80 @@ def running_batch(dep: Deployment, prompt_len: float, output_len: float, o2: flo
     return max(min(slots, dep.engine.max_batch, max(budget, 1.0)), 0.0)
 
 
+class PrefillShare(NamedTuple):
+    """How a mixing engine's prompt work is laid over its iterations (:func:`prefill_share`)."""
+    share: float            # p: fraction of iterations that carry prompt tokens, in [0, 1]
+    tokens: float           # prompt tokens of one such mixed pass
+
+
+def prefill_share(dep: Deployment, batch: float, prompts: float, S: float) -> PrefillShare:
+    """Share ``p`` of the iterations that carry prefill work, and the prompt tokens of each
+    such pass, for ``batch`` running sequences and ``q = prompts`` new S-token prompts per
+    iteration on an engine that mixes prompts into decode iterations.
+
+    The engine does not spread ``q S`` prompt tokens over every iteration: its micro-batch
+    scheduler, each iteration, first takes the generation requests, then *every* waiting
+    context request that still fits the token budget (``max_num_tokens``), whole when
+    context chunking is off -- TensorRT-LLM ``MicroBatchScheduler::operator()``
+    (``cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp``: "Select the generation
+    phase requests ... If there is any remaining space, include the context requests";
+    without ``mCtxChunkConfig`` a context request that would exceed ``maxNumTokensRuntime``
+    ends the loop), which the PyTorch executor calls through ``BindMicroBatchScheduler``
+    (``tensorrt_llm/_torch/pyexecutor/scheduler.py``).  So the prompts that wait together
+    enter together: with fixed lengths, requests admitted in one pass finish in one pass O
+    iterations later and their successors again enter together, and a mixed pass carries
+    ``k = min(B, max(1, floor((max_num_tokens - B) / S)))`` prompts (chunked prefill: up to
+    ``max_num_tokens - B`` prompt tokens, split across passes).  Its prompt tokens are
+    ``w = max(k S, q S)`` (at least the mean load: the running batch is already capped so
+    that ``B (1 + S/O) <= max_num_tokens``, :func:`running_batch`), and the share of
+    iterations holding one is ``p = q S / w`` in [0, 1], -> 0 as O grows (q = B / O).  The
+    other ``1 - p`` iterations are generation-only, and only those are CUDA-graph replays
+    (``ScheduledRequests.can_run_cuda_graph``: ``not self.context_requests``, same file)."""
+    u = max(float(prompts), 0.0) * S
+    if u <= 0.0:
+        return PrefillShare(0.0, 0.0)
+    if not dep.engine.bench_tuned_tokens:
+        # no fixed-length cohorts known (MLPerf harnesses, dataset-driven lengths: the
+        # completions, hence the admissions, are spread over the iterations): the mean
+        # load in every pass, as before
+        return PrefillShare(1.0, u)
+    room = max(float(dep.engine.max_num_tokens) - batch, 0.0)
+    if dep.engine.chunked_prefill:
+        w = min(room, max(batch, 1.0) * S)
+    else:
+        w = min(max(batch, 1.0), max(1.0, math.floor(room / S))) * S
+    w = max(w, u)
+    return PrefillShare(u / w, w)
+
+
+def _mixed_passes(dep: Deployment, batch: float, context: float, prompts: float,
+                  S: float) -> tuple[float, float]:
+    """(mean iteration, the mixed pass) of a mixing engine under deterministic load:
+    ``p t_iter(B, w) + (1 - p) t_iter(B, 0)`` with ``p``, ``w`` of :func:`prefill_share`
+    -- the prompt tokens concentrated in the share p of mixed (eager, where the engine's
+    graphs capture only generation-only batches) passes, the rest decode-only passes."""
+    sh = prefill_share(dep, batch, prompts, S)
+    if sh.share <= 0.0:
+        t = iteration_s(dep, batch, context)
+        return t, t
+    t_mix = iteration_s(dep, batch, context, sh.tokens, S)
+    if sh.share >= 1.0:
+        return t_mix, t_mix
+    t_dec = iteration_s(dep, batch, context)
+    return sh.share * t_mix + (1.0 - sh.share) * t_dec, t_mix
+
+
 def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:
     """One decode iteration of ``batch`` sequences plus the prefill of ``prompts`` new
-    prompts (a mean, may be fractional): in the same pass where the engine mixes them,
+    prompts (a mean, may be fractional): in mixed passes where the engine mixes them
+    (:func:`_mixed_passes`: a share p of the iterations carries them, :func:`prefill_share`),
     else as separate prefill passes (decode stalls meanwhile).  Separate passes: with
     ``q = prompts`` >= 1 one pass batches the q prompts, ``t_prefill(q)``; with q < 1 a
     pass of one prompt runs in a share q of the iterations, ``q t_prefill(1)`` -- each
     pass reads every weight once, so a fraction of a prompt does not cost a fraction of
     a weight read.  Together: ``min(q, 1) t_prefill(max(q, 1))``."""
     if dep.engine.mixed_batches or prompts <= 0:
-        return iteration_s(dep, batch, context, prompts * S, S)
+        return _mixed_passes(dep, batch, context, prompts, S)[0]
     return iteration_s(dep, batch, context) + min(prompts, 1.0) * prefill_s(dep, max(prompts, 1.0), S)
 
 
@@ -300,8 +369,10 @@ def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: floa
           spread: bool) -> Cycle:
     """Mean iteration time with ``prompts`` new prompts per iteration on average.
 
-    ``spread`` False: exactly ``prompts`` per iteration (:func:`_cycle`; fixed-length
-    closed-loop runs, whose requests start and finish in lockstep).  ``spread`` True:
+    ``spread`` False: a deterministic ``prompts`` per iteration (:func:`_cycle`;
+    fixed-length runs, whose requests start and finish in cohorts: on mixing engines the
+    cohort's prompts share one mixed pass, :func:`prefill_share`, and ``first_s`` is
+    that pass).  ``spread`` True:
     the count n is Poisson(``prompts``) -- exact for open-loop Poisson arrivals over an
     iteration, and the limit for completions of many requests with dataset-driven output
     lengths (a superposition of independent renewal processes tends to Poisson:
@@ -313,9 +384,10 @@ def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: floa
     ``sum_n n P(n) t(n) / q`` (the iteration for mixing engines, the prefill pass
     otherwise)."""
     if not spread or prompts <= 0:
-        t = _cycle(dep, batch, context, prompts, S)
-        first = t if dep.engine.mixed_batches else prefill_s(dep, max(prompts, 1.0), S)
-        return Cycle(t, first)
+        if dep.engine.mixed_batches:
+            return Cycle(*_mixed_passes(dep, batch, context, prompts, S))
+        return Cycle(_cycle(dep, batch, context, prompts, S),
+                     prefill_s(dep, max(prompts, 1.0), S))
     mixed = dep.engine.mixed_batches
     t_dec = None if mixed else iteration_s(dep, batch, context)
     mean = carried = 0.0
@@ -390,7 +462,36 @@ def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = Fa
             o2: float = 1.0) -> Cycle:
     """Iteration times of continuous batching with ``batch`` running and B / O new prompts
     per iteration (mean context ``S + o2 O / 2``)."""
-    return cycle(dep, batch, S + resident_output(O, o2) / 2.0, batch / max(O, 1.0), S, spread)
+    return cycle(bench_tuned(dep, S, O), batch, S + resident_output(O, o2) / 2.0,
+                 batch / max(O, 1.0), S, spread)
+
+
+def bench_max_num_tokens(dep: Deployment, S: float, O: float) -> float:
+    """The per-iteration token budget ``trtllm-bench`` builds for a dataset of S-token
+    prompts and O-token outputs (``tensorrt_llm/bench/build/tuning.py``,
+    ``finetune_setting``): ``raw_bs = min(KV requests at S + O, 4096) / pp``, ``raw =
+    min(raw_bs (1 + S/O), 32768)``, rounded up to 256 (at least 2048) below 4096 tokens,
+    to 512 below 8192, else to 1024.  KV requests: :func:`kv_slots` at the final
+    footprint.  Never above the profile's (or the row's stated) ``max_num_tokens``."""
+    kv = max(kv_slots(dep, S, O, final=True), 1.0)
+    raw_bs = min(kv, 4096.0) / dep.pp
+    raw = min(raw_bs * (1.0 + S / max(O, 1.0)), 32768.0)
+    if raw < 4096:
+        tok = max(2048.0, 256.0 * math.ceil(raw / 256.0))
+    elif raw < 8192:
+        tok = 512.0 * math.ceil(raw / 512.0)
+    else:
+        tok = 1024.0 * math.ceil(raw / 1024.0)
+    return min(tok, float(dep.engine.max_num_tokens))
+
+
+def bench_tuned(dep: Deployment, S: float, O: float) -> Deployment:
+    """``dep`` with the token budget ``trtllm-bench`` sets (:func:`bench_max_num_tokens`)
+    where the engine profile is tuned that way (``bench_tuned_tokens``), else ``dep``."""
+    if not dep.engine.bench_tuned_tokens:
+        return dep
+    eng = dataclasses.replace(dep.engine, max_num_tokens=int(bench_max_num_tokens(dep, S, O)))
+    return dep._replace(engine=eng)
 
 
 def tuned_batch(dep: Deployment, S: float, O: float, spread: bool = False,

@@ -378,3 +378,61 @@ def test_pytorch_engines_stream_linear_weights_below_stream_bandwidth():
     lin = L8.num_layers * float(p.attention + p.experts) * 2.0 / bw   # the layers' linears
     assert 0.9 * lin * (1 / eff - 1) < extra < 1.1 * (w / bw) * (1 / eff - 1)
     assert t_v >= w / bw
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([64.0, 256.0, 1024.0]), st.sampled_from([128.0, 1024.0, 8192.0]),
+       st.sampled_from([128.0, 1024.0, 8192.0]), st.just("trtllm_pytorch"))
+def test_prefill_share_is_a_fraction_that_vanishes_with_long_outputs(B, S, O, engine):
+    """The share p of iterations holding prompt work lies in [0, 1], its mixed passes carry
+    at least the mean load, and p falls toward 0 as the output length grows."""
+    from dse.infer.serving import bench_tuned, prefill_share
+    d = bench_tuned(dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"), engine=engine,
+                        tp=4), S, O)
+    sh = prefill_share(d, B, B / O, S)
+    assert 0.0 < sh.share <= 1.0
+    assert sh.tokens >= B / O * S * (1 - 1e-9)
+    assert sh.share * sh.tokens == pytest.approx(B / O * S)
+    longer = prefill_share(d, B, B / (64 * O), S)
+    assert longer.share <= sh.share + 1e-12
+    assert longer.share <= B / (64 * O) + 1e-12      # at most one prompt-holding pass per arrival
+    assert prefill_share(d, B, 0.0, S).share == 0.0
+    # engines without known fixed-length cohorts keep the mean load in every pass
+    assert prefill_share(dep(engine="trtllm"), B, B / O, S).share == 1.0
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from([32.0, 256.0, 1024.0]), st.sampled_from([256.0, 1024.0]),
+       st.sampled_from([1024.0, 8192.0]))
+def test_mixed_cycle_lies_between_pure_decode_and_all_mixed(B, S, O):
+    """With CUDA graphs for generation-only batches and an eager floor on mixed passes
+    (``trtllm_pytorch``) the deterministic cycle is no faster than a decode-only pass and
+    no slower than making every pass mixed with the same prompt tokens."""
+    from dse.infer.serving import _cycle, bench_tuned, prefill_share
+    d = bench_tuned(dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"),
+                        engine="trtllm_pytorch", tp=4), S, O)
+    ctx = S + O / 2
+    q = B / O
+    sh = prefill_share(d, B, q, S)
+    t = _cycle(d, B, ctx, q, S)
+    decode = iteration_s(d, B, ctx)
+    all_mixed = iteration_s(d, B, ctx, sh.tokens, S)
+    assert decode * (1 - 1e-9) <= t <= all_mixed * (1 + 1e-9)
+    assert t == pytest.approx(sh.share * all_mixed + (1 - sh.share) * decode, rel=1e-9)
+    # a pass with any prompt token is eager (not a graph replay): spreading the prompt
+    # work over every pass, as a mean-load model would, pays that floor on all of them
+    spread = iteration_s(d, B, ctx, q * S, S)
+    if sh.share < 0.5:
+        assert t < spread
+
+
+def test_bench_token_budget_follows_trtllm_bench_tuning():
+    """trtllm-bench's max_num_tokens: ~ raw_bs (1 + S/O), rounded, >= 2048, <= 32768."""
+    from dse.infer.serving import bench_max_num_tokens, kv_slots
+    d = dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"), engine="trtllm_pytorch",
+            tp=4, precision=2, kv_bytes=1.0)
+    for S, O in [(128, 128), (1024, 8192), (8192, 1024), (20000, 2000)]:
+        tok = bench_max_num_tokens(d, S, O)
+        raw = min(kv_slots(d, S, O, final=True), 4096) * (1 + S / O)
+        assert 2048 <= tok <= 32768 and tok >= min(raw, 32768) - 1e-6
+        assert tok <= max(2048, min(raw, 32768) * 1.15 + 1024)
