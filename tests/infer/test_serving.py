@@ -23,6 +23,13 @@ def dep(hw=H100, model=L8, engine="trtllm", tp=1, precision=1, kv_bytes=2.0):
     return Deployment(model, hw, PROFILES[engine], tp, 1, precision, kv_bytes)
 
 
+def bench_dep(**kw):
+    """``trtllm_pytorch`` with trtllm-bench's tuned token budget and cohort packing on."""
+    d = dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"), engine="trtllm_pytorch",
+            tp=4, **kw)
+    return d._replace(engine=dataclasses.replace(d.engine, bench_tuned_tokens=True))
+
+
 def test_engine_text_parsing():
     assert engine_profile("trtllm (v0.6.1, gptSessionBenchmark)")[0].name == "trtllm_static"
     assert engine_profile("trtllm (v0.13.0, trtllm-bench, C++ engine)")[0].name == "trtllm"
@@ -382,13 +389,12 @@ def test_pytorch_engines_stream_linear_weights_below_stream_bandwidth():
 
 @settings(max_examples=12, deadline=None)
 @given(st.sampled_from([64.0, 256.0, 1024.0]), st.sampled_from([128.0, 1024.0, 8192.0]),
-       st.sampled_from([128.0, 1024.0, 8192.0]), st.just("trtllm_pytorch"))
-def test_prefill_share_is_a_fraction_that_vanishes_with_long_outputs(B, S, O, engine):
+       st.sampled_from([128.0, 1024.0, 8192.0]))
+def test_prefill_share_is_a_fraction_that_vanishes_with_long_outputs(B, S, O):
     """The share p of iterations holding prompt work lies in [0, 1], its mixed passes carry
     at least the mean load, and p falls toward 0 as the output length grows."""
     from dse.infer.serving import bench_tuned, prefill_share
-    d = bench_tuned(dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"), engine=engine,
-                        tp=4), S, O)
+    d = bench_tuned(bench_dep(), S, O)
     sh = prefill_share(d, B, B / O, S)
     assert 0.0 < sh.share <= 1.0
     assert sh.tokens >= B / O * S * (1 - 1e-9)
@@ -399,6 +405,7 @@ def test_prefill_share_is_a_fraction_that_vanishes_with_long_outputs(B, S, O, en
     assert prefill_share(d, B, 0.0, S).share == 0.0
     # engines without known fixed-length cohorts keep the mean load in every pass
     assert prefill_share(dep(engine="trtllm"), B, B / O, S).share == 1.0
+    assert prefill_share(dep(engine="trtllm_pytorch"), B, B / O, S).share == 1.0
 
 
 @settings(max_examples=8, deadline=None)
@@ -409,8 +416,7 @@ def test_mixed_cycle_lies_between_pure_decode_and_all_mixed(B, S, O):
     (``trtllm_pytorch``) the deterministic cycle is no faster than a decode-only pass and
     no slower than making every pass mixed with the same prompt tokens."""
     from dse.infer.serving import _cycle, bench_tuned, prefill_share
-    d = bench_tuned(dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"),
-                        engine="trtllm_pytorch", tp=4), S, O)
+    d = bench_tuned(bench_dep(), S, O)
     ctx = S + O / 2
     q = B / O
     sh = prefill_share(d, B, q, S)
@@ -429,8 +435,7 @@ def test_mixed_cycle_lies_between_pure_decode_and_all_mixed(B, S, O):
 def test_bench_token_budget_follows_trtllm_bench_tuning():
     """trtllm-bench's max_num_tokens: ~ raw_bs (1 + S/O), rounded, >= 2048, <= 32768."""
     from dse.infer.serving import bench_max_num_tokens, kv_slots
-    d = dep(model=get_model("meta-llama/Llama-3.3-70B-Instruct"), engine="trtllm_pytorch",
-            tp=4, precision=2, kv_bytes=1.0)
+    d = bench_dep(precision=2, kv_bytes=1.0)
     for S, O in [(128, 128), (1024, 8192), (8192, 1024), (20000, 2000)]:
         tok = bench_max_num_tokens(d, S, O)
         raw = min(kv_slots(d, S, O, final=True), 4096) * (1 + S / O)
