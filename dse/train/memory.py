@@ -53,6 +53,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
+from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
@@ -63,6 +64,7 @@ from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
 LOGIT_BYTES = 6.0
+FP8_TRANSPOSE_BYTES = 1.0
 FRAGMENTATION = 0.05
 
 
@@ -142,28 +144,50 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     return replicated + tp_region, scores
 
 
+def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, params):
+    """Mean bytes per local parameter of the weights a GPU holds (``params`` of them; the
+    embedding and LM head, :func:`embedding_params_per_gpu`, always 16-bit):
+
+    * 16-bit (4 B in fp32 training), plus with TE fp8 the cached fp8 copy of each
+      linear's weight (1 B) -- Transformer Engine casts the weights on a step's first
+      micro-batch and reuses the copy (``is_first_microbatch``);
+    * fp8 primary weights (framework profile ``fp8_primary_weights``, Megatron-Core
+      ``--fp8-param-gather``): the linears' parameters *are* TE ``Float8Tensor``s, 1 B of
+      data plus, on Hopper, the 1 B column-wise copy (``_transpose``) the backward's
+      dgrad GEMM reads (TransformerEngine transformer_engine/pytorch/tensor/
+      float8_tensor.py ``inner_tensor_specs``: a transpose is materialised unless
+      ``is_non_tn_fp8_gemm_supported()``, i.e. below sm100).  Blackwell needs no
+      transpose; the model charges it everywhere (the hardware spec carries no
+      architecture flag), 1 B/param too much on B200 / GB200."""
+    base = jnp.where(act_bytes > 2, 4.0, 2.0)
+    fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
+    linear = params - embedding_params_per_gpu(model, lay)
+    if profile(wl.framework).fp8_primary_weights:
+        per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES) + (1.0 - fp8) * base
+    else:
+        per_linear = base + fp8 * 1.0
+    return (base * (params - linear) + per_linear * linear) / params
+
+
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf) -> MemoryBreakdown:
     """Peak bytes per GPU (module docstring).  ``hbm_bytes`` is only used by block
     recompute, which recomputes the fewest whole layers (at least one) that bring the
     total under it."""
     P = params_per_gpu(model, lay)
     shard = lay.dp * lay.cp * 1.0
-    weight_b = jnp.where(act_bytes > 2, 4.0, 2.0)
-    # Transformer Engine caches an fp8 copy of each Linear's weight for the step; the
-    # embedding and LM head stay bf16
-    fp8_copy = jnp.where(wl.precision == 2, 1.0, 0.0) * (P - embedding_params_per_gpu(model, lay))
-    weights = P * weight_b + fp8_copy
-    weight_b = weight_b + fp8_copy / P
+    prof = profile(wl.framework)
+    weights = P * weight_bytes_per_param(model, wl, lay, act_bytes, P)
+    weight_b = weights / P
     L_st = layers_per_stage(model, lay)
     per_layer_w = (P / L_st) * weight_b
     weights = jnp.where(lay.zero >= 3, weights / shard + 2.0 * per_layer_w, weights)
-    grads = jnp.where(lay.zero >= 2, 4.0 * P / shard, 4.0 * P)
+    grad_b = main_grad_bytes(wl)
+    grads = jnp.where(lay.zero >= 2, grad_b * P / shard, grad_b * P)
     if wl.framework == 1:
         bucket = jnp.where((lay.zero >= 1) & (shard > 1), DS_REDUCE_BUCKET_ELEMS * 2.0, 0.0)
         ds_grad_b = jnp.where(act_bytes > 2, 4.0, 6.0)
         grads = jnp.where(lay.zero >= 2, ds_grad_b * P / shard, ds_grad_b * P) + bucket
     opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
-    prof = profile(wl.framework)
     if prof.z3_state_bytes_per_param is not None:
         # PyTorch FSDP (FULL_SHARD / fully_shard): the sharded parameter is the fp32
         # master (no 16-bit shard), fp32 sharded gradients, Adam m and v; 16-bit copies
