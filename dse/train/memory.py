@@ -3,8 +3,12 @@
 Model states (mixed-precision Adam; Rajbhandari et al. 2020, ZeRO, §3; Megatron-LM keeps
 fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   weights 2 B/param (bf16; +1 B fp8 copy of the layers' linear weights with TE fp8 --
-  not of the embedding or LM head; 4 B for fp32),
-  gradients 4 B/param, optimizer 12 B/param (fp32 master, Adam m and v).
+  not of the embedding or LM head; 4 B for fp32), or, where the framework profile runs
+  fp8 primary weights (megatron: ``--fp8-param-gather``), 1 B + the Hopper transpose for
+  the linears (:func:`weight_bytes_per_param`),
+  gradients 4 B/param (2 B in the megatron profile's fp8 recipes,
+  :func:`dse.graph.train.main_grad_bytes`), optimizer 12 B/param (fp32 master, Adam m
+  and v).
   ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
   the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
   flight, the FSDP prefetch).

@@ -7,7 +7,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
   m           = global_batch / (dp * mbs)                 micro-batches per pipeline
   t_mb        = per-micro-batch time of the heaviest stage: ceil(L/pp) layers
                 x (fwd + bwd + recompute + exposed TP, CP, EP) + LM head/loss (last
-                stage) + embedding (first stage)
+                stage) + embedding (first stage); with an uneven split the head's and
+                embedding's stages hold one layer fewer (:func:`stage_balanced_head_s`)
   pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved)
   DP          = gradient reduce-scatter/all-reduce overlapped with the last
                 micro-batch's backward, parameter all-gather overlapped with the first
