@@ -51,9 +51,11 @@ def test_nemo_blackwell_and_h100_fp8_runs():
     Blackwell's constants are Hopper's, unfitted, so this is the Blackwell check."""
     p = _predict("published_nemo.csv")
     assert (p["status"] == "ok").all()
-    assert p["ape"].mean() <= 0.16, p[["id", "ape"]].round(3).to_string()
+    # regression guards, a little above today's errors (docs/accuracy.md)
+    assert p["ape"].mean() <= 0.12, p[["id", "ape"]].round(3).to_string()
     assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.12
-    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.16
+    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.12
+    assert p.loc[p["gpu"] == "h100-sxm-80gb", "ape"].mean() <= 0.11
 
 
 @pytest.mark.validation

@@ -301,17 +301,25 @@ TP_OVERLAP_SPLITS = 4.0
 
 def tp_overlap_cost_s(tp_comm_s, gemm_window_s, tp, num_sms):
     """Critical-path cost of one layer's TP collectives (forward + backward, 8 of equal
-    size ``c = tp_comm/8``) under TE's userbuffers overlap:
+    size ``c = tp_comm/8``) under TE's userbuffers overlap.
 
-    ``exposed = max(0, tp_comm - window) + 4c/tp + 2c/splits``
+    Pieces that cannot overlap run serially: a ring exchange cannot hide its first of
+    ``tp`` steps (4 ring exchanges per layer), a pipelined reduce-scatter its last of
+    ``splits`` chunks (2 per layer): ``u = 4c/tp + 2c/splits``.  The rest runs beside the
+    (unchunked) GEMM window and costs what :func:`overlapped_cost_s` charges an overlapped
+    collective -- its excess over the window, or the slowdown of the GEMMs on the SMs it
+    holds, whichever is larger -- where only the half of the traffic that runs on SMs (the
+    pipelined and bulk overlaps, 16 SMs; the ring exchanges use copy engines) takes SMs:
 
-    -- a ring exchange cannot hide its first of ``tp`` steps (4 of them per layer), a
-    pipelined reduce-scatter its last of ``splits`` chunks (2 per layer), bulk overlaps
-    hide fully under their GEMM -- and the hidden remainder costs the SMs it occupies, as
-    ``exposed + f x hidden``, for the half of the traffic that runs on 16 SMs (the ring
-    exchanges use copy engines; ``f``: :func:`comm_sm_fraction`).  Wang et al., ASPLOS'23 ("Overlap communication with
+      ``min(tp_comm, u + max(max(tp_comm - window, 0), f min((tp_comm - u)/2, window/(1-f))))``
+
+    (``f``: :func:`comm_sm_fraction`).  It replaces the earlier ``exposed + f x hidden``
+    charge, which added the slowdown on top of the excess even when the collectives, not
+    the slowed GEMMs, set the pace.  Wang et al., ASPLOS'23 ("Overlap communication with
     dependent computation via decomposition") for the decomposition."""
     c = tp_comm_s / 8.0
-    exposed = jnp.maximum(tp_comm_s - gemm_window_s, 0.0) + 4.0 * c / tp + 2.0 * c / TP_OVERLAP_SPLITS
-    exposed = jnp.minimum(exposed, tp_comm_s)
-    return exposed + 0.5 * (tp_comm_s - exposed) * comm_sm_fraction(num_sms)
+    serial = 4.0 * c / tp + 2.0 * c / TP_OVERLAP_SPLITS
+    f = comm_sm_fraction(num_sms)
+    excess = jnp.maximum(tp_comm_s - gemm_window_s, 0.0)
+    slowdown = f * jnp.minimum(0.5 * jnp.maximum(tp_comm_s - serial, 0.0), gemm_window_s / (1.0 - f))
+    return jnp.minimum(tp_comm_s, serial + jnp.maximum(excess, slowdown))

@@ -81,6 +81,7 @@ NCCL_PROTOCOLS = False
 CE_FWD_BYTES_PER_LOGIT = 42.0
 CE_BWD_BYTES_PER_LOGIT = 18.0
 FP8_WEIGHT_CAST_BYTES = 4.0
+FP8_PRIMARY_CAST_BYTES = (5.0, 2.0)   # (per shard element, per local linear parameter)
 
 
 def tokens_per_micro_batch(wl: Workload, lay: Layout):
@@ -300,10 +301,19 @@ def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embed
     fp8, the once-per-step re-quantisation of the layers' linear weights (TE casts weights
     on the first micro-batch and reuses them; the embedding and LM head stay bf16): read
     bf16, write the fp8 copy and its transpose, :data:`FP8_WEIGHT_CAST_BYTES` per
-    parameter.  The delayed-scaling amax all-reduce is latency only (not charged)."""
+    parameter.  With fp8 primary weights (profile ``fp8_primary_weights``) the optimizer
+    instead writes its updated fp32 shard straight into the fp8 parameters (read 4, write
+    1 per shard element: Megatron-Core ``quantize_param_shard``) and, after the gather,
+    TE rebuilds each linear's transpose (read 1, write 1; :data:`FP8_PRIMARY_CAST_BYTES`).
+    The delayed-scaling amax all-reduce is latency only (not charged)."""
+    from dse.spec.frameworks import profile
     shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
     fp8_params = jnp.where(wl.precision == PRECISION_FP8, params_per_gpu - embedding_params, 0.0)
-    return (MemPass(ADAM_BYTES_PER_PARAM * shard + FP8_WEIGHT_CAST_BYTES * fp8_params, 4.0,
+    cast = FP8_WEIGHT_CAST_BYTES * fp8_params
+    if profile(wl.framework).fp8_primary_weights:
+        fp8_shard = fp8_params * shard / params_per_gpu
+        cast = FP8_PRIMARY_CAST_BYTES[0] * fp8_shard + FP8_PRIMARY_CAST_BYTES[1] * fp8_params
+    return (MemPass(ADAM_BYTES_PER_PARAM * shard + cast, 4.0,
                     name="optimizer step", phase="step"),)
 
 
@@ -316,14 +326,18 @@ def accumulation_ops(wl: Workload, params_per_gpu) -> tuple:
                     name="grad accumulation", phase="bwd"),)
 
 
-def dp_ops(lay: Layout, params_per_gpu) -> tuple:
+def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0) -> tuple:
     """Data-parallel collectives over the ``dp*cp`` ranks of one TP coordinate (``tp``
-    apart): the fp32 gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1) and the
-    bf16 parameter all-gather (ZeRO >= 1), each of the whole local buffer; how often they
-    run and what they overlap is the step's schedule (:mod:`dse.train.step`)."""
+    apart): the gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1) of the main
+    gradients (``grad_bytes`` per element: fp32, or bf16 where the framework's fp8 recipes
+    reduce in bf16, :func:`dse.train.memory.main_grad_bytes`) and the parameter
+    all-gather (ZeRO >= 1) of ``param_bytes`` per parameter on average (bf16, or fp8 for
+    fp8 primary weights: Megatron-Core ``--fp8-param-gather`` gathers the Float8Tensor
+    data, 1 B), each of the whole local buffer; how often they run and what they overlap
+    is the step's schedule (:mod:`dse.train.step`)."""
     n = lay.dp * lay.cp * 1.0
     stride = lay.tp * 1.0
-    grad, param = 4.0 * params_per_gpu, 2.0 * params_per_gpu
+    grad, param = grad_bytes * params_per_gpu, param_bytes * params_per_gpu
     return (Collective(grad, n, stride, name="dp grad all-reduce", phase="step", kind="all_reduce", group="dp"),
             Collective(grad, n, stride, name="dp grad reduce-scatter", phase="step", kind="reduce_scatter", group="dp"),
             Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
@@ -374,6 +388,30 @@ def zero3_ops(wl: Workload, lay: Layout, params_per_gpu, embedding_params, layer
                     name="zero3 all-gather copy-out", phase="fwd"))
 
 
+def main_grad_bytes(wl: Workload):
+    """Bytes per element of the main-gradient buffer and of its reduce: 4 (Megatron-LM
+    forces fp32 accumulation for bf16, ``--accumulate-allreduce-grads-in-fp32``,
+    megatron/training/arguments.py), or the framework profile's ``fp8_main_grad_bytes`` in
+    fp8 runs (2 for the megatron family, whose fp8 recipes run
+    ``grad_reduce_in_fp32=False``: :mod:`dse.spec.frameworks`).  DeepSpeed's and FSDP's
+    own accounting is :mod:`dse.train.memory`'s."""
+    from dse.spec.frameworks import profile
+    return jnp.where(wl.precision == PRECISION_FP8, profile(wl.framework).fp8_main_grad_bytes, 4.0)
+
+
+def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_params):
+    """Bytes per parameter the distributed optimizer's all-gather moves: the 16-bit
+    weights, or with fp8 primary weights (profile ``fp8_primary_weights``, Megatron-Core
+    ``--fp8-param-gather``) the linears' fp8 data (1 B; the Hopper transpose is rebuilt
+    after the gather) and the 16-bit embedding / LM head."""
+    from dse.spec.frameworks import profile
+    base = jnp.where(act_bytes > 2, 4.0, 2.0)
+    if not profile(wl.framework).fp8_primary_weights:
+        return base
+    fp8 = wl.precision == PRECISION_FP8
+    return jnp.where(fp8, (base * embedding_params + (params_per_gpu - embedding_params)) / params_per_gpu, base)
+
+
 class StepGraph(NamedTuple):
     """Every operator of one training step on one GPU of the heaviest stage, by group;
     how often each group runs is the schedule's (:class:`dse.train.step.StepSchedule`)."""
@@ -399,7 +437,9 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),
                      optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
-                     dp=dp_ops(lay, params_per_gpu - expert_params),
+                     dp=dp_ops(lay, params_per_gpu - expert_params, main_grad_bytes(wl),
+                               gather_bytes_per_param(wl, act_bytes, params_per_gpu - expert_params,
+                                                      embedding_params)),
                      expert_dp=expert_dp_ops(lay, expert_params),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

@@ -96,6 +96,13 @@ class FrameworkProfile:
     # whether the first micro-batch after ``zero_grad(set_to_none=True)`` accumulates too
     # (False: AccumulateGrad stores the first gradient without a kernel)
     grad_accum_first_microbatch: bool = True
+    # fp8 (Transformer Engine) runs: whether the linears' weights are fp8 primary weights
+    # (Megatron-Core ``--fp8-param-gather``: parameters created as TE Float8Tensors, no
+    # 16-bit copy; the distributed optimizer's fp32 shard is the master) instead of 16-bit
+    # weights plus TE's cached fp8 workspace; and the bytes per element of the main
+    # gradient buffer in fp8 runs (dse.train.memory, dse.graph.train.dp_ops)
+    fp8_primary_weights: bool = False
+    fp8_main_grad_bytes: float = 4.0
     sources: tuple = ()
 
 
@@ -111,7 +118,20 @@ MEGATRON = FrameworkProfile(
     # megatron/core/distributed (param hook): ``param.main_grad.add_(param.grad)`` unless
     # the wgrad GEMM already accumulated into main_grad (``grad_added_to_main_grad``)
     grad_accum_tensors="unfused", grad_accum_first_microbatch=True,
+    # fp8: every published fp8 recipe of the family passes fp8_param_gather=True (NeMo
+    # nemo/collections/llm/recipes/precision/mixed_precision.py ``bf16_with_fp8_mixed``
+    # and the current-scaling / MXFP8 variants; Megatron-Bridge
+    # src/megatron/bridge/training/mixed_precision.py
+    # ``bf16_with_fp8_current_scaling_mixed``), and their performance scripts set
+    # grad_reduce_in_fp32=False (NeMo scripts/performance/helpers.py
+    # ``set_precision_configs``; Megatron-Bridge perf_recipes/_common.py
+    # ``_benchmark_common`` / ``_perf_precision``): bf16 main gradients
+    fp8_primary_weights=True, fp8_main_grad_bytes=2.0,
     sources=("NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py",
+             "NVIDIA/NeMo nemo/collections/llm/recipes/precision/mixed_precision.py",
+             "NVIDIA/NeMo scripts/performance/helpers.py",
+             "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/mixed_precision.py",
+             "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/perf_recipes/_common.py",
              "NVIDIA/Megatron-LM docs/discussions/megatron-fsdp-user-guide",
              "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py"))
 

@@ -3,8 +3,12 @@
 Model states (mixed-precision Adam; Rajbhandari et al. 2020, ZeRO, §3; Megatron-LM keeps
 fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   weights 2 B/param (bf16; +1 B fp8 copy of the layers' linear weights with TE fp8 --
-  not of the embedding or LM head; 4 B for fp32),
-  gradients 4 B/param, optimizer 12 B/param (fp32 master, Adam m and v).
+  not of the embedding or LM head; 4 B for fp32), or, where the framework profile runs
+  fp8 primary weights (megatron: ``--fp8-param-gather``), 1 B + the Hopper transpose for
+  the linears (:func:`weight_bytes_per_param`),
+  gradients 4 B/param (2 B in the megatron profile's fp8 recipes,
+  :func:`dse.graph.train.main_grad_bytes`), optimizer 12 B/param (fp32 master, Adam m
+  and v).
   ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group (a MoE
   model's routed-expert parameters over the expert-data-parallel group,
   :func:`sharded_params`), ZeRO-2 also the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
@@ -55,6 +59,7 @@ import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
 from dse.graph.moe import expert_dp_size, expert_tp
+from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
@@ -65,6 +70,7 @@ from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of
 RESERVE_BYTES = 1.0 * GIB
 DS_REDUCE_BUCKET_ELEMS = 5e8
 LOGIT_BYTES = 6.0
+FP8_TRANSPOSE_BYTES = 1.0
 FRAGMENTATION = 0.05
 
 
@@ -165,6 +171,31 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     return replicated + tp_region, scores
 
 
+def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, params):
+    """Mean bytes per local parameter of the weights a GPU holds (``params`` of them; the
+    embedding and LM head, :func:`embedding_params_per_gpu`, always 16-bit):
+
+    * 16-bit (4 B in fp32 training), plus with TE fp8 the cached fp8 copy of each
+      linear's weight (1 B) -- Transformer Engine casts the weights on a step's first
+      micro-batch and reuses the copy (``is_first_microbatch``);
+    * fp8 primary weights (framework profile ``fp8_primary_weights``, Megatron-Core
+      ``--fp8-param-gather``): the linears' parameters *are* TE ``Float8Tensor``s, 1 B of
+      data plus, on Hopper, the 1 B column-wise copy (``_transpose``) the backward's
+      dgrad GEMM reads (TransformerEngine transformer_engine/pytorch/tensor/
+      float8_tensor.py ``inner_tensor_specs``: a transpose is materialised unless
+      ``is_non_tn_fp8_gemm_supported()``, i.e. below sm100).  Blackwell needs no
+      transpose; the model charges it everywhere (the hardware spec carries no
+      architecture flag), 1 B/param too much on B200 / GB200."""
+    base = jnp.where(act_bytes > 2, 4.0, 2.0)
+    fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
+    linear = params - embedding_params_per_gpu(model, lay)
+    if profile(wl.framework).fp8_primary_weights:
+        per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES) + (1.0 - fp8) * base
+    else:
+        per_linear = base + fp8 * 1.0
+    return (base * (params - linear) + per_linear * linear) / params
+
+
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf) -> MemoryBreakdown:
     """Peak bytes per GPU (module docstring).  ``hbm_bytes`` is only used by block
     recompute, which recomputes the fewest whole layers (at least one) that bring the
@@ -173,22 +204,19 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     shard = lay.dp * lay.cp * 1.0
     # one GPU's shard: dense parameters over dp*cp, routed experts over edp (MoE)
     Ps = sharded_params(P, expert_params_per_gpu(model, lay), lay)
-    weight_b = jnp.where(act_bytes > 2, 4.0, 2.0)
-    # Transformer Engine caches an fp8 copy of each Linear's weight for the step; the
-    # embedding and LM head stay bf16
-    fp8_copy = jnp.where(wl.precision == 2, 1.0, 0.0) * (P - embedding_params_per_gpu(model, lay))
-    weights = P * weight_b + fp8_copy
-    weight_b = weight_b + fp8_copy / P
+    prof = profile(wl.framework)
+    weights = P * weight_bytes_per_param(model, wl, lay, act_bytes, P)
+    weight_b = weights / P
     L_st = layers_per_stage(model, lay)
     per_layer_w = (P / L_st) * weight_b
     weights = jnp.where(lay.zero >= 3, weights * Ps / P + 2.0 * per_layer_w, weights)
-    grads = jnp.where(lay.zero >= 2, 4.0 * Ps, 4.0 * P)
+    grad_b = main_grad_bytes(wl)
+    grads = jnp.where(lay.zero >= 2, grad_b * Ps, grad_b * P)
     if wl.framework == 1:
         bucket = jnp.where((lay.zero >= 1) & (shard > 1), DS_REDUCE_BUCKET_ELEMS * 2.0, 0.0)
         ds_grad_b = jnp.where(act_bytes > 2, 4.0, 6.0)
         grads = jnp.where(lay.zero >= 2, ds_grad_b * Ps, ds_grad_b * P) + bucket
     opt = jnp.where(lay.zero >= 1, 12.0 * Ps, 12.0 * P)
-    prof = profile(wl.framework)
     if prof.z3_state_bytes_per_param is not None:
         # PyTorch FSDP (FULL_SHARD / fully_shard): the sharded parameter is the fp32
         # master (no 16-bit shard), fp32 sharded gradients, Adam m and v; 16-bit copies

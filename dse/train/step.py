@@ -7,7 +7,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
   m           = global_batch / (dp * mbs)                 micro-batches per pipeline
   t_mb        = per-micro-batch time of the heaviest stage: ceil(L/pp) layers
                 x (fwd + bwd + recompute + exposed TP, CP, EP) + LM head/loss (last
-                stage) + embedding (first stage)
+                stage) + embedding (first stage); with an uneven split the head's and
+                embedding's stages hold one layer fewer (:func:`stage_balanced_head_s`)
   pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved)
   DP          = gradient reduce-scatter/all-reduce overlapped with the last
                 micro-batch's backward, parameter all-gather overlapped with the first
@@ -145,7 +146,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
 
     accum = total_s(graph.accumulation, hw, r)   # DeepSpeed only
     ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
-    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed) + head_stage + accum
+    per_layer = layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed
+    head_stage_even = head_stage
+    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, lay.pp * L_st - model.num_layers, lay.pp)
+    t_mb = L_st * per_layer + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
                                  + ep_exposed) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
@@ -209,8 +213,11 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
                      bubble, dp_exposed, optimizer, mem.total_bytes, flops, mfu, tps,
                      recompute_full * L_st)
     safe = lambda x, y: jnp.where(y > 0, x / jnp.where(y > 0, y, 1.0), 1.0)
-    head_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 1.0, 0.0), 1.0)
-    emb_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 0.0, 1.0), 1.0)
+    # the uneven split leaves on the heaviest stage only the head's (embedding's) time
+    # beyond the layer its stage gave up: the table counts that share of the head's calls
+    share = safe(head_stage, head_stage_even)
+    head_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 1.0, 0.0), 1.0) * share
+    emb_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 0.0, 1.0), 1.0) * share
     dp_raw = jnp.where(lay.zero == 0, ar, jnp.where(lay.zero >= 3, z3_raw,
                                                     jnp.where(lay.zero == 2, m * rs + ag, rs + ag)))
     sched = StepSchedule(
@@ -241,6 +248,28 @@ def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
     paired = paired_ep_exposed_s(layer_ops, lc, hw, r, selective)
     return jnp.where(overlap_allowed(model, lay, recompute_full),
                      u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
+
+
+def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp):
+    """Time the heaviest pipeline stage spends beyond its ``L_st`` layers, per micro-batch.
+
+    Even split (``pp * L_st == L``): every stage holds ``L_st`` layers and the last (first)
+    adds the LM head (embedding): ``max(head, emb)``, the caller's ``head_stage_s``.
+    Uneven split (``slack = pp*L_st - L >= 1`` layers short of ``L_st`` on every stage):
+    Megatron-Core builds it only from an explicit split, and the one it provides for it
+    gives the short layers to the stages with the head and the embedding --
+    ``account_for_loss_in_pipeline_split`` / ``account_for_embedding_in_pipeline_split``
+    count the loss and the embedding as one layer each (megatron/core/transformer/
+    transformer_block.py ``get_num_layers_to_build``), as the Llama 3.1 405B recipes do
+    for its 126 layers (Megatron-Bridge src/megatron/bridge/recipes/llama/h100/llama3.py,
+    ``llama31_405b_pretrain_256gpu_h100_bf16_config``; NeMo
+    nemo/collections/llm/recipes/llama31_405b.py).  The last stage then holds ``L_st - 1``
+    layers and the head, the first (when ``slack >= 2``) ``L_st - 1`` and the embedding,
+    the others ``L_st``: the extra time is ``max(0, head - layer, emb - [slack >= 2]
+    layer)``.  With ``pp = 1`` (head and embedding on the one stage) nothing changes."""
+    spare = jnp.where(slack_layers >= 2, per_layer_s, 0.0)
+    uneven = jnp.maximum(jnp.maximum(head_s - per_layer_s, emb_s - spare), 0.0)
+    return jnp.where((pp > 1) & (slack_layers >= 1), jnp.minimum(head_stage_s, uneven), head_stage_s)
 
 
 def _sum(xs):
