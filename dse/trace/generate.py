@@ -75,6 +75,9 @@ by it.  Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
+import jax
+import numpy as np
+
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import flops, map_ops, time_s
@@ -88,7 +91,7 @@ from dse.spec.numerics import as_float
 from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.memory import layers_per_stage
-from dse.train.outer_ops import lm_head_s, pipeline_p2p, total_s
+from dse.train.outer_ops import p2p_bytes
 from dse.cost.rates import rates
 from dse.train.step import step_and_schedule
 
@@ -132,18 +135,27 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     z3_steps = {name: {dim: (z3[name, dim].size_bytes * z3[name, dim].calls, t[name, dim])
                        for dim in ("cp", "dp")} for name in Z3_OPS}
     z3_steps["copy_out"] = t["copy_out"]
-    p2p_bytes, t_p2p = pipeline_p2p(model, wl, lay, hw, r)
-    head_f, head_b = lm_head_s(model, wl, lay, hw, r)
+    o = sched.outer_s            # the outer groups' times, as the step summed them
     return dict(
         fwd=lc.fwd_compute_s, bwd=lc.bwd_compute_s, sel=lc.selective_recompute_s,
         cp_exchange=t["cp"], cp_bytes=cp_fwd.size_bytes * lay.cp,
         ep_a2a=t["ep_a2a"], a2a_bytes=op[("ep all-to-all", "fwd")].size_bytes,
         tp_ar=t["tp_ar"], tp_ag=t["tp_ag"], tp_rs=t["tp_rs"],
         act_bytes=op[("tp all-reduce", "fwd")].size_bytes,
-        head_f=head_f, head_b=head_b, emb=total_s(g.embedding, hw, r), p2p=t_p2p, p2p_bytes=p2p_bytes,
-        optimizer=total_s(g.optimizer, hw, r), rc_frac=mem.recompute_fraction,
-        accum=total_s(g.accumulation, hw, r), fwd_flops=fwd_flops, bwd_flops=bwd_flops,
+        head_f=o["head_fwd"], head_b=o["head_bwd"], emb=o["embedding"], p2p=o["p2p"],
+        p2p_bytes=p2p_bytes(g.p2p), optimizer=o["optimizer"], rc_frac=mem.recompute_fraction,
+        accum=o["accumulation"], fwd_flops=fwd_flops, bwd_flops=bwd_flops,
         dp=dp_steps, z3=z3_steps, step_time_s=res.step_time_s, layers_per_stage=L_st)
+
+
+def _host_costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
+    """:func:`_costs` of the design point on the host (:func:`dse.trace.host_eval.host_call`),
+    the hardware's Python floats entering as float32 scalars: the value every cost
+    formula computes with either way (x64 is off), without a weak-to-strong conversion
+    in each of the ~800 operations that combine a hardware rate with a (float32) model
+    or layout number -- the program the sweep runs on its float32 hardware arrays."""
+    hw = jax.tree_util.tree_map(lambda x: np.float32(x) if isinstance(x, float) else x, hw)
+    return host_call(_costs, model, wl, lay, hw)
 
 
 def _z3_steps(op, lay: Layout) -> list:
@@ -218,7 +230,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
-    raw = host_call(_costs, model, wl, lay, hw)   # one program, host values
+    raw = _host_costs(model, wl, lay, hw)         # one program, host values
     dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
                 for kind, steps in raw.pop("dp").items()}
     z3_raw = raw.pop("z3")
@@ -497,7 +509,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 def model_step_time_s(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> float:
     """The vectorized model's step time of the design point (``train_step(...).step_time_s``),
     from the same program that gives the trace its durations (traced once per process)."""
-    return float(host_call(_costs, model, wl, lay, hw)["step_time_s"])
+    return float(_host_costs(model, wl, lay, hw)["step_time_s"])
 
 
 def rank_grid(lay: Layout) -> RankGrid:
