@@ -16,7 +16,7 @@ the equation's dtype), float ``rem`` (C ``fmod``, exact), ``max``, ``min``, ``fl
 float-to-int truncation, bool-to-int (exact), ``pow`` of base 2 with an integral
 exponent in the normal range (the exact power of two, which XLA returns for every such
 exponent: a test checks them all), and the data-movement primitives (broadcast,
-reshape, squeeze, slice, stack, concatenate).  Every other equation (``log``, ``exp``,
+reshape, squeeze, slice, split, stack, concatenate).  Every other equation (``log``, ``exp``,
 any other ``pow``, integer arithmetic, control flow ...) is executed by XLA
 itself, eagerly: ``primitive.bind`` on concrete arrays, one operation-sized program per
 primitive and signature (NumPy's ``log`` differs from XLA's in the last bit for ~4 % of
@@ -67,6 +67,9 @@ def _numpy_rule(eqn):
     """The NumPy function that computes ``eqn`` bit-exactly, or ``None`` (module doc)."""
     name, params = eqn.primitive.name, eqn.params
     in_dtypes = [np.dtype(v.aval.dtype) for v in eqn.invars]
+    if name == "split":       # data movement, several results (Plan: ``multi``)
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return lambda x, a=params["axis"]: np.split(x, cuts, axis=a)
     if len(eqn.outvars) != 1:
         return None
     out = eqn.outvars[0].aval
@@ -213,7 +216,7 @@ class Plan:
                         continue
                     env[var] = slot
                 continue
-            fn, multi = _numpy_rule(eqn), False
+            fn, multi = _numpy_rule(eqn), eqn.primitive.multiple_results
             if fn is None:
                 fn, multi = _xla_rule(eqn)
                 self.xla_primitives.add(eqn.primitive.name)
