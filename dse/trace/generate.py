@@ -80,7 +80,7 @@ import numpy as np
 
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
-from dse.graph.ops import flops, map_ops, time_s
+from dse.graph.ops import map_ops, time_s
 from dse.graph.train import dp_bucket_ops
 from dse.spec.frameworks import profile
 from dse.spec.hardware import Hardware
@@ -115,9 +115,6 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     res, sched, g = step_and_schedule(model, wl, lay, hw)
     lc, mem = sched.layer, sched.memory            # the step's own reduce_layer, memory
     op = {(o.name, o.phase): o for o in g.layer}
-    layer_flops = map_ops(flops, g.layer)
-    fwd_flops = sum(f for o, f in zip(g.layer, layer_flops) if o.phase == "fwd")
-    bwd_flops = sum(f for o, f in zip(g.layer, layer_flops) if o.phase == "bwd")
     cp_fwd = op[("cp kv exchange", "fwd")]
     P = mem.params_per_gpu
     L_st = layers_per_stage(model, lay)
@@ -144,7 +141,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
         act_bytes=op[("tp all-reduce", "fwd")].size_bytes,
         head_f=o["head_fwd"], head_b=o["head_bwd"], emb=o["embedding"], p2p=o["p2p"],
         p2p_bytes=p2p_bytes(g.p2p), optimizer=o["optimizer"], rc_frac=mem.recompute_fraction,
-        accum=o["accumulation"], fwd_flops=fwd_flops, bwd_flops=bwd_flops,
+        accum=o["accumulation"], fwd_flops=lc.fwd_flops, bwd_flops=lc.bwd_flops,
         dp=dp_steps, z3=z3_steps, step_time_s=res.step_time_s, layers_per_stage=L_st)
 
 
