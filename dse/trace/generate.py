@@ -92,7 +92,6 @@ from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.memory import layers_per_stage
 from dse.train.outer_ops import p2p_bytes
-from dse.cost.rates import rates
 from dse.train.step import step_and_schedule
 
 AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
@@ -111,8 +110,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     reduces) and the times of its operators, the ops of one kind costed in one vector
     call (:func:`dse.graph.ops.map_ops`)."""
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
-    r = rates(hw, wl.precision)
     res, sched, g = step_and_schedule(model, wl, lay, hw)
+    r = sched.rates
     lc, mem = sched.layer, sched.memory            # the step's own reduce_layer, memory
     op = {(o.name, o.phase): o for o in g.layer}
     cp_fwd = op[("cp kv exchange", "fwd")]

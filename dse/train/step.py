@@ -102,6 +102,7 @@ class StepSchedule(NamedTuple):
     zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
     layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
     memory: object = None      # the step's memory_per_gpu (dse.train.memory.MemoryBreakdown)
+    rates: object = None       # the Rates the step costed its ops with (dse.cost.rates)
     outer_s: object = None     # seconds of one pass of the outer groups, as the step summed
     #                            them: head_fwd, head_bwd, embedding, accumulation (one
     #                            micro-batch), optimizer (the step), p2p (one transfer)
@@ -221,7 +222,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
         dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
-        zero3_calls=z3_counts, layer=lc, memory=mem,
+        zero3_calls=z3_counts, layer=lc, memory=mem, rates=r,
         outer_s=dict(head_fwd=head_phase("fwd"), head_bwd=head_bwd, embedding=emb,
                      accumulation=accum, optimizer=optimizer, p2p=t_p2p))
     return res, sched, graph
