@@ -174,3 +174,56 @@ def decode_attention_time_s(batch, heads, kv_heads, context_len, d, peak_flops_p
 def decode_attention_bytes(batch, heads, kv_heads, context_len, d, bytes_per_el):
     """HBM bytes of :func:`decode_attention_time_s`."""
     return 2.0 * batch * context_len * kv_heads * d * bytes_per_el + 2.0 * batch * heads * d * bytes_per_el
+
+
+# ---------------------------------------------------------------------------------------
+# Windowed layers: sliding-window and chunked attention (the one definition, for the
+# training graph and the serving graph alike: dse.graph.ops.with_window).
+# ---------------------------------------------------------------------------------------
+
+def windowed_kv_len(kv_len, window):
+    """Cached keys one query at KV length ``kv_len`` reads in a windowed layer:
+    ``min(kv_len, window)``.  Sliding window (Mistral 7B, Jiang et al. 2023
+    arXiv:2310.06825 §2; gpt-oss ``sliding_window`` = 128): exact.  Chunked attention
+    (Llama 4, ``attention_chunk_size`` = 8192): a query reads the ``kv_len mod C`` keys
+    of its own chunk, which a mean-context model cannot place, so ``min(kv_len, C)`` --
+    exact up to one chunk, an upper bound beyond (the engines keep at most one chunk:
+    vLLM v1 ``ChunkedLocalAttentionManager`` frees the blocks of past chunks,
+    ``SlidingWindowManager`` those left of the window; TensorRT-LLM's per-layer
+    ``max_attention_window``).  It is also what the KV cache holds per windowed layer
+    (:func:`dse.infer.kv_cache.kv_cache_bytes`)."""
+    return jnp.minimum(kv_len, window)
+
+
+def _sliding_integral(y, cap):
+    """``integral_0^y min(u, cap) du = m (y - m / 2)``, ``m = min(y, cap)``."""
+    m = jnp.minimum(y, cap)
+    return m * (y - 0.5 * m)
+
+
+def windowed_causal_fraction(s_kv, causal, window, chunked):
+    """Share of the ``s_q x s_kv`` score square a FlashAttention call computes in a
+    windowed layer, for queries spread over the whole causal sequence (a prompt's
+    prefill, a training sequence, or its load-balanced context-parallel share): the mean
+    keys a query row's tile loop visits, over query positions x uniform in [0, s_kv],
+    divided by ``s_kv``; never above the full-causal ``causal``.
+
+    * full causal (reference): ``x + Br/2`` keys (the diagonal tile half-masked), mean
+      ``s_kv/2 + Br/2`` -- :func:`dse.graph.ops.causal_fraction`;
+    * sliding window w (FlashAttention-2 ``window_size=(w, 0)`` skips the key tiles left
+      of the band; Dao-AILab/flash-attention ``flash_fwd_kernel.h`` ``n_block_min``):
+      ``min(x + Br/2, w + Br)`` keys (a half-masked tile at each edge of the band);
+    * chunked (Llama 4 ``attention_chunk_size`` C, a block-diagonal causal mask; vLLM
+      runs it as local attention over virtual batches of one chunk each,
+      ``make_local_attention_virtual_batches``): ``(x mod C) + Br/2`` keys.
+
+    Both equal the full-causal ``x + Br/2`` while ``x <= w`` (``x < C``), so a sequence
+    no longer than the window costs what full causal attention costs."""
+    s = jnp.maximum(s_kv, 1.0)
+    half = 0.5 * FA_BLOCK_ROWS
+    slide = (_sliding_integral(s + half, window + FA_BLOCK_ROWS) - _sliding_integral(half, window + FA_BLOCK_ROWS)) / s
+    n_full = jnp.floor(s / window)
+    rest = s - n_full * window
+    chunk = (n_full * window * window * 0.5 + 0.5 * rest * rest) / s + half
+    keys = chunk if chunked else slide
+    return jnp.minimum(keys / s, causal)

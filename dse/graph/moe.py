@@ -95,6 +95,57 @@ class MoEOps(NamedTuple):
     comm: list       # EP all-to-alls and the token-count all-gather
 
 
+def expert_tp(lay):
+    """Expert tensor parallelism of the layout (MoE parallel folding, Megatron-Core
+    ``megatron/core/parallel_state.py``: the expert grid ``etp x ep x edp`` tiles the
+    ``tp x cp x dp`` ranks of a stage): ``tp`` -- ``ModelParallelConfig.__post_init__``
+    sets ``expert_tensor_parallel_size = tensor_model_parallel_size`` when it is not given
+    -- where ``ep`` divides ``dp*cp``, else 1 (the only expert TP with which an ``ep``
+    that spans TP ranks tiles the grid; every Megatron-Bridge Qwen3 recipe sets it,
+    ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``
+    ``expert_tensor_parallel_size=1``)."""
+    t = lay.tp * 1.0
+    fits = jnp.mod(lay.dp * lay.cp * 1.0, lay.ep * 1.0) == 0
+    return jnp.where(fits, t, 1.0)
+
+
+def expert_dp_size(lay):
+    """Ranks of the expert-data-parallel group, ``edp = tp cp dp / (etp ep)`` (MoE parallel
+    folding, Megatron-Core ``megatron/core/parallel_state.py``: the expert rank generator
+    tiles the ``tp x cp x dp`` ranks of a stage as ``etp x ep x edp``, order
+    ``tp-ep-dp``, so the ``edp`` ranks of one expert shard are ``etp*ep`` apart).  The
+    expert parameters' gradients are reduced, and their distributed-optimizer states
+    sharded, over this group (``DistributedDataParallel`` keeps the expert parameters in
+    their own buffers on ``intra_expt_dp_group``; ``distributed/distributed_data_parallel.py``
+    ``expert_parallel_buffers``), not over ``dp cp``."""
+    return lay.tp * lay.cp * lay.dp * 1.0 / (expert_tp(lay) * lay.ep)
+
+
+def expert_dp_ops(lay, expert_params) -> tuple:
+    """The expert parameters' data-parallel collectives over the ``edp`` ranks
+    (:func:`expert_dp_size`, ``etp*ep`` apart), whole local expert buffer, in the order of
+    :func:`dse.graph.train.dp_ops`: the fp32 gradient all-reduce (ZeRO-0) or
+    reduce-scatter (ZeRO >= 1) and the bf16 parameter all-gather (ZeRO >= 1).  Zero-sized
+    for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
+    n = expert_dp_size(lay)
+    stride = expert_tp(lay) * lay.ep
+    grad, param = 4.0 * expert_params, 2.0 * expert_params
+    on = jnp.where(expert_params > 0, 1.0, 0.0)
+    return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
+                       kind="all_reduce", group="dp"),
+            Collective(grad, n, stride, calls=on, name="edp grad reduce-scatter", phase="step",
+                       kind="reduce_scatter", group="dp"),
+            Collective(param, n, stride, calls=on, name="edp param all-gather", phase="step",
+                       kind="all_gather", group="dp"))
+
+
+def moe_input_tokens(T, lay):
+    """Tokens one rank feeds the MoE layer: ``T / tp`` with sequence parallelism (the
+    layer takes the sequence-parallel hidden states ``[S/TP, B, H]``; Megatron-Core
+    ``MoELayer.forward`` refuses TP without SP in training), ``T`` without."""
+    return jnp.where((lay.sp > 0) & (lay.tp > 1), T / lay.tp, T)
+
+
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     """The MLP block of one layer, one micro-batch (module docstring): the dense MLP of a
     dense model, else the routed experts with their router, token movement and EP
@@ -107,19 +158,24 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     on = jnp.where(moe, 1.0, 0.0) * w_moe
     E = model.num_experts * 1.0
     k = model.top_k * 1.0
-    tpe = jnp.where(moe, T * k * lay.ep / E, T)             # tokens per local expert
+    e = jnp.where(moe, expert_tp(lay), t)                   # expert TP (dense: tp)
+    Tm = moe_input_tokens(T, lay)
+    # tokens per local expert: the etp x ep ranks' Tm k routed tokens over E experts
+    tpe = jnp.where(moe, e * Tm * k * lay.ep / E, T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
     mlp = [op.replace(calls=w_moe)
-           for op in (*_linear("fc1", tpe, f * (1 + gated) / t, h, n_local, ring, 1.0),
-                      *_linear("fc2", tpe, h, f / t, n_local, pipe, ring))]
-    router = [op.replace(calls=on) for op in _linear("router", T, E, h, 1.0, 1.0, 1.0)]
+           for op in (*_linear("fc1", tpe, f * (1 + gated) / e, h, n_local, ring, 1.0),
+                      *_linear("fc2", tpe, h, f / e, n_local, pipe, ring))]
+    router = [op.replace(calls=on) for op in _linear("router", Tm, E, h, 1.0, 1.0, 1.0)]
 
     el = act_bytes
-    Tk = tpe * n_local                                         # routed tokens on this GPU
+    Tk = tpe * n_local                         # routed tokens on this GPU, after the ETP gather
+    Tks = Tm * k                               # routed tokens this rank permutes and sends
     sort = jnp.where(n_local > 1, 1.0, 0.0)
-    token_bytes = el * h * (2.0 * T + (PERMUTE_PASSES - 4.0 * (1.0 - sort)) * Tk)
+    # permute write + unpermute read of the sent tokens, the regroupings of the received
+    token_bytes = el * h * (2.0 * Tm + 2.0 * Tks + (PERMUTE_PASSES - 2.0) * sort * Tk)
     fp8 = jnp.where(wl.precision == PRECISION_FP8, 1.0, 0.0)
-    quant_bytes = fp8 * 3.0 * (Tk - T) * h                     # fc1 input beyond the dense cast
+    quant_bytes = fp8 * 3.0 * jnp.maximum(Tk - T, 0.0) * h     # fc1 input beyond the dense cast
     quant_kernels = fp8 * 2.0 * n_local
     # backward: the same token bytes; the casts twice over, as the dense cast's backward
     passes = [MemPass(token_bytes + quant_bytes, MOE_FWD_KERNELS + quant_kernels, calls=on,
@@ -127,16 +183,23 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
               MemPass(token_bytes + 2.0 * quant_bytes, MOE_BWD_KERNELS + quant_kernels, calls=on,
                       name="moe permute/route", phase="bwd")]
 
-    stride = t * lay.cp
-    a2a = T * k * h * el
-    probs = T * k * PROB_BYTES
+    a2a = Tks * h * el
+    probs = Tks * PROB_BYTES
+    etp_on = jnp.where(e > 1, 1.0, 0.0) * on
     comm = []
     for phase in ("fwd", "bwd"):
-        comm += [Collective(a2a, lay.ep * 1.0, stride, calls=2.0 * on, name="ep all-to-all",
+        comm += [Collective(a2a, lay.ep * 1.0, e, calls=2.0 * on, name="ep all-to-all",
                             phase=phase, kind="all_to_all", group="ep"),
-                 Collective(probs, lay.ep * 1.0, stride, calls=on, name="ep probs all-to-all",
-                            phase=phase, kind="all_to_all", group="ep")]
-    comm.append(Collective(COUNT_BYTES * E * lay.ep * t, lay.ep * t, lay.cp * 1.0, calls=on,
+                 Collective(probs, lay.ep * 1.0, e, calls=on, name="ep probs all-to-all",
+                            phase=phase, kind="all_to_all", group="ep"),
+                 # expert TP > 1: the received tokens all-gathered over the expert-TP
+                 # group before the experts and reduce-scattered after them
+                 # (``dispatch_postprocess`` / ``combine_preprocess``)
+                 Collective(e * a2a, e, 1.0, calls=etp_on, name="etp all-gather",
+                            phase=phase, kind="all_gather", group="ep"),
+                 Collective(e * a2a, e, 1.0, calls=etp_on, name="etp reduce-scatter",
+                            phase=phase, kind="reduce_scatter", group="ep")]
+    comm.append(Collective(COUNT_BYTES * E * lay.ep * e, lay.ep * e, 1.0, calls=on,
                            name="ep token-count all-gather", phase="fwd", kind="all_gather",
                            group="ep"))
     return MoEOps(mlp, router, passes, comm)

@@ -19,6 +19,12 @@ Costing (the formulas live in :mod:`dse.cost`; this module only dispatches):
 * :class:`Attention` -- FlashAttention (:func:`dse.cost.attention.flash_attention_time_s`)
   where ``fused`` is 1, the unfused path otherwise.
 * :class:`KVRead` -- decode attention, :func:`dse.cost.attention.decode_attention_time_s`.
+* Windowed layers (:func:`with_window`): an :class:`Attention` or :class:`KVRead` whose
+  ``window`` is set stands for the model's mean layer, ``1 - window_share`` of it full
+  attention and ``window_share`` of it windowed (every cost is that mix of the two
+  kernels: :func:`_layer_kinds`); the windowed kernel computes
+  :func:`dse.cost.attention.windowed_causal_fraction` of the score square, or reads
+  :func:`dse.cost.attention.windowed_kv_len` keys.
 * :class:`MemPass` -- :func:`dse.cost.elementwise.memory_bound_time_s`.
 * :class:`Collective` -- :func:`dse.cost.collectives.group_collective_s`.
 * :class:`P2P` -- :func:`dse.cost.collectives.group_p2p_s`.
@@ -41,10 +47,12 @@ from jax import lax
 from dse.cost.attention import (FA_BLOCK_ROWS, SOFTMAX_FALLBACK_EXTRA_KERNELS,
                                 SOFTMAX_FALLBACK_PASSES, decode_attention_bytes,
                                 decode_attention_time_s, flash_attention_terms,
-                                flash_attention_time_s, unfused_attention_time_s)
+                                flash_attention_time_s, unfused_attention_time_s,
+                                windowed_causal_fraction, windowed_kv_len)
 from dse.cost.collectives import group_collective_terms, group_p2p_s
 from dse.cost.elementwise import memory_bound_time_s
 from dse.cost.gemm import gemm_hbm_bytes, gemm_terms
+from dse.spec.model import attention_window
 from dse.spec.pytree import pytree_dataclass
 
 BOUNDS = ("tensor", "hbm", "l2", "launch", "nvlink", "nic")
@@ -72,7 +80,7 @@ class Gemm:
     replace = _replace
 
 
-@pytree_dataclass(static=("name", "phase", "backward", "stream_bw"))
+@pytree_dataclass(static=("name", "phase", "backward", "stream_bw", "window", "chunked"))
 class Attention:
     """One attention core call per ``calls``: (batch, heads) query tiles of ``s_q`` rows
     over ``s_kv`` keys; ``d_fused`` is the (padded) head dim the fused kernel uses.
@@ -94,10 +102,13 @@ class Attention:
     phase: str = "fwd"
     backward: bool = False
     stream_bw: bool = False
+    window_share: float = 0.0    # share of the layers that are windowed (with_window)
+    window: int = 0              # their sliding window / chunk in tokens; 0 = every layer full
+    chunked: bool = False        # chunks (Llama 4) instead of a sliding window
     replace = _replace
 
 
-@pytree_dataclass(static=("name", "phase"))
+@pytree_dataclass(static=("name", "phase", "window", "chunked"))
 class KVRead:
     """Decode attention of ``batch`` one-token queries over a ``context``-token KV cache
     (:func:`dse.cost.attention.decode_attention_time_s`)."""
@@ -110,7 +121,40 @@ class KVRead:
     kv_bytes: float = 0.0     # bytes per cached K/V element; 0 = the activation size
     name: str = "attention (KV read)"
     phase: str = "fwd"
+    window_share: float = 0.0    # as Attention
+    window: int = 0
+    chunked: bool = False
     replace = _replace
+
+
+def with_window(op, model):
+    """``op`` (an :class:`Attention` or :class:`KVRead` of ``model``'s mean layer) with the
+    model's windowed layer kind (:func:`dse.spec.model.attention_window`); unchanged for a
+    model whose layers all attend their whole prefix."""
+    w = attention_window(model)
+    if w is None or not isinstance(op, (Attention, KVRead)):
+        return op
+    return op.replace(window=w.keys, chunked=w.chunked, window_share=w.share * 1.0)
+
+
+def _layer_kinds(op):
+    """(full, windowed, share) of a windowed attention operator (module docstring)."""
+    full = op.replace(window=0, chunked=False, window_share=0.0)
+    if isinstance(op, Attention):
+        win = full.replace(causal=windowed_causal_fraction(op.s_kv, op.causal, op.window, op.chunked))
+    else:
+        win = full.replace(context=windowed_kv_len(op.context, op.window * 1.0))
+    return full, win, op.window_share
+
+
+def _mixed(fn, op, *args):
+    """``fn`` of a windowed operator: ``(1 - x) fn(full) + x fn(windowed)``."""
+    full, win, x = _layer_kinds(op)
+    return jax.tree_util.tree_map(lambda a, b: (1.0 - x) * a + x * b, fn(full, *args), fn(win, *args))
+
+
+def _windowed(op) -> bool:
+    return isinstance(op, (Attention, KVRead)) and op.window > 0
 
 
 @pytree_dataclass(static=("name", "phase"))
@@ -229,6 +273,8 @@ def _kv_el(op: KVRead, r):
 
 def unit_time_s(op, hw, r):
     """Seconds of one call of ``op`` on one GPU (module docstring)."""
+    if _windowed(op):
+        return _mixed(unit_time_s, op, hw, r)
     if isinstance(op, Gemm):
         t_c, t_h, t_l = _gemm_terms(op, hw, r)
         return (jnp.maximum(jnp.maximum(t_c, t_h), t_l) + hw.kernel_launch_s
@@ -396,6 +442,8 @@ def flops(op):
     """Useful (model) FLOPs of all calls: ``2 m n k count`` per GEMM; attention
     ``4 b heads s_q s_kv d causal`` forward, twice that backward (the backward's
     recomputed QK^T is not useful work); 0 for memory and communication."""
+    if _windowed(op):
+        return _mixed(flops, op)
     if isinstance(op, Gemm):
         return op.calls * 2.0 * op.m * op.n * op.k * op.count
     if isinstance(op, Attention):
@@ -408,6 +456,8 @@ def flops(op):
 
 def bytes_moved(op, hw, r):
     """Bytes of all calls: HBM bytes for kernels, the buffer size for communication."""
+    if _windowed(op):
+        return _mixed(bytes_moved, op, hw, r)
     if isinstance(op, Gemm):
         m, n, k, _, _, _, _, el = _gemm_args(op, hw, r)
         return op.calls * gemm_hbm_bytes(m, n, k, hw.l2_bytes, el, op.count * op.chunks)
@@ -426,6 +476,8 @@ def bytes_moved(op, hw, r):
 
 def bound_terms(op, hw, r):
     """Seconds per call by resource, in :data:`BOUNDS` order (0 where not involved)."""
+    if _windowed(op):
+        return _mixed(bound_terms, op, hw, r)
     z = 0.0 * op.calls
     launch = hw.kernel_launch_s
     if isinstance(op, Gemm):

@@ -66,8 +66,8 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
-from dse.graph.moe import moe_ops
-from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction
+from dse.graph.moe import expert_dp_ops, moe_ops
+from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_heads_per_rank, select, shared_ffn)
@@ -135,9 +135,10 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                 s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
                 softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
-    attn = [Attention(**core, name="attention", phase="fwd"),
-            Attention(**core, name="attention", phase="bwd", backward=True),
-            Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute")]
+    attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
+        Attention(**core, name="attention", phase="fwd"),
+        Attention(**core, name="attention", phase="bwd", backward=True),
+        Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute"))]
 
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
@@ -162,13 +163,18 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     act = T * h * el
     sp = lay.sp > 0
     tp_on = jnp.where(t > 1, 1.0, 0.0)
+    # SP collectives per pass: attention's and the MLP's; a MoE layer's routed experts take
+    # the sequence-parallel input as it is (dse.graph.moe.moe_input_tokens), so only its
+    # shared experts gather and scatter (Megatron-Core moe/shared_experts.py)
+    has_shared = jnp.where(shared_ffn(model) > 0, 1.0, 0.0)
+    sp_calls = 2.0 - jnp.where(moe, w_moe * (1.0 - has_shared), 0.0)
     comm = []
     for phase in ("fwd", "bwd"):
         comm += [Collective(act, t, 1.0, calls=jnp.where(sp, 0.0, 2.0) * tp_on, name="tp all-reduce",
                             phase=phase, kind="all_reduce", group="tp", protocols=NCCL_PROTOCOLS),
-                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp all-gather",
+                 Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp all-gather",
                             phase=phase, kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS),
-                 Collective(act, t, 1.0, calls=jnp.where(sp, 2.0, 0.0) * tp_on, name="sp reduce-scatter",
+                 Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp reduce-scatter",
                             phase=phase, kind="reduce_scatter", group="tp", protocols=NCCL_PROTOCOLS)]
     # ring attention: cp - 1 K/V chunk exchanges forward, K/V and dK/dV backward
     kv_chunk = 2.0 * lay.mbs * s_q * core["kv_heads"] * d * el
@@ -379,11 +385,13 @@ class StepGraph(NamedTuple):
     optimizer: tuple      # once per step
     dp: tuple             # (grad all-reduce, grad reduce-scatter, param all-gather), whole buffer
     zero3: tuple = ()     # per-unit ZeRO-3 / FSDP collectives (:func:`zero3_ops`)
+    expert_dp: tuple = ()  # MoE: the routed experts' share of ``dp``, over edp (dse.graph.moe.expert_dp_ops)
 
 
 def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gpu,
-               embedding_params, layers_per_stage=None) -> StepGraph:
-    """The operator graph of one training step (module docstring)."""
+               embedding_params, layers_per_stage=None, expert_params=0.0) -> StepGraph:
+    """The operator graph of one training step (module docstring); ``expert_params`` the
+    routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
                      head=head_ops(model, wl, lay, act_bytes),
@@ -391,6 +399,7 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),
                      optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
-                     dp=dp_ops(lay, params_per_gpu),
+                     dp=dp_ops(lay, params_per_gpu - expert_params),
+                     expert_dp=expert_dp_ops(lay, expert_params),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

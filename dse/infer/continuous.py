@@ -166,7 +166,7 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
-                   rep.ep, rep.dp).total_s
+                   rep.ep, rep.dp, eng.linear_bw_eff).total_s
     prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
@@ -187,7 +187,7 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
     b = batch / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
-                   rep.dp).total_s
+                   rep.dp, eng.linear_bw_eff).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
                             rep.ep, rep.dp)
     t = host_bound_s(t, kernels, eng.eager_op_s)
@@ -253,7 +253,7 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
     S = S * 1.0
     O = O * 1.0
     pool, _ = _pool_bytes(rep, eng, S)
-    per_seq = held_tokens(eng, S, O) * kv_bytes_per_token(rep)
+    per_seq = kv_cache_bytes(rep.model, 1.0, held_tokens(eng, S, O), rep.tp, rep.pp, rep.kv_bytes)
     n_slots = jnp.where(pool > 0, jnp.floor(pool / per_seq), 0.0)
     budget = eng.max_num_tokens / (1.0 + S / jnp.maximum(O, 1.0))
     cap = jnp.maximum(jnp.minimum(jnp.minimum(n_slots, eng.max_batch * 1.0),

@@ -48,14 +48,15 @@ def decode_attention(model: Model, batch, context_len, tp) -> KVRead:
 
 
 def decode_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
-                 r: Rates) -> OpTimes:
+                 r: Rates, ep=1.0, dp=1.0) -> OpTimes:
     """One decode step of a micro-batch of ``sequences`` through the heaviest stage."""
     return stage_time(model, sequences * 1.0, sequences,
                       decode_attention(model, sequences, wl.mean_decode_context_len, tp),
-                      tp, pp, wl.precision, hw, r)
+                      tp, pp, wl.precision, hw, r, ep, dp)
 
 
-def decode(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:
+def decode(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates, ep=1.0,
+           dp=1.0) -> OpTimes:
     """Seconds per output token of one sequence, by kind: ``pp * t_stage(b)``."""
     _, b = micro_batches(wl.batch, pp)
-    return decode_stage(model, wl, b, tp, pp, hw, r).scale(pp * 1.0)
+    return decode_stage(model, wl, b, tp, pp, hw, r, ep, dp).scale(pp * 1.0)

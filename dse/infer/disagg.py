@@ -44,7 +44,7 @@ from typing import NamedTuple
 from dse.graph.ops import P2P, time_s
 from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
                                kv_slots, prefill_s, streams)
-from dse.spec.model import head_dim_of, is_mla, kv_cache_elems_per_token
+from dse.infer.kv_cache import kv_cache_bytes
 from dse.cost.rates import rates
 
 
@@ -60,11 +60,10 @@ class Disaggregated(NamedTuple):
 
 
 def kv_request_bytes(dep: Deployment, tokens: float) -> float:
-    """Whole KV cache of one request of ``tokens`` tokens (no TP replication)."""
-    m = dep.model
-    if is_mla(m):   # the latent cache (dse.spec.model.kv_cache_elems_per_token)
-        return m.num_layers * float(kv_cache_elems_per_token(m, 1)) * dep.kv_bytes * tokens
-    return 2.0 * m.num_layers * m.num_kv_heads * float(head_dim_of(m)) * dep.kv_bytes * tokens
+    """Whole KV cache of one request of ``tokens`` tokens (no TP replication): the one
+    formula, :func:`dse.infer.kv_cache.kv_cache_bytes` at tp = pp = 1 (windowed layers
+    hand over only their window)."""
+    return float(kv_cache_bytes(dep.model, 1.0, tokens, 1, 1, dep.kv_bytes))
 
 
 def kv_transfer_s(dis: Disaggregated, S: float, requests: float = 1.0) -> float:

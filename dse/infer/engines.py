@@ -31,6 +31,27 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   calibration rows: row-mean 12.1 / 12.1 / 11.9 / 11.6 / 11.5 / 11.7 %, sglang_vllm_v060
   17.8 / 17.8 / 16.0 / 13.1 / 12.1 / 14.0 % (no other source moves).  TensorRT-LLM and
   NeMo enqueue a compiled engine from C++ (0).
+* **weight stream of the linears** (``linear_bw_eff``): the share of the achieved
+  (STREAM-like, ``eff_hbm``) bandwidth that a decode-shaped linear's weight read reaches,
+  multiplying the HBM term of every linear (:func:`dse.infer.forward.stage_time`; 1 for
+  the C++ runtimes).  vLLM and SGLang run their linears as ``torch.nn.functional.linear``,
+  i.e. cuBLAS / cuBLASLt with the library's heuristic algorithm for the shape
+  (``at::cuda::blas::gemm``: the first ``cublasLtMatmulAlgoGetHeuristic`` result, no
+  per-shape timing), and libraries of that kind tile the token dimension of a flat
+  (M << 64) GEMM for large problems: FlashDecoding++ (Hong et al. 2023, arXiv:2311.01282,
+  section 4 "Flat GEMM optimization with double buffering") measures flat-GEMM kernels
+  tiled for small M up to ~1.5x faster than cuBLAS / CUTLASS on A100 decode shapes, so
+  the library kernel's weight stream runs well below STREAM there.  TensorRT-LLM instead
+  times every GEMM tactic per token bucket when it builds the engine (the gemm plugin's
+  profiler, ``cpp/tensorrt_llm/plugins/common/gemmPluginProfiler.cpp``) and keeps 1.
+  ``TORCH_LINEAR_BW_EFF`` = 0.85, FITTED, one value for both PyTorch engines: the SGLang /
+  vLLM serving rows' decode steps (median ITL, TPOT) sit 1-5 ms above the model's at
+  eff 1 on 8B / A100 and 70B / TP4 H100 alike, while their prefill-stall share and TTFT
+  are right.  Scan 1.0 / 0.9 / 0.85 / 0.8 over the inference calibration rows: row-mean
+  10.9 / 10.5 / 10.4 / 10.3 %, TPOT 19.4 / 16.4 / 14.9 / 13.4 %, sglang_vllm_v060 13.1 /
+  10.0 / 8.6 / 8.3 % (no other source moves); 0.85 is the value nearest 1 past which the
+  row-mean stops improving.  ``vllm_mlperf`` carries the same value (vLLM's linears);
+  its MI300X rows run compute-bound at their tuned batch, where it moves them < 0.1 %.
 * **KV pool**: the fraction of GPU memory the engine gives to weights + KV cache
   (``mem_fraction``), the paged block size, and whether admission reserves a request's
   *final* KV footprint (static batches) or only what it holds now (in-flight engines
@@ -69,6 +90,20 @@ Profiles (constants and where they come from):
     one H200 are 76 GB in fp8 and 153 GB in 16 bit, beside 70 GB of fp8 weights
     (``closed/NVIDIA/configs/llama2-70b``).  vLLM and SGLang keep the model dtype
     (``--kv-cache-dtype auto``) unless told.
+``trtllm_pytorch_eager`` -- TensorRT-LLM's PyTorch backend before release 1.0
+    (``trtllm-serve --backend pytorch`` of 0.17-0.19; engine text naming "PyTorch backend"
+    with a version below 1.0): the model is Python (``tensorrt_llm/_torch/models``), run
+    by the Python ``PyExecutor``, and its ``PyTorchConfig`` defaults of that era
+    (``tensorrt_llm/_torch/pyexecutor/config.py``) were ``use_cuda_graph = False`` and
+    ``enable_overlap_scheduler = False``: every pass, decode included, is eager PyTorch,
+    the CPU issuing each kernel, so it takes ``max(GPU time, eager_op_s x kernels)`` with
+    the vLLM / SGLang ``EAGER_OP_S`` (same cost: Python module calls per kernel) and the
+    4 us kernel gaps of no graphs.  Later releases turned both on by default
+    (``use_cuda_graph = True``, ``disable_overlap_scheduler = False``); those rows keep
+    the ``trtllm`` profile here.  The rest is the C++ executor's
+    (``trtllm``): paged 64-token blocks, ``free_gpu_memory_fraction`` 0.9 after weights,
+    guaranteed-no-evict admission, in-flight batching without context chunking; the KV
+    dtype is the checkpoint's (``kv_cache_dtype = "auto"``), so no fp8 default.
 ``trtllm_mlperf`` -- NVIDIA's MLPerf Inference harness on the same executor
     (``closed/NVIDIA/code/harness/harness_llm``, engine text "... MLPerf harness" /
     "NVIDIA-derived harness"): the ``trtllm`` profile with admission on the blocks a
@@ -118,6 +153,15 @@ Profiles (constants and where they come from):
     new request then waits for the running pass of that many iterations.  Prompts run
     as their own iteration (chunked prefill is off by default below 32k context in 0.6,
     ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.
+``vllm_mlperf`` -- vLLM under an MLPerf Inference harness (engine text "... MLPerf
+    harness", as ``trtllm_mlperf``): the ``vllm`` profile without the default
+    ``max_num_seqs`` = 256 cap.  An MLPerf submitter sets ``max_num_seqs`` per scenario
+    to the throughput-best value the KV pool allows (AMD's v4.1 llama2-70b harness passes
+    it per scenario, ``closed/AMD/code/llama2-70b-99.9/test_VllmFp8``), so the running
+    batch is the tuned limit of :func:`dse.infer.serving.tuned_batch` under the KV slots;
+    the CUDA-graph capture limit stays 256 (vLLM 0.4 ``_BATCH_SIZES_TO_CAPTURE``), larger
+    decode batches run eager.  Benchmarks that run vLLM with its defaults
+    (``benchmark_serving`` / ``benchmark_throughput``) keep the ``vllm`` profile.
 ``sglang`` -- SGLang v0.3: decode CUDA graphs up to batch 160 (``cuda_graph_max_bs``
     default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 for an
     80 GB GPU (server_args default by GPU memory), ``chunked_prefill_size`` 8192,
@@ -155,6 +199,7 @@ from dataclasses import dataclass
 
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
+TORCH_LINEAR_BW_EFF = 0.85   # weight-stream share of PyTorch linears (module docstring; FITTED)
 
 
 @dataclass(frozen=True)
@@ -177,6 +222,7 @@ class EngineProfile:
     request_overhead_s: float = 0.0  # host time per static generate() call (first token)
     seq_overhead_s: float = 0.0    # host time per running sequence per iteration
     eager_op_s: float = 0.0        # host time per kernel of a pass run without a CUDA graph
+    linear_bw_eff: float = 1.0     # achieved / STREAM bandwidth of the weight stream of linears
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -193,15 +239,29 @@ PROFILES = {
                             fp8_kv_with_fp8=True),
     "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
                                    8192, False, fp8_kv_with_fp8=True),
+    "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
+                                          True, 2048, 8192, False, eager_op_s=EAGER_OP_S),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
                           False),
     "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
-                          mixed_batches=False, eager_op_s=EAGER_OP_S),
+                          mixed_batches=False, eager_op_s=EAGER_OP_S,
+                          linear_bw_eff=TORCH_LINEAR_BW_EFF),
+    "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 1 << 20,
+                                 8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S,
+                                 linear_bw_eff=TORCH_LINEAR_BW_EFF),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
-                            mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S),
+                            mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
+                            linear_bw_eff=TORCH_LINEAR_BW_EFF),
 }
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
+    (0, 17); ``"v1.0"`` -> (1, 0)), or None."""
+    m = re.search(r"\bv?(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def engine_profile(text: str) -> tuple[EngineProfile, str]:
@@ -217,9 +277,11 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             return PROFILES["trtllm_static"], ""
         if "harness" in t:
             return PROFILES["trtllm_mlperf"], ""
+        if "pytorch" in t and _version(t) is not None and _version(t) < (1, 0):
+            return PROFILES["trtllm_pytorch_eager"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
-        p = PROFILES["vllm"]
+        p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
         if steps:
             p = EngineProfile(**{**p.__dict__, "scheduler_steps": max(int(steps.group(1)), 1)})
         return p, ""

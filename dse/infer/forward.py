@@ -44,7 +44,12 @@ expert weights are ``E f / (tp dp)`` whatever ``ep`` is; EP changes the GEMM sha
 the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which receive
 ``T_g k / ep`` token-expert pairs (uniform routing) and of which ``E_l (1 - (1 - k/E)^T_g)``
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
-experts' weights are read (decode with small T reads a fraction of the experts).
+experts' weights are read (decode with small T reads a fraction of the experts).  With
+``ep`` > 1 the layer is costed on the most loaded EP rank: its pairs are the mean times
+:func:`dse.infer.moe_serving.ep_load_factor` (expected maximum of multinomial counts).
+The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
+are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
+``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
 
 * Expert GEMMs run at ``MOE_GROUPED_GEMM_EFF`` of a dense GEMM's compute efficiency
   (grouped GEMM over the permuted tokens; the constant's comment has the sources and
@@ -95,12 +100,14 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from dse.graph.ops import P2P, Attention, Collective, Gemm, KVRead, MemPass, host_kernels, time_s
+from dse.graph.ops import (P2P, Attention, Collective, Gemm, KVRead, MemPass, host_kernels, time_s,
+                           with_window)
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
+from dse.infer.moe_serving import MOE_ROUTING_KERNELS, ep_load_factor, routing_bytes
 
 EW_KERNELS_PER_LAYER = 5.0
 # NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
@@ -187,7 +194,9 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     tok_mult, e_div, moe_tp = moe_group(tp, ep, dp)
     t_moe = tokens * tok_mult                              # tokens of the whole MoE group
     hit = experts_hit(model, t_moe) / e_div                # touched local experts
-    per_expert = jnp.where(moe, t_moe * model.top_k / (e_div * hit), tokens)
+    imb = jnp.where(moe, ep_load_factor(t_moe * model.top_k, ep), 1.0)  # most loaded EP rank
+    local_pairs = t_moe * model.top_k / e_div * imb
+    per_expert = jnp.where(moe, local_pairs / hit, tokens)
     lin = lambda name, m, n, k, c=1.0: Gemm(m, n, k, c, name=name, skinny=True)
     ffn = f * model.top_k / tp
     mla = is_mla(model)
@@ -217,12 +226,14 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe),
              *mla_serving_linears(model, tokens, tp),
              *mlp_kind_serving_linears(model, tokens, tp),
-             attention,
+             with_window(attention, model),       # sliding-window / chunked layers: the mix
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
              Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0) * w_moe,
-                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"))
+                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"),
+             MemPass(routing_bytes(tokens, local_pairs, h, E, el, q), MOE_ROUTING_KERNELS,
+                     calls=jnp.where(moe, 1.0, 0.0) * w_moe, name="moe top-k/permute/finalize"))
     V = model.vocab_size * 1.0
     logits = sequences * V * LOGIT_BYTES
     head = (Gemm(sequences, V / tp, h, name="lm head", rate="16", skinny=True),
@@ -242,6 +253,11 @@ def collective_fixed_s(op, hw: Hardware):
     ``NCCL_BASE_LATENCY_S``; 0 for a group of one.  Decode all-reduces carry a few KB,
     so this fixed part is most of their time."""
     return jnp.where(op.n > 1, op.calls * (hw.kernel_launch_s + NCCL_BASE_LATENCY_S), 0.0)
+
+
+def _one(x) -> bool:
+    """Whether ``x`` is a concrete (Python) one: the rates are then used unchanged."""
+    return isinstance(x, (int, float)) and x == 1
 
 
 def _zero(x) -> bool:
@@ -302,19 +318,29 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
-               r: Rates, ep=1.0, dp=1.0) -> OpTimes:
+               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
-    stage (stages ``tp`` ranks apart)."""
+    stage (stages ``tp`` ranks apart).  ``linear_bw_scale`` multiplies the HBM bandwidth
+    the linears (and the LM head) stream their weights at: the engine's GEMM path
+    (``EngineProfile.linear_bw_eff``, :mod:`dse.infer.engines`); 1 leaves the rates
+    untouched."""
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
+    r_lin = r if _one(linear_bw_scale) else r._replace(
+        hbm_bw_bytes_per_s=r.hbm_bw_bytes_per_s * linear_bw_scale)
+    gemms = tuple(op for op in g.layer if isinstance(op, Gemm))
+    rest = tuple(op for op in g.layer if not isinstance(op, Gemm))
     experts = g.layer[2:4]                                 # fc1, fc2 (the experts of an MoE)
-    r_exp = r._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
-                                                           MOE_GROUPED_GEMM_EFF, 1.0))
-    per_layer = op_times(g.layer[:2] + g.layer[4:], hw, r).plus(op_times(experts, hw, r_exp))
-    return (per_layer.scale(layers).plus(op_times(g.head, hw, r))
+    dense = tuple(op for op in gemms if not any(op is e for e in experts))
+    r_exp = r_lin._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
+                                                               MOE_GROUPED_GEMM_EFF, 1.0))
+    per_layer = (op_times(dense, hw, r_lin).plus(op_times(rest, hw, r))
+                 .plus(op_times(experts, hw, r_exp)))
+    head = op_times(g.head[:1], hw, r_lin).plus(op_times(g.head[1:], hw, r))
+    return (per_layer.scale(layers).plus(head)
             .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))
 
 

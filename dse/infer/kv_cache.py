@@ -15,6 +15,15 @@ per token per layer, whole on every TP rank (:func:`dse.spec.model.kv_cache_elem
 
     kv_bytes = ceil(L / pp) * batch * context_len * (r + rho) * kv_bytes_per_el
 
+Sliding-window and chunked layers (:func:`dse.spec.model.attention_window`: a share x
+of the layers with window or chunk w) hold only ``min(c, w)`` tokens
+(:func:`dse.cost.attention.windowed_kv_len`; vLLM v1's hybrid KV-cache manager frees the
+blocks outside the window, ``SlidingWindowManager`` / ``ChunkedLocalAttentionManager``,
+and TensorRT-LLM sizes each layer's cache by its ``max_attention_window``), so ``c`` above
+becomes the per-layer mean ``(1 - x) c + x min(c, w)`` (:func:`cached_tokens`).  The
+cache is therefore not linear in the context: a request's footprint is
+``kv_cache_bytes(model, 1, held, ...)``, not ``held`` times the bytes of one token.
+
 Units: bytes.  All arguments may be JAX arrays.
 """
 
@@ -22,17 +31,30 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.spec.model import Model, head_dim_of, is_mla, kv_cache_elems_per_token, kv_heads_per_rank, select
+from dse.cost.attention import windowed_kv_len
+from dse.spec.model import (Model, attention_window, head_dim_of, is_mla, kv_cache_elems_per_token,
+                            kv_heads_per_rank, select)
 
 # the one definitions live with the model spec
 kv_heads_per_gpu = kv_heads_per_rank
 head_dim = head_dim_of
 
 
+def cached_tokens(model: Model, context_len):
+    """Tokens one sequence of ``context_len`` tokens holds per layer, averaged over the
+    layers: ``context_len``, or with windowed layers ``(1 - x) c + x min(c, w)`` (module
+    docstring)."""
+    w = attention_window(model)
+    if w is None:
+        return context_len
+    return (1.0 - w.share) * context_len + w.share * windowed_kv_len(context_len, w.keys * 1.0)
+
+
 def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):
     """Bytes of K and V cache on one GPU of the heaviest pipeline stage (formula above);
     ``kv_bytes`` is the bytes per cached element (2 for bf16, 1 for an fp8 cache)."""
     layers = jnp.ceil(model.num_layers / pp)
+    context_len = cached_tokens(model, context_len)
     plain = (2.0 * layers * batch * context_len * kv_heads_per_gpu(model, tp)
              * head_dim(model) * kv_bytes)
     mla = is_mla(model)

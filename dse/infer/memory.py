@@ -103,8 +103,11 @@ def activation_workspace_bytes(model: Model, wl: InferenceWorkload, tp, pp, act_
     return act_bytes * T * per_token + LOGIT_BYTES * b * model.vocab_size
 
 
-def serving_memory(model: Model, wl: InferenceWorkload, tp, pp, r: Rates) -> ServingMemory:
-    linear, other = weight_params_per_gpu(model, tp, pp)
+def serving_memory(model: Model, wl: InferenceWorkload, tp, pp, r: Rates, ep=1, dp=1) -> ServingMemory:
+    """Weights, KV cache, prefill workspace and allocator terms per GPU of one (attention
+    rank of a) replica; ``ep`` / ``dp`` as :func:`weight_params_per_gpu` (``wl.batch`` is
+    the rank's batch, so the KV is the rank's own)."""
+    linear, other = weight_params_per_gpu(model, tp, pp, ep, dp)
     weights = linear * r.linear_bytes + other * r.act_bytes
     kv = kv_cache_bytes(model, wl.batch, wl.max_context_len, tp, pp, r.act_bytes)
     acts = activation_workspace_bytes(model, wl, tp, pp, r.act_bytes)

@@ -48,11 +48,13 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
-from dse.infer.engines import engine_profile
+from dse.infer.engines import EngineProfile, engine_profile
+from dse.infer.lockstep import lockstep_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
 from dse.spec.hardware import get_hardware, sustained_clock
 from dse.spec.layout import SERVING_PRECISION
+from dse.spec.layout_rules import serving_layout_violations
 from dse.spec.model import get_model
 
 REQUIRED_INFERENCE = ("id", "model", "hardware", "gpus", "scenario")
@@ -150,6 +152,24 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
+_LAUNCH = {"max_num_tokens": re.compile(r"--max[-_]num[-_](?:batched[-_])?tokens[= ]+(\d+)"),
+           "max_batch": re.compile(r"--max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)[= ]+(\d+)"),
+           "max_model_len": re.compile(r"--max[-_]model[-_]len[= ]+(\d+)")}
+
+
+def launch_settings(row, eng: EngineProfile) -> tuple[EngineProfile, float | None]:
+    """The engine limits the source's launch command states (``--max_num_tokens``,
+    ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
+    ``--max-running-requests`` in ``engine`` or ``notes``) replace the profile's defaults;
+    also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`)."""
+    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
+    got = {k: int(m.group(1)) for k, r in _LAUNCH.items() if (m := r.search(text))}
+    mml = got.pop("max_model_len", None)
+    if got:
+        eng = EngineProfile(**{**eng.__dict__, **got})
+    return eng, (float(mml) if mml is not None else None)
+
+
 _POWER = re.compile(r"(\d+(?:\.\d+)?)\s*w\s*(?:tgp|tdp|power limit)\b", re.IGNORECASE)
 
 
@@ -197,18 +217,12 @@ def predict_inference_row(row: dict) -> dict:
     eng, why = engine_profile(row.get("engine", ""))
     if why:
         return {**out, "status": f"infeasible: {why}"}
+    eng, max_model_len = launch_settings(row, eng)
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)
     dp = _posint(row, "attn_dp", 1)
     pp = _posint(row, "pp", 1)
     tp = _posint(row, "tp", None)
-    moe = model.num_experts > 1
-    if (ep > 1 or dp > 1) and not moe:
-        return {**out, "status": f"infeasible: ep={ep} / attn_dp={dp} need an MoE model, "
-                                 f"{model.name} is dense"}
-    if ep > 1 and model.num_experts % ep:
-        return {**out, "status": f"infeasible: `num_experts % ep == 0` must hold, but got "
-                                 f"(num_experts={model.num_experts}, ep={ep})"}
     kvb = 1.0 if _kv_fp8(row, prec, eng) else 2.0
     code = SERVING_PRECISION[prec]
     chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
@@ -221,18 +235,16 @@ def predict_inference_row(row: dict) -> dict:
             while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
                 tp *= 2
         chosen["chosen_tp"] = tp
-    if dp > 1 and ep != tp * dp:
-        return {**out, **chosen, "status": f"infeasible: attention DP needs `ep == tp * attn_dp` "
-                f"(all-to-all EP over the DP ranks), but got (ep={ep}, tp={tp}, attn_dp={dp})"}
-    if dp == 1 and ep > 1 and tp % ep:
-        return {**out, **chosen, "status": f"infeasible: `tp % ep == 0` must hold (moe_tp x ep "
-                f"= tp), but got (tp={tp}, ep={ep})"}
+    why = _layout_violation(model, tp, pp, ep, dp)
+    if why:
+        return {**out, **chosen, "status": f"infeasible: {why}"}
     if model.num_attention_heads % tp or (model.num_kv_heads % tp and tp % model.num_kv_heads):
         return {**out, **chosen, "status": f"infeasible: tp={tp} does not split "
                 f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
     S, O = _posint(row, "input_len"), _posint(row, "output_len")
     med_O = O
     o2 = 1.0
+    fixed_lengths = S is not None and O is not None
     if S is None or O is None:
         ds = _dataset_lengths(row)
         if ds is None:
@@ -264,7 +276,8 @@ def predict_inference_row(row: dict) -> dict:
     elif scen == "concurrency":
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
-        res = concurrency(dep, n, S, O, replicas, o2=o2)
+        res = (lockstep_concurrency(dep, n, S, O, replicas, max_model_len) if fixed_lengths
+               else concurrency(dep, n, S, O, replicas, o2=o2))
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:
@@ -274,6 +287,15 @@ def predict_inference_row(row: dict) -> dict:
                else poisson(dep, rate, S, O, replicas, o2=o2))
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
+
+
+def _layout_violation(model, tp: int, pp: int, ep: int, dp: int) -> str:
+    """The first serving-layout rule ``(tp, pp, ep, attn_dp)`` breaks ("" if none): the one
+    set of rules the serving sweep enumerates with
+    (:func:`dse.spec.layout_rules.serving_layout_violations`)."""
+    cols = {"tp": [tp], "pp": [pp], "ep": [ep], "attn_dp": [dp]}
+    valid, reason = serving_layout_violations(model, tp * dp * pp, cols)
+    return "" if valid[0] else str(reason[0]).partition(": ")[2]
 
 
 _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
@@ -311,10 +333,12 @@ def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, d
                                            "pool is not modelled"}
     tps = {k: _posint(row, f"{k}_tp", tp) for k in ("prefill", "decode")}
     for k, t in tps.items():
-        if model.num_attention_heads % t or (model.num_kv_heads % t and t % model.num_kv_heads) \
-                or (ep > 1 and t % ep):
+        why = _layout_violation(model, t, pp, ep, 1)
+        if why:
+            return {**out, **chosen, "status": f"infeasible: {k} pool: {why}"}
+        if model.num_kv_heads % t and t % model.num_kv_heads:
             return {**out, **chosen, "status": f"infeasible: {k}_tp={t} does not split "
-                    f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads (or ep={ep})"}
+                    f"{model.num_attention_heads} heads / {model.num_kv_heads} KV heads"}
     need = (x * tps["prefill"] + y * tps["decode"]) * pp
     if need != gpus:
         return {**out, **chosen, "status": f"infeasible: `(x prefill_tp + y decode_tp) pp == gpus` "
@@ -355,7 +379,7 @@ def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) ->
     prefill workspace and the allocator reserve (fixed + fragmentation of the weights).
     The engine pre-allocates its whole KV pool; this is what the batch uses of it."""
     from dse.infer.memory import activation_workspace_bytes
-    from dse.infer.serving import kv_bytes_per_token
+    from dse.infer.kv_cache import kv_cache_bytes
     from dse.infer.workload import InferenceWorkload
     from dse.spec.hardware import GIB
     from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
@@ -363,7 +387,7 @@ def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) ->
     w = weights_bytes(dep)
     held = S + (O if dep.engine.reserve_final_kv else O / 2.0)
     held = math.ceil(held / dep.engine.block_tokens) * dep.engine.block_tokens
-    kv = float(batch) * held * kv_bytes_per_token(dep)
+    kv = float(batch) * float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))
     chunk = min(dep.engine.max_num_tokens, max(S, 1.0))
     wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
     acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dse.cost.attention import FA_BLOCK_ROWS
-from dse.graph.ops import Attention
+from dse.graph.ops import Attention, with_window
 from dse.infer.forward import OpTimes, micro_batches, stage_time
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
@@ -34,23 +34,27 @@ from dse.cost.rates import Rates
 
 def prefill_attention(model: Model, batch, prompt_len, tp) -> Attention:
     """Causal FlashAttention forward over ``prompt_len`` tokens for ``batch`` sequences
-    on one GPU's ``a/tp`` heads (achieved HBM bandwidth, as every serving kernel)."""
+    on one GPU's ``a/tp`` heads (achieved HBM bandwidth, as every serving kernel); a
+    model with sliding-window or chunked layers gets their mix
+    (:func:`dse.graph.ops.with_window`)."""
     causal = jnp.minimum(0.5 + 0.5 * FA_BLOCK_ROWS / prompt_len, 1.0)
     d = head_dim_of(model)
-    return Attention(batch * 1.0, model.num_attention_heads / tp, kv_heads_per_rank(model, tp),
-                     prompt_len * 1.0, prompt_len * 1.0, d, d, causal, 0.0, 1.0,
-                     name="attention (prefill)", stream_bw=True)
+    return with_window(Attention(batch * 1.0, model.num_attention_heads / tp,
+                                 kv_heads_per_rank(model, tp), prompt_len * 1.0, prompt_len * 1.0,
+                                 d, d, causal, 0.0, 1.0, name="attention (prefill)", stream_bw=True),
+                       model)
 
 
 def prefill_stage(model: Model, wl: InferenceWorkload, sequences, tp, pp, hw: Hardware,
-                  r: Rates) -> OpTimes:
+                  r: Rates, ep=1.0, dp=1.0) -> OpTimes:
     """One micro-batch of ``sequences`` prompts through the heaviest stage."""
     T = sequences * wl.prompt_len
     return stage_time(model, T, sequences, prefill_attention(model, sequences, wl.prompt_len, tp),
-                      tp, pp, wl.precision, hw, r)
+                      tp, pp, wl.precision, hw, r, ep, dp)
 
 
-def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates) -> OpTimes:
+def prefill(model: Model, wl: InferenceWorkload, tp, pp, hw: Hardware, r: Rates, ep=1.0,
+            dp=1.0) -> OpTimes:
     """Time to first token of the whole batch, by kind: ``(m + pp - 1) * t_stage(b)``."""
     m, b = micro_batches(wl.batch, pp)
-    return prefill_stage(model, wl, b, tp, pp, hw, r).scale(m + pp - 1.0)
+    return prefill_stage(model, wl, b, tp, pp, hw, r, ep, dp).scale(m + pp - 1.0)

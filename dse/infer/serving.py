@@ -60,8 +60,12 @@ replicas for the system):
   and ``n`` new prompts per iteration give ``TPOT = E_n t_iter(B, n S)``, with n
   Poisson(lambda_r TPOT) -- the arrival count over one iteration of a Poisson process,
   which also averages the GEMM tile / wave steps a single mean-load iteration would
-  carry (:func:`cycle`) -- solved by bisection on TPOT.  Past capacity (no root
-  below the KV / engine cap) the row is saturated: throughput is the offline one and
+  carry (:func:`cycle`), and the running batch itself is Poisson(B) around its mean
+  (M/G/inf: :func:`open_loop_cycle`) -- solved by bisection on TPOT.  The running batch
+  is capped at the deployment's tuned limit (:func:`tuned_batch`, the ``max_batch_size`` /
+  ``max_num_seqs`` a tuned server is configured with, as in ``offline_throughput``), not
+  at the raw KV slots: a deployment tuned for throughput does not admit past its best
+  per-token batch.  Past capacity (no root below that cap) the row is saturated: throughput is the offline one and
   the status says so.  TTFT = steps/2 mean iterations + the size-biased iteration (or,
   on engines that do not mix, prefill pass) carrying the prompt (:func:`first_token_s`)
   plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
@@ -90,6 +94,7 @@ import math
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
@@ -145,14 +150,15 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
-            prompt_layers, tp, pp, ep, dp, host_op_s=0.0):
+            prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
     FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
     (every argument is a pytree leaf or a scalar), so the scalar scenario code below
     costs a dispatch per pass instead of a few hundred eager JAX ops."""
     r = rates(hw, precision)
-    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp).total_s
+    t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
+                   linear_bw_scale).total_s
     t = t + prompt_layers * time_s(prompt_att, hw, r)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
                             r.act_bytes, ep, dp, prompt_layers)
@@ -180,7 +186,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
-                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s)) * dep.pp
+                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s,
+                      dep.engine.linear_bw_eff)) * dep.pp
     return t + (dep.engine.host_s(b) if overhead else 0.0)
 
 
@@ -193,7 +200,7 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp, dep.engine.eager_op_s))
+                      dep.ep, dep.dp, dep.engine.eager_op_s, dep.engine.linear_bw_eff))
     return t * (micro + dep.pp - 1.0) + (dep.engine.overhead_per_iter_s if overhead else 0.0)
 
 
@@ -231,14 +238,18 @@ def resident_output(output_len: float, o2: float = 1.0) -> float:
     return output_len * o2
 
 
-def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:
-    """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit."""
+def kv_slots(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0,
+             final: bool = False) -> float:
+    """Sequences the KV pool holds (module docstring); <= 0 when the weights do not fit.
+    ``final``: at every sequence's final footprint ``S + O`` whatever the engine's
+    admission (requests in lockstep all reach it together, :mod:`dse.infer.lockstep`)."""
     o_res = resident_output(output_len, o2)
-    held = prompt_len + (o_res if dep.engine.reserve_final_kv else o_res / 2.0)
+    held = prompt_len + (o_res if (dep.engine.reserve_final_kv or final) else o_res / 2.0)
     blk = dep.engine.block_tokens
     held = math.ceil(held / blk) * blk
     pool = kv_pool_bytes(dep, prompt_len)
-    return math.floor(pool / (held * kv_bytes_per_token(dep))) if pool > 0 else 0.0
+    per_seq = float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))  # windows
+    return math.floor(pool / per_seq) if pool > 0 else 0.0
 
 
 def running_batch(dep: Deployment, prompt_len: float, output_len: float, o2: float = 1.0) -> float:
@@ -317,6 +328,43 @@ def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: floa
         mean += w * t_n
         carried += w * n * c_n
     return Cycle(mean, carried / prompts)
+
+
+#: Gauss-Hermite rule (probabilists', weight exp(-x^2/2)) with 5 nodes, normalised to a
+#: probability: ``E f(X) ~ sum w_k f(x_k)`` for X ~ N(0, 1), exact for polynomials of
+#: degree <= 9 (Abramowitz & Stegun 25.4.46; ``numpy.polynomial.hermite_e.hermegauss(5)``).
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(5)
+BATCH_NODES = tuple(zip(_GH_X.tolist(), (_GH_W / _GH_W.sum()).tolist()))
+
+
+def open_loop_cycle(dep: Deployment, mean_batch: float, context: float, prompts: float,
+                    S: float, spread: bool, cap: float = math.inf) -> Cycle:
+    """:func:`cycle` averaged over the running batch of an open-loop server.
+
+    Under Poisson arrivals continuous batching below its cap is an infinite-server
+    system: every admitted request advances one token per iteration whatever else runs,
+    so a request's stay does not wait on the others'.  The number of requests in an
+    M/G/inf system is Poisson with mean ``lambda E[stay]`` whatever the stay's
+    distribution (the M/G/inf queue: Takacs 1962, "Introduction to the Theory of Queues";
+    Kleinrock 1975, "Queueing Systems" vol. 1), so the batch an iteration
+    sees is ``b ~ Poisson(B)``, ``B = mean_batch`` (Little's law,
+    :func:`poisson`), not the constant B.  The mean iteration is ``E_b t(b)``, evaluated
+    on the normal limit ``N(B, B)`` of that Poisson law by the 5-node rule
+    :data:`BATCH_NODES` at ``b_k = clip(B + sqrt(B) x_k, 1, cap)`` (the engine never runs
+    more than its cap).  Where ``t`` is linear in b this is ``t(B)``; across a GEMM tile
+    or wave boundary, or the CUDA-graph capture limit, it is the smooth mean the server
+    really sees instead of the step at B (the companion of the prompt-count average of
+    :func:`cycle`).  ``spread`` False (deterministic load) or B < 1: :func:`cycle` at B."""
+    if not spread or mean_batch < 1.0:
+        return cycle(dep, mean_batch, context, prompts, S, spread)
+    sd = math.sqrt(mean_batch)
+    mean = first = 0.0
+    for x, w in BATCH_NODES:
+        b = min(max(mean_batch + sd * x, 1.0), max(cap, 1.0))
+        c = cycle(dep, b, context, prompts, S, spread)
+        mean += w * c.mean_s
+        first += w * c.first_s
+    return Cycle(mean, first)
 
 
 def ttft_iterations(dep: Deployment) -> float:
@@ -405,17 +453,18 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
             spread: bool = True, o2: float = 1.0) -> ServingResult:
     """Open-loop Poisson arrivals: the fixed point ``t = E t_iter(B = lam (O-1) t, lam t
     prompts)`` (module docstring) found by bisection on ``t`` between the empty-server
-    iteration and the one at the KV/engine cap; no root below the cap = saturated."""
+    iteration and the one at the tuned running-batch limit (:func:`tuned_batch`); no
+    root below that cap = saturated."""
     gpus = gpus_per_replica(dep) * replicas
     lam = rate / streams(dep, replicas)
-    cap = running_batch(dep, S, O, o2)     # a server admits up to its KV / engine limit
+    cap = tuned_batch(dep, S, O, o2=o2)    # the running-batch limit the deployment sets
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     ctx = S + resident_output(O, o2) / 2.0
 
     def excess(t):                     # E t_iter at the load t implies, minus t
-        c = cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread)
+        c = open_loop_cycle(dep, max(lam * (O - 1.0) * t, 1.0), ctx, lam * t, S, spread, cap)
         return c.mean_s - t, c
 
     lo = iteration_s(dep, 1.0, ctx)

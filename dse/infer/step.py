@@ -45,19 +45,21 @@ DECODE_BREAKDOWN = ("decode_gemm_s", "decode_attention_s", "decode_comm_s",
                     "decode_elementwise_s")
 
 
-def inference_memory_bytes(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp):
+def inference_memory_bytes(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp, ep=1, dp=1):
     """Total bytes per GPU (the sweep's first, cheap pass)."""
-    model, wl, tp, pp = as_float(model, wl, tp, pp)      # the numerics boundary
-    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision)).total_bytes
+    model, wl, tp, pp, ep, dp = as_float(model, wl, tp, pp, ep, dp)   # the numerics boundary
+    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision), ep, dp).total_bytes
 
 
-def inference_step(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp) -> InferenceResult:
-    """Prefill, decode, throughput and memory of one replica (module docstring)."""
-    model, wl, tp, pp = as_float(model, wl, tp, pp)      # the numerics boundary
+def inference_step(model: Model, wl: InferenceWorkload, hw: Hardware, tp, pp, ep=1, dp=1) -> InferenceResult:
+    """Prefill, decode, throughput and memory of one replica (module docstring); ``ep``
+    experts split over ``ep`` GPUs of the ``tp x dp`` MoE group, ``wl.batch`` the batch of
+    each of the ``dp`` attention ranks (:mod:`dse.infer.expert_parallel`)."""
+    model, wl, tp, pp, ep, dp = as_float(model, wl, tp, pp, ep, dp)   # the numerics boundary
     r = rates(hw, wl.precision)
-    pf = prefill(model, wl, tp, pp, hw, r)
-    dc = decode(model, wl, tp, pp, hw, r)
-    mem = serving_memory(model, wl, tp, pp, r)
+    pf = prefill(model, wl, tp, pp, hw, r, ep, dp)
+    dc = decode(model, wl, tp, pp, hw, r, ep, dp)
+    mem = serving_memory(model, wl, tp, pp, r, ep, dp)
     t_tok = dc.total_s
     return InferenceResult(
         prefill_s=pf.total_s,

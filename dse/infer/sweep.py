@@ -8,8 +8,9 @@ the serving layout rules (:func:`dse.infer.expert_parallel.serving_layouts`,
 :func:`dse.spec.layout_rules.serving_layout_violations`): ``tp`` divides
 ``num_attention_heads`` (KV heads are replicated when ``tp > num_kv_heads``,
 :mod:`dse.infer.kv_cache`), ``pp <= num_layers``; MoE models may split the experts over
-``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (continuous batching
-only; default ``ep = attn_dp = 1``, the layouts before EP).  Batch: the powers of two up
+``ep`` GPUs and run attention data-parallel over ``attn_dp`` ranks (default ``ep =
+attn_dp = 1``, the layouts before EP; under either batching, ``batch / attn_dp`` requests
+per attention rank).  Batch: the powers of two up
 to ``batch`` (and ``batch`` itself), or an explicit list.
 
 **One call per engine.**  The grid is (hardware x layout) rows times the batch axis.
@@ -57,6 +58,8 @@ from __future__ import annotations
 
 
 import jax
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -71,7 +74,7 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import oom_status
-from dse.sweep.runner import chunk_size, run_chunked
+from dse.sweep.runner import chunk_size, collect_chunked, dispatch_chunked, run_chunked
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
@@ -79,10 +82,10 @@ from dse.train.memory_parts import MEM_MARGIN, usable_bytes
 from dse.cost.rates import rates
 
 
-def _memory_parts(model, wl, hw, tp, pp):
+def _memory_parts(model, wl, hw, tp, pp, ep=1, dp=1):
     """The serving memory breakdown of one point (:func:`dse.infer.memory.serving_memory`)."""
-    model, wl, tp, pp = as_float(model, wl, tp, pp)
-    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision))
+    model, wl, tp, pp, ep, dp = as_float(model, wl, tp, pp, ep, dp)
+    return serving_memory(model, wl, tp, pp, rates(hw, wl.precision), ep, dp)
 
 OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": True,
               "ttft_s": True, "tpot_s": True}  # ascending?
@@ -93,17 +96,18 @@ FAST_COMPILE_POINTS = 1 << 12        # CPU chunks up to this many points: FAST_C
 FAST_COMPILE = {"xla_backend_optimization_level": 0}   # XLA:CPU, LLVM's optimizations off
 
 
-def _static(model, hw, tp, pp, bs, S, O, precision):
+def _static(model, hw, tp, pp, ep, dp, bs, S, O, precision):
     """Memory breakdown and :func:`dse.infer.step.inference_step` of a chunk of layout
-    rows (``hw``, ``tp``, ``pp``: one entry per row) at every batch of ``bs`` (shared by
-    every row): outputs ``[rows, batches]``.  Work that does not depend on the batch runs
-    once per row (``vmap`` maps only what depends on the mapped axis)."""
-    def row(h, t, p):
+    rows (``hw``, ``tp``, ``pp``, ``ep``, ``dp``: one entry per row) at every batch of
+    ``bs`` (the replica's, shared by every row; ``bs / dp`` per attention rank): outputs
+    ``[rows, batches]``, per rank.  Work that does not depend on the batch runs once per
+    row (``vmap`` maps only what depends on the mapped axis)."""
+    def row(h, t, p, e, d):
         def point(b):
-            wl = InferenceWorkload(batch=b, prompt_len=S, gen_len=O, precision=precision)
-            return _memory_parts(model, wl, h, t, p), inference_step(model, wl, h, t, p)
+            wl = InferenceWorkload(batch=b / d, prompt_len=S, gen_len=O, precision=precision)
+            return _memory_parts(model, wl, h, t, p, e, d), inference_step(model, wl, h, t, p, e, d)
         return jax.vmap(point)(bs)
-    return jax.vmap(row)(hw, tp, pp)
+    return jax.vmap(row)(hw, tp, pp, ep, dp)
 
 
 def _continuous(eng, model, hw, tp, pp, ep, dp, bs, precision, kv_bytes, S, O):
@@ -276,7 +280,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     group by decreasing ``tokens_per_s``.  Layouts are (tp, pp, ep, attn_dp) of one
     replica of ``gpus_per_replica = tp * attn_dp * pp`` GPUs
     (:func:`dse.infer.expert_parallel.serving_layouts`: ``ep`` / ``attn_dp`` None = 1,
-    ``"auto"`` or a list; EP and attention DP need continuous batching).  ``batches``
+    ``"auto"`` or a list; either batching).  ``batches``
     replaces the default batch axis (powers of two up to ``batch``) by an explicit list.
     Columns in both modes: model, hardware, tp, pp, ep, attn_dp, batch
     (static: the batch; continuous: requests in flight per replica), prompt_len,
@@ -296,10 +300,6 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
             f"must be one of {list(BATCHING)}, but got {batching!r}")
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
     lays = serving_layouts(model, gpus_per_replica, ep, attn_dp)
-    if batching == "static" and ((lays["ep"] > 1) | (lays["attn_dp"] > 1)).any():
-        raise InputError("sweep_inference", "ep", "expert parallelism and attention DP are "
-                         "modelled under continuous batching only (batching='continuous'), "
-                         "but got batching='static' with ep or attn_dp > 1")
     engines = _engines(hws, engine) if batching == "continuous" else None
     hw_cols = hardware_table(hws)
     grid = _Grid(hws, lays, _batches(batch, batches))
@@ -309,45 +309,102 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     cap = hw_cols["hbm_bytes"][h_pt]
     no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_pt] <= 0))
               | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_pt] <= 0)))
-    status = _Status(len(bs))
-    base = {"model": model.name, "hardware": _strings([h.name for h in hws], h_pt),
-            "tp": lays["tp"][l_pt], "pp": lays["pp"][l_pt], "ep": lays["ep"][l_pt],
-            "attn_dp": lays["attn_dp"][l_pt]}
-    base.update({"batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
-                 "precision": SERVING_PRECISION_NAMES[precision], "batching": batching})
+    base = {"model": model.name, "hardware": _Str([h.name for h in hws], grid.h_row),
+            **{f: _Row(lays[f][grid.l_row]) for f in ("tp", "pp", "ep", "attn_dp")},
+            "batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
+            "precision": SERVING_PRECISION_NAMES[precision], "batching": batching}
     if batching == "continuous":
-        cols = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision,
-                                 status, no_fp8, hws, h_pt, l_pt, bs)
+        cols, feasible = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len,
+                                           precision, hws, bs)
     else:
+        h_pt = grid.per_point(grid.h_row)
+        l_pt = grid.per_point(grid.l_row)
+        cap = hw_cols["hbm_bytes"][h_pt]
+        no_fp8 = _no_fp8(hw_cols, precision)[h_pt]
+        status = _Status(len(bs))
         cols = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
-                             status, no_fp8, hws, h_pt, bs, cap)
-    cols["hbm_gib"] = cap / GIB
-    order = _order(cols["feasible"], cols["tokens_per_s"])
-    out = {k: (v[order] if hasattr(v, "shape") and v.shape == bs.shape else v)
-           for k, v in {**base, **cols}.items()}
+                             status, no_fp8, hws, h_pt, l_pt, bs, cap)
+        feasible = cols["feasible"]
+    cols["hbm_gib"] = _Row(hw_cols["hbm_bytes"][grid.h_row] / GIB)
+    tokens = cols["tokens_per_s"]
+    order = _order(feasible, tokens.values if isinstance(tokens, _Feasible) else tokens)
+    rp = order // grid.B                                   # the row of each ordered point
+    n_ok = int(np.count_nonzero(feasible))
+    out = {k: _take(v, order, rp, n_ok, len(bs)) for k, v in {**base, **cols}.items()}
     return pd.DataFrame(out, copy=False)      # fresh arrays: no consolidation copy
+
+
+class _Row(NamedTuple):
+    """A column constant over each row's batches: one value per (hardware, layout) row,
+    expanded only once, in the frame's order (:func:`_take`)."""
+    values: np.ndarray
+
+
+class _Str(NamedTuple):
+    """A string column as codes into ``uniques``, per row (``codes`` of length rows) or
+    per point; built by one take in the frame's order."""
+    uniques: list
+    codes: np.ndarray
+
+
+class _Feasible(NamedTuple):
+    """A per-point float32 column (over ``div``) that is NaN where the point is
+    infeasible: ordered, the feasible points come first (:func:`_order`), so only the tail
+    is set to NaN."""
+    values: np.ndarray
+    div: float = 1.0
+
+
+def _take(v, order, rp, n_ok, n):
+    """Column ``v`` in the frame's order: per-point arrays by ``order``, per-row ones by
+    the ordered points' rows ``rp``, strings as one take of their ordered codes."""
+    if isinstance(v, _Row):
+        return v.values[rp]
+    if isinstance(v, _Str):
+        return _strings(v.uniques, v.codes[rp] if len(v.codes) != n else v.codes[order])
+    if isinstance(v, _Feasible):
+        out = v.values[order].astype(np.float64)
+        if v.div != 1.0:
+            out /= v.div
+        out[n_ok:] = np.nan
+        return out
+    if hasattr(v, "shape") and v.shape == (n,):
+        return v[order]
+    return v
 
 
 def _order(feasible, tokens):
     """Feasible points first, each group by decreasing tokens/s, NaN last, ties in grid
     order: the stable ``sort_values(["feasible", "tokens_per_s"], ascending=False)`` of
-    pandas, without sorting the frame."""
-    key = np.where(np.isnan(tokens), np.inf, -tokens)
-    return np.lexsort((key, ~feasible))
+    pandas, without sorting the frame (every infeasible point's tokens/s is NaN, so that
+    group keeps grid order)."""
+    ok = np.flatnonzero(feasible)
+    t = tokens[ok]
+    key = np.where(np.isnan(t), np.inf, -t)
+    return np.concatenate([ok[np.argsort(key, kind="stable")], np.flatnonzero(~feasible)])
+
+
+def _no_fp8(hw_cols, precision):
+    """Per hardware: whether the precision has no tensor cores on it."""
+    return (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"] <= 0))
+            | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"] <= 0)))
+
+
+def _no_fp8_message(hw: Hardware, precision) -> str:
+    return f"infeasible: {hw.name} has no {'fp8' if precision == 2 else 'fp4'} tensor cores"
 
 
 def _no_fp8_status(status, no_fp8, hws, h_idx, precision):
     for h in np.unique(h_idx[no_fp8]):
-        status.set(no_fp8 & (h_idx == h), f"infeasible: {hws[h].name} has no "
-                   f"{'fp8' if precision == 2 else 'fp4'} tensor cores")
+        status.set(no_fp8 & (h_idx == h), _no_fp8_message(hws[h], precision))
 
 
 def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin, status,
-                  no_fp8, hws, h_pt, bs, cap) -> dict:
+                  no_fp8, hws, h_pt, l_pt, bs, cap) -> dict:
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
     bs_pad = grid.bs_pad
     parts, res = grid.run(lambda *a: _static_jit(model, *a, bs_pad, S, O, prec),
-                          lambda rows: grid.row_args(hw_cols, rows, "tp", "pp"),
+                          lambda rows: grid.row_args(hw_cols, rows, "tp", "pp", "ep", "attn_dp"),
                           np.arange(grid.rows))
     parts = type(parts)(*(grid.points(x) for x in parts))
     res = {f: grid.points(getattr(res, f)) for f in InferenceResult._fields}
@@ -355,15 +412,20 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     oom = mem > usable_bytes(cap, mem_margin)
     for i in np.nonzero(oom)[0]:
         status.set(i, oom_status(mem[i], cap[i], mem_margin))
+    dp_pt = grid.lays["attn_dp"][l_pt].astype(np.float64)
+    few = bs < dp_pt
+    if (few & ~oom).any():
+        status.set(few & ~oom, "infeasible: a batch smaller than the attention-DP ranks "
+                   "(batch < attn_dp)")
     _no_fp8_status(status, no_fp8, hws, h_pt, precision)
-    feasible = ~oom & ~no_fp8
+    feasible = ~oom & ~no_fp8 & ~few
     for f in InferenceResult._fields:
         res[f] = np.where(feasible, res[f].astype(np.float64), np.nan)
     e2e = res["prefill_s"] + (gen_len - 1.0) * res["decode_s_per_token"]
     cols = {
         "prefill_s": res["prefill_s"],
         "decode_s_per_token": res["decode_s_per_token"],
-        "tokens_per_s": res["tokens_per_s"],
+        "tokens_per_s": res["tokens_per_s"] * dp_pt,     # the replica's attn_dp ranks
         "ttft_s": res["prefill_s"], "tpot_s": res["decode_s_per_token"], "e2e_s": e2e,
         "output_tok_s": bs * float(gen_len) / e2e,
         "mem_gib": mem / GIB,
@@ -381,60 +443,71 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     return cols
 
 
-def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, status,
-                      no_fp8, hws, h_pt, l_pt, bs) -> dict:
+def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, hws,
+                      bs) -> tuple[dict, np.ndarray]:
     """Continuous batching (module docstring): one call per engine over its layout rows,
-    each row's slots and every concurrency together."""
+    each row's slots and every concurrency together; every engine's chunks are dispatched
+    before the first copy-back, so the device computes the next engine's chunks while the
+    host converts the last.  Row-level quantities stay per row and the per-point ones
+    ``[rows, batches]`` until the frame is ordered (:func:`_take`).  Returns the columns
+    and the feasible mask (grid order)."""
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
-    sl = {f: np.full(grid.rows, np.nan) for f in Slots._fields}
-    res = {f: np.full(grid.rows * grid.B, np.nan) for f in Continuous._fields}
-    eng_of = np.asarray(engines, dtype=object)
-    row_eng = eng_of[grid.h_row]
+    R, B = grid.rows, grid.B
+    eng_names = sorted(set(engines))
+    eng_code = np.searchsorted(eng_names, np.asarray(engines, dtype=object))[grid.h_row]
     bs_pad = grid.bs_pad
-    for name in sorted(set(engines)):
+    runs = []
+    for e, name in enumerate(eng_names):
         eng = PROFILES[name]
         kvb = np.float32(kv_element_bytes(eng, precision))
-        rows = np.nonzero(row_eng == name)[0]
+        rows = np.flatnonzero(eng_code == e)
         fn = _continuous_program(grid, len(rows))
-        out_sl, out = grid.run(
-            lambda *a: fn(eng, model, *a, bs_pad, prec, kvb, S, O),
-            lambda r: grid.row_args(hw_cols, r, "tp", "pp", "ep", "attn_dp"), rows)
+        runs.append((rows, dispatch_chunked(
+            lambda *a, fn=fn, eng=eng, kvb=kvb: fn(eng, model, *a, bs_pad, prec, kvb, S, O),
+            lambda r, rows=rows: grid.row_args(hw_cols, rows[r], "tp", "pp", "ep", "attn_dp"),
+            len(rows), max_chunk=grid.max_rows)))
+    sl = {f: np.empty(R, np.float32) for f in Slots._fields}
+    res = {f: np.empty((R, B), np.float32) for f in Continuous._fields}
+    for rows, pending in runs:
+        out_sl, out = collect_chunked(pending)
         for f in Slots._fields:
             sl[f][rows] = getattr(out_sl, f)
-        pts = (rows[:, None] * grid.B + np.arange(grid.B)[None, :]).reshape(-1)
         for f in Continuous._fields:
-            res[f][pts] = np.asarray(getattr(out, f))[:, :grid.B].reshape(-1)
-    dp_pt = grid.lays["attn_dp"][l_pt].astype(np.float64)
-    row_pt = np.repeat(np.arange(grid.rows), grid.B)
+            res[f][rows] = getattr(out, f)[:, :B]
+    dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
+    # status by precedence (the later wins): no KV slot (per row), batch < attn_dp, no fp8/fp4
+    msgs = ["ok", "infeasible: fewer requests in flight than attention-DP ranks (batch < attn_dp)"]
+    row_code = np.zeros(R, np.int32)
     no_kv_row = sl["tuned"] < 1
-    for r in np.nonzero(no_kv_row)[0]:
-        msg = (f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
-               f"leave no KV cache for one request under {row_eng[r]} (KV pool "
-               f"{max(sl['kv_pool_bytes'][r], 0.0) / GIB:.1f} GiB)")
-        status.set(row_pt == r, msg)
-    no_kv = no_kv_row[row_pt]
-    few = bs < dp_pt
-    if (few & ~no_kv).any():
-        status.set(few & ~no_kv, "infeasible: fewer requests in flight than attention-DP ranks "
-                   "(batch < attn_dp)")
-    _no_fp8_status(status, no_fp8, hws, h_pt, precision)
-    feasible = ~no_kv & ~no_fp8 & ~few
-    nan_if = lambda x: np.where(feasible, x, np.nan)
-    slots_pt = sl["tuned"][row_pt]
+    for r in np.flatnonzero(no_kv_row):
+        msgs.append(f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
+                    f"leave no KV cache for one request under {eng_names[eng_code[r]]} (KV pool "
+                    f"{max(float(sl['kv_pool_bytes'][r]), 0.0) / GIB:.1f} GiB)")
+        row_code[r] = len(msgs) - 1
+    no_fp8_row = _no_fp8(hw_cols, precision)[grid.h_row]
+    for h in np.unique(grid.h_row[no_fp8_row]):
+        msgs.append(_no_fp8_message(hws[h], precision))
+        row_code[no_fp8_row & (grid.h_row == h)] = len(msgs) - 1
+    few = bs.reshape(R, B) < dp_row[:, None]
+    code = np.where(few & ~(no_kv_row | no_fp8_row)[:, None], 1, row_code[:, None])
+    feasible = ((~no_kv_row & ~no_fp8_row)[:, None] & ~few).reshape(-1)
+    tokens = np.where(feasible, (res["tokens_per_s"] * dp_row[:, None]).reshape(-1), np.nan)
+    pt = lambda x: _Feasible(x.reshape(-1))
+    f64 = lambda x: x.astype(np.float64)
     return {
-        "engine": _strings(sorted(set(engines)), np.searchsorted(sorted(set(engines)), row_eng)[row_pt]),
-        "ttft_s": nan_if(res["ttft_s"]), "tpot_s": nan_if(res["tpot_s"]), "e2e_s": nan_if(res["e2e_s"]),
-        "queue_s": nan_if(res["queue_s"]),
-        "output_tok_s": nan_if(res["tokens_per_s"] * dp_pt), "tokens_per_s": nan_if(res["tokens_per_s"] * dp_pt),
-        "admitted": nan_if(res["admitted"] * dp_pt), "slots": slots_pt * dp_pt,
-        "kv_slots": sl["kv_slots"][row_pt] * dp_pt,
-        "mem_gib": np.where(feasible, res["mem_bytes"], np.nan) / GIB,
-        "kv_pool_gib": sl["kv_pool_bytes"][row_pt] / GIB,
-        "weights_gib": sl["weights_bytes"][row_pt] / GIB,
-        "experts_per_gpu": experts_per_gpu(model, grid.lays["ep"][l_pt]),
+        "engine": _Str(eng_names, eng_code),
+        "ttft_s": pt(res["ttft_s"]), "tpot_s": pt(res["tpot_s"]), "e2e_s": pt(res["e2e_s"]),
+        "queue_s": pt(res["queue_s"]),
+        "output_tok_s": _Feasible(tokens), "tokens_per_s": _Feasible(tokens),
+        "admitted": pt(res["admitted"] * dp_row[:, None]),
+        "slots": _Row(f64(sl["tuned"]) * dp_row), "kv_slots": _Row(f64(sl["kv_slots"]) * dp_row),
+        "mem_gib": _Feasible(res["mem_bytes"].reshape(-1), GIB),
+        "kv_pool_gib": _Row(f64(sl["kv_pool_bytes"]) / GIB),
+        "weights_gib": _Row(f64(sl["weights_bytes"]) / GIB),
+        "experts_per_gpu": _Row(experts_per_gpu(model, grid.lays["ep"][grid.l_row])),
         "feasible": feasible,
-        "status": status.column(),
-    }
+        "status": _Str(msgs, code.reshape(-1)),
+    }, feasible
 
 
 def best_inference(df: pd.DataFrame, objective: str = "tokens_per_s") -> pd.Series | None:

@@ -173,3 +173,26 @@ PROFILES = {0: MEGATRON, 1: DEEPSPEED, 2: FSDP1, 3: FSDP2}
 def profile(code: int) -> FrameworkProfile:
     """The profile of framework ``code`` (megatron's for an unknown code)."""
     return PROFILES.get(int(code), MEGATRON)
+
+
+# --- MoE (helper s37b) ------------------------------------------------------------------
+# Megatron-Core's 1F1B expert-parallel all-to-all overlap (``overlap_moe_expert_parallel_comm``
+# + ``delay_wgrad_compute``, megatron/core/pipeline_parallel/combined_1f1b.py and
+# megatron/core/models/common/model_chunk_schedule_plan.py
+# ``TransformerLayerSchedulePlan.run``): the forward of one micro-batch and the backward of
+# another run layer by layer together, each one's dispatch/combine on a communication
+# stream beside the other's attention / expert compute (:mod:`dse.train.moe_overlap`).
+# Off by default in Megatron-Core (``model_parallel_config.py``:
+# ``overlap_moe_expert_parallel_comm: bool = False``) and in Megatron-Bridge's performance
+# recipes (``scripts/performance/utils/utils.py`` ``WorkloadBaseConfig.moe_a2a_overlap =
+# False``; set per recipe in ``scripts/performance/configs/*/..._workload_base_configs.py``,
+# where ``utils/overrides.py`` ``_set_moe_a2a_overlap_overrides`` turns on both flags).
+# DeepSpeed and PyTorch FSDP have no such schedule.  By framework code; a study may flip
+# it (``dse.spec.frameworks.MOE_A2A_OVERLAP[0] = True``) to compare both settings.
+MOE_A2A_OVERLAP = {0: False, 1: False, 2: False, 3: False}
+
+
+def moe_a2a_overlap(code: int) -> bool:
+    """Whether framework ``code`` runs the 1F1B EP all-to-all overlap (where the schedule
+    allows it, :func:`dse.train.moe_overlap.overlap_allowed`)."""
+    return bool(MOE_A2A_OVERLAP.get(int(code), False))

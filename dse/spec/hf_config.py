@@ -26,9 +26,23 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
   ``text_config`` is read when the top level has no ``hidden_size``.
 
+* Windowed attention layers (-> ``sliding_window``, ``attention_chunk_size``,
+  ``window_layers``: how many layers use the window, :func:`dse.spec.model.attention_window`):
+  ``layer_types`` when the config lists it (transformers >= 4.54: ``"sliding_attention"``
+  layers slide over ``sliding_window`` keys, GptOssConfig's alternating default, Gemma 3,
+  Qwen; ``"chunked_attention"`` layers attend their ``attention_chunk_size`` chunk);
+  otherwise, Llama 4 (``attention_chunk_size``): the RoPE layers are chunked
+  (``Llama4TextAttention``: ``use_rope = no_rope_layers[i]``, chunked mask on them), the
+  NoPE ones full, ``no_rope_layers`` or every ``no_rope_layer_interval``-th (default 4)
+  layer NoPE; Qwen2/Qwen3 (``use_sliding_window``, default false: ``sliding_window`` is
+  then ignored) layers ``i >= max_window_layers``; Gemma 2 and gpt-oss every even layer
+  (``Gemma2DecoderLayer``: ``is_sliding = not bool(layer_idx % 2)``; ``GptOssConfig``'s
+  default ``layer_types``); Gemma 3 all but every
+  ``sliding_window_pattern``-th; any other config with a ``sliding_window`` (Mistral 7B
+  v0.1: 4096, Mixtral: null) every layer (``MistralAttention``).
+
 Not modelled (small in parameters, or a different attention pattern): biases, attention
-sinks (gpt-oss), the Qwen2-MoE shared-expert gate (h parameters per layer), sliding-window
-and chunked attention layers (gpt-oss, Llama 4: costed as full causal attention), the
+sinks (gpt-oss), the Qwen2-MoE shared-expert gate (h parameters per layer), the
 DeepSeek-V3 multi-token-prediction module (not part of the 671 B main model).
 """
 
@@ -78,6 +92,16 @@ HF_FIELDS: tuple[Field, ...] = (
     Field("mlp_only_layers", kind="list", item="integer", lo=0, doc="Qwen-MoE: leading dense layers"),
     *(_hf_int(k, f"MLA: -> {k}", lo=0) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
                                                   "qk_nope_head_dim", "v_head_dim")),
+    _hf_int("sliding_window", "-> sliding_window (keys of a sliding-window layer)", lo=0),
+    _hf_int("attention_chunk_size", "Llama 4: -> attention_chunk_size", lo=0),
+    _hf_int("no_rope_layer_interval", "Llama 4: every n-th layer NoPE (full attention)", lo=0),
+    _hf_int("max_window_layers", "Qwen: layers below this index attend in full", lo=0),
+    _hf_int("sliding_window_pattern", "Gemma 3: every n-th layer full", lo=0),
+    Field("use_sliding_window", kind="bool", doc="Qwen: false ignores sliding_window"),
+    Field("layer_types", kind="list", item="string", doc="per layer: full_attention / "
+          "sliding_attention / chunked_attention"),
+    Field("no_rope_layers", kind="list", item="integer", lo=0, hi=1,
+          doc="Llama 4: 1 = RoPE (chunked) layer, 0 = NoPE (full) layer"),
     Field("hidden_act", kind="string", doc="silu / swiglu / swish / geglu: gated MLP"),
     Field("activation_function", kind="string", doc="GPT-2: the activation"),
     Field("tie_word_embeddings", kind="bool", doc="-> tied_embeddings"),
@@ -148,6 +172,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     model_type = str(top.get("model_type", c.get("model_type", "")))
     arch = _moe_fields(c, where, h, experts, model_type)
     arch.update(_mla_fields(c, where))
+    arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
     if arch.get("kv_lora_rank", 0) > 0:
         head_dim = 0                      # MLA: the head dims are the qk/v fields
     d = {
@@ -219,3 +244,50 @@ def _mla_fields(c: dict, where: str) -> dict:
             "qk_rope_head_dim": _int_or_zero(c, "qk_rope_head_dim", where),
             "qk_nope_head_dim": _int_or_zero(c, "qk_nope_head_dim", where),
             "v_head_dim": _int_or_zero(c, "v_head_dim", where)}
+
+
+_WINDOWED_TYPES = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+
+
+def window_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
+    """``sliding_window`` / ``attention_chunk_size`` and ``window_layers`` (module
+    docstring); {} when every layer attends its whole prefix."""
+    types = c.get("layer_types")
+    chunk = _int_or_zero(c, "attention_chunk_size", where)
+    window = _int_or_zero(c, "sliding_window", where)
+    if types is not None:
+        require(isinstance(types, list) and len(types) == layers, where, "layer_types",
+                f"must list one type per layer ({layers}), but got {types!r}")
+        kinds = {t for t in types if t != "full_attention"}
+        require(kinds <= set(_WINDOWED_TYPES) and len(kinds) <= 1, where, "layer_types",
+                f"must hold full_attention and one of {sorted(_WINDOWED_TYPES)}, but got {sorted(kinds)}")
+        if not kinds:
+            return {}
+        key = _WINDOWED_TYPES[kinds.pop()]
+        size = chunk if key == "attention_chunk_size" else window
+        require(size > 0, where, key, f"must be a positive integer when layer_types has windowed "
+                f"layers, but got {c.get(key)!r}")
+        return {key: size, "window_layers": sum(t != "full_attention" for t in types)}
+    if chunk:                                         # Llama 4: the RoPE layers are chunked
+        rope = c.get("no_rope_layers")
+        if rope:
+            require(len(rope) >= layers, where, "no_rope_layers",
+                    f"must list at least one entry per layer ({layers}), but got {len(rope)}")
+            n = sum(int(v) for v in rope[:layers])
+        else:
+            every = _int_or_zero(c, "no_rope_layer_interval", where) or 4
+            n = sum((i + 1) % every != 0 for i in range(layers))
+        return {"attention_chunk_size": chunk, "window_layers": n} if n else {}
+    if not window or c.get("use_sliding_window") is False or (
+            model_type.startswith("qwen") and not c.get("use_sliding_window")):
+        return {}
+    if model_type.startswith("qwen"):
+        n = layers - min(_int_or_zero(c, "max_window_layers", where), layers)
+    elif model_type in ("gemma2", "gpt_oss"):     # even layers slide (GptOssConfig default)
+        n = (layers + 1) // 2
+    elif model_type.startswith("gemma3"):
+        every = _int_or_zero(c, "sliding_window_pattern", where) or 6
+        n = sum((i + 1) % every != 0 for i in range(layers))
+    else:
+        n = layers
+    return {"sliding_window": window, "window_layers": n} if n else {}

@@ -19,7 +19,7 @@ same rule's message.  Rules (Megatron-LM ``arguments.py`` and ``parallel_state.p
     a virtual stage each) and m % pp == 0 (the interleaved schedule runs micro-batches in
     groups of pp: ``forward_backward_pipelining_with_interleaving``)
   * sp only with tp > 1
-  * ep divides num_experts and dp*cp (dense models: ep = 1)
+  * ep divides num_experts and tp*dp*cp (dense models: ep = 1; MoE parallel folding)
   * under the ``deepspeed`` framework profile, pp > 1 needs zero <= 1: DeepSpeed's
     pipeline engine refuses ZeRO-2/3 (deepspeedai/DeepSpeed
     ``deepspeed/runtime/pipe/engine.py``: ``assert self.zero_optimization_stage() <
@@ -77,9 +77,13 @@ def _rules(model, gpus, global_batch, seq_len, c, framework=0):
         ("vpp", (vpp == 1) | (m % pp1 == 0), lambda i: f"interleaving needs `micro_batches % pp == 0`, but got "
          f"(micro_batches={int(m[i])}, pp={int(pp[i])})"),
         ("sp", (sp == 0) | (tp1 > 1), lambda i: "sequence parallelism needs tp > 1"),
-        ("ep", (E % ep1 == 0) & ((dp1 * cp1) % ep1 == 0),
-         lambda i: f"`num_experts % ep == 0` and `(dp*cp) % ep == 0` must hold, but got "
-         f"(num_experts={E}, ep={int(ep[i])}, dp*cp={int(dp[i] * cp[i])})"),
+        # MoE parallel folding (Megatron-Core parallel_state ``expert_decoder_rank_generator``:
+        # the expert grid etp x ep x edp tiles the tp x cp x dp ranks of a stage): with
+        # expert TP = tp (the default) ep divides dp*cp, with expert TP = 1 it divides tp*dp*cp
+        # (dse.graph.moe.expert_tp picks the one the layout allows)
+        ("ep", (E % ep1 == 0) & ((tp1 * dp1 * cp1) % ep1 == 0),
+         lambda i: f"`num_experts % ep == 0` and `(tp*dp*cp) % ep == 0` must hold, but got "
+         f"(num_experts={E}, ep={int(ep[i])}, tp*dp*cp={int(tp[i] * dp[i] * cp[i])})"),
         ("zero", (int(framework) != FRAMEWORK_DEEPSPEED) | (pp1 == 1) | (z <= 1),
          lambda i: f"DeepSpeed's pipeline engine needs `zero <= 1` when pp > 1, but got "
          f"(pp={int(pp[i])}, zero={int(z[i])})"),

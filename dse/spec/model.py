@@ -26,6 +26,12 @@ with ``moe_layer_step`` = s > 1, every layer whose index i has ``(i + 1) % s != 
 (Llama 4 ``interleave_moe_layer_step``) are dense layers of width ``ffn_hidden_size``;
 the rest are MoE layers (:func:`layer_counts`).  Every new field defaults to 0 = absent,
 so models without them keep their exact arithmetic.
+
+Attention layer kinds (:func:`attention_window`): ``window_layers`` of the layers attend
+only the last ``sliding_window`` keys (gpt-oss, Mistral, Gemma) or only the keys of their
+own ``attention_chunk_size``-token chunk (Llama 4); the rest attend the whole causal
+prefix.  These three fields are static (pytree aux data: structural, they pick which
+operators a layer has), so a model without a window traces exactly the graph it had.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ from dse.spec.schema import Field, validate_table
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 
 
-@pytree_dataclass(label=("name", "description", "norm"))
+@pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers"),
+                  label=("name", "description", "norm"))
 class Model:
     num_layers: int
     hidden_size: int
@@ -71,6 +78,9 @@ class Model:
     qk_rope_head_dim: int = 0               # MLA decoupled rotary key/query dims per head
     qk_nope_head_dim: int = 0               # MLA non-rotary key/query dims per head
     v_head_dim: int = 0                     # MLA value dims per head
+    sliding_window: int = 0                 # keys a sliding-window layer attends; 0 = none
+    attention_chunk_size: int = 0           # chunk of a chunked-attention layer; 0 = none
+    window_layers: int = 0                  # layers with the window / chunk (the rest full)
     name: str = ""
     description: str = ""
     norm: str = "layernorm"
@@ -131,7 +141,8 @@ def _arch(key: str, doc: str) -> Field:
 # MoE / MLA architecture fields: optional, 0 = absent (module docstring)
 ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size",
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
-               "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+               "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
+               "attention_chunk_size", "window_layers")
 
 #: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
 #: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
@@ -157,6 +168,9 @@ MODEL_FIELDS: tuple[Field, ...] = (
     _arch("qk_rope_head_dim", "MLA decoupled rotary key/query dims per head"),
     _arch("qk_nope_head_dim", "MLA non-rotary key/query dims per head"),
     _arch("v_head_dim", "MLA value dims per head"),
+    _arch("sliding_window", "keys a sliding-window layer attends (HF sliding_window; 0: none)"),
+    _arch("attention_chunk_size", "tokens per chunk of a chunked-attention layer (Llama 4; 0: none)"),
+    _arch("window_layers", "layers with the sliding window or chunk (0: all when one is set)"),
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
     Field("dropout", kind="bool", default=False, doc="trained with dropout"),
     Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
@@ -178,6 +192,8 @@ def model_from_dict(d: dict, where: str, name: str) -> Model:
     v = validate_table(d, MODEL_FIELDS, where, name)
     kw = {f.key: v[f.key] for f in MODEL_FIELDS if f.kind == "integer"}
     kw.update({k: int(v[k]) for k in _BOOL_FIELDS})
+    if (kw["sliding_window"] or kw["attention_chunk_size"]) and not kw["window_layers"]:
+        kw["window_layers"] = kw["num_layers"]          # Mistral: every layer slides
     m = Model(name=name, description=v["description"] if v["description"] is not None else name,
               norm=v["norm"], **kw)
     validate_model(m, where)
@@ -351,6 +367,27 @@ def decode_kv_geometry(model: Model, tp):
             select(mla, d_abs, d_plain))
 
 
+class AttentionWindow(NamedTuple):
+    """The windowed layer kind of a model (:func:`attention_window`)."""
+    keys: int          # the sliding window, or the chunk, in tokens
+    share: object      # windowed layers / all layers (num_layers is a leaf: may be traced)
+    chunked: bool      # chunks (Llama 4) instead of a sliding window
+
+
+def attention_window(model: Model) -> AttentionWindow | None:
+    """The one reading of the window fields (static, so plain Python): None when every
+    layer attends its whole causal prefix; else the window (or chunk) in tokens, the share
+    ``window_layers / num_layers`` of layers that use it, and whether it is a chunk.  The
+    operator graph costs each attention operator as that mix of its full and windowed
+    kernels (:func:`dse.graph.ops.with_window`) and the KV cache holds ``min(c, keys)``
+    tokens in the windowed layers (:func:`dse.infer.kv_cache.kv_cache_bytes`)."""
+    keys = int(model.sliding_window or model.attention_chunk_size)
+    if keys <= 0 or int(model.window_layers) <= 0:
+        return None
+    return AttentionWindow(keys, int(model.window_layers) / model.num_layers,
+                           bool(model.attention_chunk_size))
+
+
 def validate_model(m: Model, where: str) -> None:
     require(m.kv_channels > 0 or m.hidden_size % m.num_attention_heads == 0, where, "hidden_size",
             f"`hidden_size % num_attention_heads == 0` must hold, but got "
@@ -365,6 +402,15 @@ def validate_model(m: Model, where: str) -> None:
         for k in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             require(getattr(m, k) > 0, where, k, f"`{k} > 0` must hold with MLA (kv_lora_rank="
                     f"{m.kv_lora_rank}), but got ({k}={getattr(m, k)})")
+    require(not (m.sliding_window and m.attention_chunk_size), where, "attention_chunk_size",
+            f"must be 0 when sliding_window is set (one windowed layer kind), but got "
+            f"(sliding_window={m.sliding_window}, attention_chunk_size={m.attention_chunk_size})")
+    require(m.window_layers <= m.num_layers, where, "window_layers",
+            f"`window_layers <= num_layers` must hold, but got (window_layers={m.window_layers}, "
+            f"num_layers={m.num_layers})")
+    require(m.window_layers == 0 or m.sliding_window or m.attention_chunk_size, where,
+            "window_layers", f"must be 0 without sliding_window or attention_chunk_size, but got "
+            f"{m.window_layers}")
     require(m.first_k_dense < m.num_layers, where, "first_k_dense",
             f"`first_k_dense < num_layers` must hold, but got (first_k_dense={m.first_k_dense}, "
             f"num_layers={m.num_layers})")

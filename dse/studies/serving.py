@@ -29,7 +29,7 @@ EP divides the experts and, with attention DP, ``EP = TP x DP``), every batch (p
 two up to ``max_batch``), every precision the hardware entry lists.  ``ep`` / ``attn_dp``
 restrict the MoE axes: ``"auto"`` (every allowed degree; the default under continuous
 batching), an integer or a list (``1``: experts split over TP only, no attention DP, the
-only choice under static batching); a listed degree is used at every replica size that
+default under static batching); a listed degree is used at every replica size that
 allows it, and one that no replica size allows is an error.  Dense models always run
 ``EP = DP = 1``.
 
@@ -193,9 +193,6 @@ def moe_axis(s: dict, key: str, where: str, batching: str):
     ok = v == AUTO or pos(v) or (isinstance(v, list) and len(v) > 0 and all(pos(x) for x in v))
     require(ok, where, f"serving.{key}", SERVING_AXIS_RULE.format(v=v))
     vals = AUTO if v == AUTO else tuple(sorted({v} if pos(v) else set(v)))
-    require(batching == "continuous" or vals == (1,), where, f"serving.{key}",
-            f"must be 1 under batching = 'static' (expert parallelism and attention DP are modelled "
-            f"under continuous batching only), but got {v!r}")
     return vals
 
 

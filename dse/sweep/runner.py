@@ -34,6 +34,29 @@ def pad_index(idx: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([idx, np.full(n - len(idx), idx[0], dtype=idx.dtype)]) if len(idx) < n else idx
 
 
+def dispatch_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int,
+                     max_chunk: int = MAX_CHUNK) -> list:
+    """Dispatch ``fn(*args_for(idx))`` over points ``0..n-1`` in padded chunks without
+    waiting for any (JAX dispatches asynchronously): ``[(result, valid length), ...]`` for
+    :func:`collect_chunked`.  A caller with several programs dispatches them all before
+    collecting the first, so the device works while the host converts."""
+    chunk = chunk_size(n, max_chunk)
+    return [(fn(*args_for(pad_index(np.arange(s, min(s + chunk, n), dtype=np.int64), chunk))),
+             min(chunk, n - s)) for s in range(0, n, chunk)]
+
+
+def collect_chunked(pending: list, progress=None):
+    """The outputs of :func:`dispatch_chunked` on the host, concatenated and unpadded."""
+    outs = []
+    for res, k in pending:
+        outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:k], res))
+        if progress is not None:
+            progress.update(k)
+    if len(outs) == 1:
+        return outs[0]
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+
+
 def run_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int,
                 max_chunk: int = MAX_CHUNK, progress=None):
     """``fn(*args_for(idx))`` over points ``0..n-1`` in padded chunks; the outputs (any

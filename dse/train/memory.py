@@ -5,8 +5,9 @@ fp32 "main" gradients, ``accumulate_allreduce_grads_in_fp32``):
   weights 2 B/param (bf16; +1 B fp8 copy of the layers' linear weights with TE fp8 --
   not of the embedding or LM head; 4 B for fp32),
   gradients 4 B/param, optimizer 12 B/param (fp32 master, Adam m and v).
-  ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group, ZeRO-2 also
-  the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
+  ZeRO-1 (distributed optimizer) shards the optimizer over the DP x CP group (a MoE
+  model's routed-expert parameters over the expert-data-parallel group,
+  :func:`sharded_params`), ZeRO-2 also the gradients, ZeRO-3 also the weights (plus two layers of gathered weights in
   flight, the FSDP prefetch).
 DeepSpeed (``framework`` 1; DeepSpeed ``runtime/bf16_optimizer.py`` and
 ``zero/stage_1_and_2.py``) keeps the 16-bit gradients in ``param.grad`` until the step
@@ -19,7 +20,7 @@ PyTorch FSDP (``framework`` 2, 3; :mod:`dse.spec.frameworks`) under ZeRO-3: fp32
 parameters (the master copy), fp32 sharded gradients and Adam m, v -- 16 B/param over
 the shard -- plus the 16-bit gathered units in flight and one unit's unsharded gradient.
 Parameters per GPU: ``vpp*ceil(L/(pp*vpp))`` layers (the documented uneven split: the
-heaviest stage takes the ceiling) with dense weights /tp and expert weights /(tp*ep); the input
+heaviest stage takes the ceiling) with dense weights /tp and expert weights /(etp*ep) (expert TP, MoE parallel folding); the input
 embedding on the first stage and the LM head on the last (both when pp = 1, one shared
 matrix when tied), each V*h/tp.
 
@@ -53,7 +54,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
-from dse.spec.frameworks import profile
+from dse.graph.moe import expert_dp_size, expert_tp
+from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -74,6 +76,7 @@ class MemoryBreakdown(NamedTuple):
     total_bytes: object
     params_per_gpu: object
     recompute_fraction: object   # share of the rank's layers fully recomputed (0..1)
+    expert_params_per_gpu: object = 0.0  # routed-expert share of params_per_gpu (MoE)
 
 
 def layers_per_stage(model: Model, lay: Layout):
@@ -84,17 +87,18 @@ def layers_per_stage(model: Model, lay: Layout):
 
 def params_per_gpu(model: Model, lay: Layout):
     """Parameters held by one GPU of the heaviest stage (before ZeRO sharding): dense
-    weights (shared experts included) /tp, expert weights /(tp*ep)
-    (:func:`dse.spec.model.layer_params`); MLA's down projections are replicated on every
+    weights (shared experts included) /tp, expert weights /(etp*ep), etp the expert TP
+    (:func:`dse.graph.moe.expert_tp`; ``tp`` unless EP folds over TP ranks) (:func:`dse.spec.model.layer_params`); MLA's down projections are replicated on every
     TP rank (:func:`dse.spec.model.mla_attention_params`).  A MoE model with dense layers
     counts the heaviest stage's MoE and dense layers (:func:`dse.spec.model.stage_layer_counts`)."""
     p = layer_params(model)
     moe = model.num_experts > 1
     dense = p.attention + p.router + p.shared + jnp.where(moe, 0.0, p.experts)
-    experts = jnp.where(moe, p.experts / lay.ep, 0.0)
+    # expert weights over ep x expert-TP ranks (dse.graph.moe.expert_tp: MoE parallel folding)
+    experts = jnp.where(moe, p.experts / (lay.ep * expert_tp(lay)), 0.0)
     down = mla_attention_params(model)[0]
     replicated = select(is_mla(model), down - down / lay.tp, 0.0)
-    per_layer = (dense + experts) / lay.tp + p.norms + replicated
+    per_layer = dense / lay.tp + experts + p.norms + replicated
     L_st = layers_per_stage(model, lay)
     layers = L_st * per_layer
     x_dense = dense_layer_fraction(model)
@@ -104,6 +108,25 @@ def params_per_gpu(model: Model, lay: Layout):
         n_moe, n_dense = stage_layer_counts(model, L_st)
         layers = jnp.where(x_dense > 0, n_moe * per_layer + n_dense * per_dense, layers)
     return layers + embedding_params_per_gpu(model, lay)
+
+
+def expert_params_per_gpu(model: Model, lay: Layout):
+    """The routed-expert share of :func:`params_per_gpu`: the heaviest stage's MoE layers
+    times ``experts / (etp*ep)``; 0 for a dense model.  These parameters are reduced and
+    sharded over the expert-data-parallel group (:func:`dse.graph.moe.expert_dp_size`)."""
+    moe = model.num_experts > 1
+    per_layer = layer_params(model).experts / (lay.ep * expert_tp(lay))
+    n_moe, _ = stage_layer_counts(model, layers_per_stage(model, lay))
+    return jnp.where(moe, n_moe * per_layer, 0.0)
+
+
+def sharded_params(P, Pe, lay):
+    """Parameters of one GPU's shard when ``P`` local parameters, ``Pe`` of them routed
+    experts, are sharded by the distributed optimizer / ZeRO: the dense ones over
+    ``dp*cp``, the expert ones over ``edp`` (Megatron-Core ``DistributedOptimizer``
+    shards each buffer over its own data-parallel group; DeepSpeed MoE likewise over
+    the expert-data-parallel group, ``deepspeed/moe/utils.py``)."""
+    return (P - Pe) / (lay.dp * lay.cp * 1.0) + Pe / expert_dp_size(lay)
 
 
 def embedding_params_per_gpu(model: Model, lay: Layout):
@@ -148,6 +171,8 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     total under it."""
     P = params_per_gpu(model, lay)
     shard = lay.dp * lay.cp * 1.0
+    # one GPU's shard: dense parameters over dp*cp, routed experts over edp (MoE)
+    Ps = sharded_params(P, expert_params_per_gpu(model, lay), lay)
     weight_b = jnp.where(act_bytes > 2, 4.0, 2.0)
     # Transformer Engine caches an fp8 copy of each Linear's weight for the step; the
     # embedding and LM head stay bf16
@@ -156,13 +181,13 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     weight_b = weight_b + fp8_copy / P
     L_st = layers_per_stage(model, lay)
     per_layer_w = (P / L_st) * weight_b
-    weights = jnp.where(lay.zero >= 3, weights / shard + 2.0 * per_layer_w, weights)
-    grads = jnp.where(lay.zero >= 2, 4.0 * P / shard, 4.0 * P)
+    weights = jnp.where(lay.zero >= 3, weights * Ps / P + 2.0 * per_layer_w, weights)
+    grads = jnp.where(lay.zero >= 2, 4.0 * Ps, 4.0 * P)
     if wl.framework == 1:
         bucket = jnp.where((lay.zero >= 1) & (shard > 1), DS_REDUCE_BUCKET_ELEMS * 2.0, 0.0)
         ds_grad_b = jnp.where(act_bytes > 2, 4.0, 6.0)
-        grads = jnp.where(lay.zero >= 2, ds_grad_b * P / shard, ds_grad_b * P) + bucket
-    opt = jnp.where(lay.zero >= 1, 12.0 * P / shard, 12.0 * P)
+        grads = jnp.where(lay.zero >= 2, ds_grad_b * Ps, ds_grad_b * P) + bucket
+    opt = jnp.where(lay.zero >= 1, 12.0 * Ps, 12.0 * P)
     prof = profile(wl.framework)
     if prof.z3_state_bytes_per_param is not None:
         # PyTorch FSDP (FULL_SHARD / fully_shard): the sharded parameter is the fp32
@@ -179,13 +204,19 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
             keep = lay.pp > 1
             in_flight = jnp.where(keep, P * weight_b, in_flight)
             unsharded_grad = jnp.where(keep, 2.0 * P, unsharded_grad)
-        weights = jnp.where(z3, 4.0 * P / shard + in_flight, weights)
-        grads = jnp.where(z3, 4.0 * P / shard + unsharded_grad, grads)
-        opt = jnp.where(z3, 8.0 * P / shard, opt)
+        weights = jnp.where(z3, 4.0 * Ps + in_flight, weights)
+        grads = jnp.where(z3, 4.0 * Ps + unsharded_grad, grads)
+        opt = jnp.where(z3, 8.0 * Ps, opt)
 
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
+    if moe_a2a_overlap(wl.framework):
+        # MoE 1F1B A2A overlap (dse.train.moe_overlap): one more micro-batch's activations
+        # live -- the forward of the next beside the backward of the current, and the
+        # extra warm-up micro-batch of the interleaved schedule (schedules.py)
+        allowed = (model.num_experts > 1) & (lay.ep > 1) & (lay.recompute < 2) & ((lay.pp == 1) | (lay.vpp > 1))
+        inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0), 0.0)
     no_scores, scores = activation_bytes_per_layer(model, wl, lay, act_bytes)
     full_layer = no_scores + scores
     T = lay.mbs * wl.seq_len / lay.cp
@@ -209,4 +240,4 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     acts = L_st * inflight * per_layer + jnp.where(frac > 0, full_layer, 0.0) + logits
     allocated = states + acts
     total = allocated * (1.0 + FRAGMENTATION) + RESERVE_BYTES
-    return MemoryBreakdown(weights, grads, opt, acts, total, P, frac)
+    return MemoryBreakdown(weights, grads, opt, acts, total, P, frac, expert_params_per_gpu(model, lay))

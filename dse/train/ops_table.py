@@ -69,7 +69,7 @@ def _rows(model, wl, lay, hw) -> tuple:
         elif op.group == "cp":
             add(op, sc.layer_calls, "cp_comm_s", sc.cp_exposed_frac)
         else:
-            add(op, sc.layer_calls, "ep_comm_s")
+            add(op, sc.layer_calls, "ep_comm_s", sc.ep_exposed_frac)
     # the host-bound floor (dse.train.layer): GPU idle time waiting for kernel launches
     lc = reduce_layer(g.layer, wl, lay, hw, r)
     launch = BOUNDS.index("launch")
@@ -96,6 +96,12 @@ def _rows(model, wl, lay, hw) -> tuple:
     add(ar, has_dp * (z == 0), "dp_comm_s", dp_frac)
     add(rs, has_dp * jnp.where((z == 0) | (z >= 3), 0.0, jnp.where(z == 2, m, 1.0)), "dp_comm_s", dp_frac)
     add(ag, has_dp * jnp.where((z == 0) | (z >= 3), 0.0, 1.0), "dp_comm_s", dp_frac)
+    # MoE: the routed experts' buffers over the expert-data-parallel group (dse.graph.moe)
+    if g.expert_dp:
+        ear, ers, eag = g.expert_dp
+        add(ear, (z == 0) * 1.0, "dp_comm_s", dp_frac)
+        add(ers, jnp.where((z == 0) | (z >= 3), 0.0, jnp.where(z == 2, m, 1.0)), "dp_comm_s", dp_frac)
+        add(eag, jnp.where((z == 0) | (z >= 3), 0.0, 1.0), "dp_comm_s", dp_frac)
     # ZeRO-3 / FSDP: the per-unit collectives and copy-out (dse.train.zero3)
     for op, calls in zip(g.zero3, sc.zero3_calls):
         add(op, has_dp * jnp.where(z >= 3, calls, 0.0), "dp_comm_s", dp_frac)

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 from dse.cost.collectives import comm_sm_fraction, interleaved_overlap_cost_s, overlapped_cost_s
 from dse.graph.ops import flops as flops_of
 from dse.graph.ops import time_s
+from dse.graph.moe import expert_dp_size
 from dse.graph.train import step_graph
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP32, RECOMPUTE_SELECTIVE, Layout, Workload
@@ -102,6 +103,7 @@ class StepSchedule(NamedTuple):
     zero3_calls: object = ()   # per op of the graph's zero3 group (ZeRO-3 only; dse.train.zero3)
     layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
     memory: object = None      # the step's memory_per_gpu (dse.train.memory.MemoryBreakdown)
+    ep_exposed_frac: object = 1.0  # exposed / raw of the EP collectives (MoE A2A overlap)
     rates: object = None       # the Rates the step costed its ops with (dse.cost.rates)
     outer_s: object = None     # seconds of one pass of the outer groups, as the step summed
     #                            them: head_fwd, head_bwd, embedding, accumulation (one
@@ -121,7 +123,8 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
     P = mem.params_per_gpu
     L_st = layers_per_stage(model, lay)
-    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st)
+    graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st,
+                       mem.expert_params_per_gpu)
     lc = reduce_layer(graph.layer, wl, lay, hw, r)
     m = wl.global_batch / (lay.dp * lay.mbs)
 
@@ -147,9 +150,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
                        + (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s)
 
     accum = total_s(graph.accumulation, hw, r)   # DeepSpeed only
-    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + lc.ep_comm_s) + head_stage + accum
+    ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
+    t_mb = L_st * (layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed) + head_stage + accum
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
-                                 + lc.ep_comm_s) + head + emb) / lay.pp + accum
+                                 + ep_exposed) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
 
     # pipeline p2p: activations of one micro-batch
@@ -160,7 +164,9 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
 
     # data parallel / ZeRO
     n_dp = lay.dp * lay.cp * 1.0
-    ar, rs, ag = (time_s(op, hw, r) for op in graph.dp)
+    # dense parameters over dp*cp, a MoE model's routed experts over the expert-data-
+    # parallel group (their own buffers, reduced on the same stream: the times add)
+    ar, rs, ag = (time_s(d, hw, r) + time_s(e, hw, r) for d, e in zip(graph.dp, graph.expert_dp))
     bwd_window = L_st * (lc.bwd_compute_s + layer_recompute)
     fwd_window = L_st * lc.fwd_compute_s
     # chunk-wise overlap under the interleaved schedule (== max(0, comm - W) for vpp = 1)
@@ -183,7 +189,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
                                  bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
-    dp_exposed = jnp.where(n_dp > 1, dp_exposed, 0.0)
+    dp_exposed = jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_exposed, 0.0)
 
     optimizer = total_s(graph.optimizer, hw, r)
 
@@ -194,7 +200,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     recompute = m * L_st * layer_recompute
     tp_total = m * L_st * tp_exposed
     cp_total = m * L_st * cp_exposed
-    ep_total = m * L_st * lc.ep_comm_s
+    ep_total = m * L_st * ep_exposed
 
     # model FLOPs of the whole step over all GPUs
     micro_total = wl.global_batch / lay.mbs
@@ -221,11 +227,28 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         cp_exposed_frac=jnp.where(lay.cp > 1, safe(cp_exposed, lc.cp_comm_s), 0.0),
         head_calls=m * head_w, embedding_calls=m * emb_w, accumulation_calls=m,
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
-        dp_raw_s=jnp.where(n_dp > 1, dp_raw, 0.0), bubble_s=bubble,
-        zero3_calls=z3_counts, layer=lc, memory=mem, rates=r,
+        dp_raw_s=jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_raw, 0.0), bubble_s=bubble,
+        zero3_calls=z3_counts, layer=lc, memory=mem,
+        ep_exposed_frac=safe(ep_exposed, lc.ep_comm_s), rates=r,
         outer_s=dict(head_fwd=head_phase("fwd"), head_bwd=head_bwd, embedding=emb,
                      accumulation=accum, optimizer=optimizer, p2p=t_p2p))
     return res, sched, graph
+
+
+def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
+    """A layer's EP all-to-all seconds on the critical path per micro-batch: all of them
+    (serial, the default), or under the framework's 1F1B A2A overlap where Megatron-Core
+    allows it (:mod:`dse.train.moe_overlap`) the paired passes' exposed part, the
+    unpaired warm-up / cool-down passes' in full."""
+    from dse.spec.frameworks import moe_a2a_overlap
+    if not moe_a2a_overlap(wl.framework):
+        return lc.ep_comm_s
+    from dse.train.moe_overlap import overlap_allowed, paired_ep_exposed_s, unpaired_share
+    selective = (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s
+    u = unpaired_share(lay, m)
+    paired = paired_ep_exposed_s(layer_ops, lc, hw, r, selective)
+    return jnp.where(overlap_allowed(model, lay, recompute_full),
+                     u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
 
 
 def _sum(xs):

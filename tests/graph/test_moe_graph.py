@@ -72,3 +72,133 @@ def test_moe_layer_costs_more_host_time_than_its_gpu_time_at_one_micro_batch():
     hw = h100()
     lc = layer_cost(m, wl, lay, hw, rates(hw, wl.precision))
     assert float(lc.host_stall_fwd_s) > 0 and float(lc.host_stall_bwd_s) > 0
+
+
+# --- MoE parallel folding (expert TP, EP over TP ranks) -----------------------------
+
+from dse.graph.moe import expert_tp                      # noqa: E402
+from dse.train.memory import params_per_gpu              # noqa: E402
+
+
+def _lay(tp, dp, ep, sp=1, cp=1):
+    return Layout(tp=tp, pp=1, dp=dp, cp=cp, ep=ep, mbs=1, zero=1, sp=sp)
+
+
+def _ops_lay(name, lay, precision=PRECISION_16):
+    m, wl, lay = as_float(get_model(name), Workload(global_batch=64, seq_len=4096, precision=precision), lay)
+    return {(op.name, op.phase): op for op in layer_ops(m, wl, lay, 2.0)}, m, lay
+
+
+def test_expert_tp_is_tp_unless_ep_spans_tp_ranks():
+    """Megatron-Core's default expert TP is the TP size; an EP that does not divide
+    dp*cp can only tile the grid with expert TP 1."""
+    assert float(expert_tp(_lay(2, 16, 8))) == 2.0
+    assert float(expert_tp(_lay(2, 16, 32))) == 1.0
+    assert float(expert_tp(_lay(1, 8, 8))) == 1.0
+
+
+def test_folded_ep_keeps_expert_flops_and_splits_tokens_not_weights():
+    """Qwen3-235B, TP 2 x DP 16: EP 32 (folded, expert TP 1) and EP 16 (expert TP 2) do the
+    same expert FLOPs per GPU; the folded GEMMs see half the tokens at twice the width,
+    and the all-to-all carries the sequence-parallel T/tp tokens, each k times."""
+    from dse.graph.ops import flops
+    folded, m, lay = _ops_lay("qwen3-235b-a22b", _lay(2, 16, 32))
+    split, _, _ = _ops_lay("qwen3-235b-a22b", _lay(2, 16, 16))
+    for name in ("fc1", "fc2"):
+        f_fold = float(flops(folded[(name, "fwd")]) * folded[(name, "fwd")].calls)
+        f_split = float(flops(split[(name, "fwd")]) * split[(name, "fwd")].calls)
+        # EP 32 holds half the experts of EP 16 at full width: same FLOPs per GPU
+        assert f_fold == pytest.approx(f_split, rel=1e-6)
+    T, h, k = 4096.0, 4096.0, 8.0
+    a2a = folded[("ep all-to-all", "fwd")]
+    assert float(a2a.size_bytes) == pytest.approx(T / 2 * k * h * 2.0, rel=1e-6)
+    assert float(folded[("etp all-gather", "fwd")].calls) == 0.0      # expert TP 1
+    assert float(split[("etp all-gather", "fwd")].calls) == 1.0       # expert TP 2 gathers
+    # routed experts take the SP input as it is: one SP all-gather per pass (attention's)
+    assert float(folded[("sp all-gather", "fwd")].calls) == pytest.approx(1.0)
+
+
+def test_expert_weights_per_gpu_follow_the_expert_grid():
+    """Expert weights are split over ep x expert TP: folding EP 32 over TP 2 x DP 16 holds
+    as many expert weights per GPU as EP 16 with expert TP 2."""
+    m = as_float(get_model("qwen3-235b-a22b"))
+    a = float(params_per_gpu(m, as_float(_lay(2, 16, 32))))
+    b = float(params_per_gpu(m, as_float(_lay(2, 16, 16))))
+    assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_folded_layout_passes_the_layout_rules():
+    """(tp*dp*cp) % ep == 0 is the rule; ep must still divide the experts."""
+    import numpy as np
+    from dse.spec.layout_rules import layout_violations
+    m = get_model("qwen3-235b-a22b")
+    cols = {f: np.array([v]) for f, v in dict(tp=2, pp=8, dp=16, cp=1, ep=32, mbs=1, vpp=1,
+                                               recompute=0, zero=1, sp=1).items()}
+    ok, why = layout_violations(m, 256, 8192, 4096, cols)
+    assert ok[0], why[0]
+    cols["ep"] = np.array([64])
+    ok, why = layout_violations(m, 256, 8192, 4096, cols)
+    assert not ok[0] and "tp*dp*cp" in why[0]
+
+
+@pytest.mark.parametrize("scale", [2.0, 4.0])
+def test_more_ep_bandwidth_is_never_slower(scale):
+    """Property: raising every link bandwidth never makes an EP-heavy MoE layer slower."""
+    import dataclasses
+    m, wl, lay = as_float(get_model("qwen3-235b-a22b"), Workload(global_batch=64, seq_len=4096),
+                          _lay(2, 16, 32))
+    hw = h100()
+    fields = {f.name: getattr(hw, f.name) * scale for f in dataclasses.fields(hw)
+              if f.name in ("nvlink_bw_bytes_per_s", "nic_bw_bytes_per_s")}
+    fast = hw.replace(**fields) if hasattr(hw, "replace") else dataclasses.replace(hw, **fields)
+    base = layer_cost(m, wl, lay, hw, rates(hw, wl.precision))
+    quick = layer_cost(m, wl, lay, fast, rates(fast, wl.precision))
+    assert float(quick.ep_comm_s) <= float(base.ep_comm_s)
+    assert float(quick.fwd_compute_s + quick.bwd_compute_s + quick.ep_comm_s) <= \
+        float(base.fwd_compute_s + base.bwd_compute_s + base.ep_comm_s) * (1 + 1e-6)
+
+
+# --- expert data parallelism (gradients and optimizer shards over edp) -----------------
+
+from dse.graph.moe import expert_dp_ops, expert_dp_size          # noqa: E402
+from dse.train.memory import expert_params_per_gpu, memory_per_gpu  # noqa: E402
+
+
+def test_expert_dp_group_is_what_the_expert_grid_leaves():
+    """edp = tp cp dp / (etp ep): Mixtral TP 1 x DP 64, EP 8 -> 8; Qwen3-235B folded
+    EP 32 over TP 2 x DP 16 -> 1 (expert gradients are not reduced at all), EP 16 with
+    expert TP 2 -> 1 too; EP 8 with expert TP 2 -> 2."""
+    assert float(expert_dp_size(_lay(1, 64, 8))) == 8.0
+    assert float(expert_dp_size(_lay(2, 16, 32))) == 1.0
+    assert float(expert_dp_size(_lay(2, 16, 16))) == 1.0
+    assert float(expert_dp_size(_lay(2, 16, 8))) == 2.0
+    assert float(expert_dp_size(_lay(1, 8, 1))) == 8.0       # dense: dp*cp
+
+
+def test_expert_optimizer_states_shard_over_edp_not_dp():
+    """Mixtral 8x7B, DP 64, EP 8, distributed optimizer: the expert parameters' 12 B of
+    optimizer state are split 8 ways, the rest 64 ways; a dense model is unchanged."""
+    m, wl, lay = as_float(get_model("mixtral-8x7b"), Workload(global_batch=256, seq_len=4096), _lay(1, 64, 8))
+    mem = memory_per_gpu(m, wl, lay, 2.0)
+    P, Pe = float(mem.params_per_gpu), float(expert_params_per_gpu(m, lay))
+    assert 0.7 * P < Pe < P
+    assert float(mem.optimizer_bytes) == pytest.approx(12.0 * ((P - Pe) / 64 + Pe / 8), rel=1e-6)
+    d, wl_d, lay_d = as_float(get_model("llama3-8b"), Workload(global_batch=256, seq_len=4096), _lay(1, 64, 1))
+    dm = memory_per_gpu(d, wl_d, lay_d, 2.0)
+    assert float(expert_params_per_gpu(d, lay_d)) == 0.0
+    assert float(dm.optimizer_bytes) == pytest.approx(12.0 * float(dm.params_per_gpu) / 64, rel=1e-9)
+
+
+def test_expert_gradients_reduce_over_edp_ranks_ep_apart():
+    """The expert buffer's reduce-scatter runs over the edp ranks, etp*ep apart (one per
+    node for EP 8 on 8-GPU nodes), and costs nothing where edp = 1."""
+    lay = as_float(_lay(1, 64, 8))
+    ar, rs, ag = expert_dp_ops(lay, 1e9)
+    assert float(rs.n) == 8.0 and float(rs.stride) == 8.0
+    assert float(rs.size_bytes) == 4e9 and float(ag.size_bytes) == 2e9
+    hw = h100()
+    from dse.graph.ops import time_s
+    r = rates(hw, PRECISION_16)
+    folded = expert_dp_ops(as_float(_lay(2, 16, 32)), 1e9)
+    assert all(float(time_s(op, hw, r)) == 0.0 for op in folded)
+    assert all(float(op.calls) == 0.0 for op in expert_dp_ops(lay, 0.0))

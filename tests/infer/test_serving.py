@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from dse.infer.engines import PROFILES, engine_profile
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, iteration_s, kv_slots,
-                               offline, poisson, prefill_s, weights_bytes)
+                               offline, poisson, prefill_s, running_batch, tuned_batch,
+                               weights_bytes)
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model, layer_params
 from dse.cost.rates import rates
@@ -151,6 +152,37 @@ def test_mlperf_harness_and_trtllm_bench_profiles():
     assert kv_slots(d_m, 128, 2048) > 1.5 * kv_slots(d_b, 128, 2048)
 
 
+def test_vllm_under_an_mlperf_harness_is_not_held_at_the_default_max_num_seqs():
+    """vLLM's default max_num_seqs (256) caps the ``vllm`` profile; an MLPerf harness tunes
+    it, so ``vllm_mlperf`` runs the throughput-best batch the KV pool allows, with the same
+    CUDA-graph limit."""
+    h = engine_profile("vllm (0.4.3+rocm614, AMD MLPerf harness)")[0]
+    v = engine_profile("vllm (v0.6.0)")[0]
+    assert h.name == "vllm_mlperf" and v.name == "vllm"
+    assert h.graph_max_batch == v.graph_max_batch and h.max_batch > v.max_batch
+    mi300x = get_hardware("mi300x")
+    l70 = get_model("llama2-70b")
+    d_h = Deployment(l70, mi300x, h, 1, 1, 2, 1.0)
+    d_v = Deployment(l70, mi300x, v, 1, 1, 2, 1.0)
+    assert running_batch(d_v, 286, 294) == 256 < running_batch(d_h, 286, 294)
+    assert offline(d_h, 286, 294, 1).tokens_per_s > offline(d_v, 286, 294, 1).tokens_per_s
+
+
+def test_poisson_running_batch_stays_within_the_tuned_limit():
+    """An open-loop server admits up to the limit a tuned deployment sets (the offline
+    scenario's tuned batch), not the raw KV slots; below saturation B <= that limit."""
+    d = dep(engine="vllm")
+    S, O = 512.0, 256.0
+    lim = tuned_batch(d, S, O)
+    assert lim <= running_batch(d, S, O)
+    cap = offline(d, S, O, 1).tokens_per_s / O
+    for f in (0.3, 0.7):
+        r = poisson(d, f * cap, S, O, 1)
+        assert not r.note and 1.0 <= r.batch <= lim + 1e-6
+    over = poisson(d, 1.5 * cap, S, O, 1)
+    assert over.note.startswith("saturated") and over.batch == lim
+
+
 @settings(max_examples=10, deadline=None)
 @given(st.floats(0.01, 0.99), st.sampled_from(["vllm", "sglang"]))
 def test_sparse_prompts_cost_their_share_of_a_full_prefill_pass(q, engine):
@@ -284,3 +316,65 @@ def test_eager_passes_of_python_engines_are_host_bound_when_the_gpu_work_is_smal
 def prefill_attention_op(model, S, tp):
     from dse.infer.prefill import prefill_attention
     return prefill_attention(model, 1.0, S, tp)
+
+
+def test_batch_nodes_are_a_unit_normal_rule():
+    """The open-loop batch average uses a quadrature of N(0, 1): weights sum to 1, mean 0,
+    variance 1, so E[b] = B and Var[b] = B (the Poisson law of an M/G/inf system)."""
+    from dse.infer.serving import BATCH_NODES
+    assert sum(w for _, w in BATCH_NODES) == pytest.approx(1.0, abs=1e-12)
+    assert sum(w * x for x, w in BATCH_NODES) == pytest.approx(0.0, abs=1e-12)
+    assert sum(w * x * x for x, w in BATCH_NODES) == pytest.approx(1.0, abs=1e-12)
+    assert sum(w * x ** 4 for x, w in BATCH_NODES) == pytest.approx(3.0, abs=1e-9)
+
+
+def test_open_loop_batch_spread_smooths_the_graph_capture_step():
+    """A decode batch just above the CUDA-graph capture limit runs eagerly and jumps in
+    time; averaged over a Poisson(B) running batch the mean iteration rises monotonically
+    through the limit in smaller steps (each quadrature node carries only its weight of
+    the jump), stays between the two sides, and is unchanged for deterministic load
+    (spread False)."""
+    from dse.infer.serving import cycle, open_loop_cycle
+    d = dep(engine="sglang")
+    g = d.engine.graph_max_batch
+    ctx, S = 600.0, 300.0
+    batches = [g - 24 + 3 * k for k in range(17)]
+    plain = [cycle(d, b, ctx, 0.5, S, True).mean_s for b in batches]
+    avg = [open_loop_cycle(d, b, ctx, 0.5, S, True).mean_s for b in batches]
+    step = lambda ts: max(b - a for a, b in zip(ts, ts[1:]))
+    assert step(avg) < 0.7 * step(plain)                        # the step is spread out
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(avg, avg[1:]))
+    assert plain[0] <= avg[8] <= plain[-1]
+    det = open_loop_cycle(d, 64.0, ctx, 0.5, S, False)
+    assert det.mean_s == pytest.approx(cycle(d, 64.0, ctx, 0.5, S, False).mean_s)
+
+
+def test_open_loop_batch_never_exceeds_the_cap():
+    """Nodes above the engine's running-batch cap are clipped to it: with the cap at the
+    mean the average is no slower than the iteration at the mean."""
+    from dse.infer.serving import cycle, open_loop_cycle
+    d = dep()
+    at_cap = open_loop_cycle(d, 100.0, 800.0, 0.5, 400.0, True, cap=100.0).mean_s
+    assert at_cap <= cycle(d, 100.0, 800.0, 0.5, 400.0, True).mean_s * (1 + 1e-9)
+
+
+def test_pytorch_engines_stream_linear_weights_below_stream_bandwidth():
+    """vLLM / SGLang linears (cuBLAS heuristics) stream their weights at
+    ``linear_bw_eff`` of the achieved bandwidth, TensorRT-LLM's tuned GEMMs at all of it:
+    a weight-bound decode step of the PyTorch engine is longer by about
+    ``weights / bw x (1 / eff - 1)``, and never shorter than bytes / bandwidth."""
+    assert PROFILES["trtllm"].linear_bw_eff == 1.0
+    eff = PROFILES["vllm"].linear_bw_eff
+    assert 0.0 < eff < 1.0 and PROFILES["sglang"].linear_bw_eff == eff
+    tuned = dataclasses.replace(PROFILES["vllm"], linear_bw_eff=1.0)
+    d_v = Deployment(L8, H100, PROFILES["vllm"], 1, 1, 1, 2.0)
+    d_1 = Deployment(L8, H100, tuned, 1, 1, 1, 2.0)
+    bw = float(rates(H100, 1).hbm_bw_bytes_per_s)
+    w = weights_bytes(d_v)
+    t_v = iteration_s(d_v, 8, 512, overhead=False)
+    t_1 = iteration_s(d_1, 8, 512, overhead=False)
+    extra = t_v - t_1
+    p = layer_params(L8)
+    lin = L8.num_layers * float(p.attention + p.experts) * 2.0 / bw   # the layers' linears
+    assert 0.9 * lin * (1 / eff - 1) < extra < 1.1 * (w / bw) * (1 / eff - 1)
+    assert t_v >= w / bw

@@ -43,8 +43,30 @@ def test_layouts_follow_the_rules():
         serving_layouts(L8, 8, [2])
     with pytest.raises(InputError, match="num_experts % ep"):
         serving_layouts(MIX, 8, [3])          # 8 experts
-    with pytest.raises(InputError, match="static"):
-        sweep_inference(MIX, [H100], 8, 4, 128, 16, 2, ep=[2])
+
+
+def test_static_batching_takes_ep_and_attention_dp():
+    """Static batching sweeps EP and attention DP too: its ep = attn_dp = 1 rows are the
+    sweep without them, and every row is the scalar inference_step of its layout (the
+    replica's batch spread over the attn_dp ranks)."""
+    from dse.infer.step import inference_step
+    from dse.infer.workload import InferenceWorkload
+    full = sweep_inference(MIX, [H100], 8, 64, 512, 128, 2, ep="auto", attn_dp="auto")
+    base = sweep_inference(MIX, [H100], 8, 64, 512, 128, 2)
+    one = full[(full.ep == 1) & (full.attn_dp == 1)]
+    key = ["tp", "pp", "batch"]
+    a, b = base.sort_values(key).reset_index(drop=True), one.sort_values(key).reset_index(drop=True)
+    for c in ("tpot_s", "ttft_s", "tokens_per_s", "mem_gib"):
+        np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), rtol=1e-6, equal_nan=True)
+    ep_rows = full[full.feasible & ((full.ep > 1) | (full.attn_dp > 1))]
+    assert set(ep_rows.ep) >= {2, 8} and set(ep_rows.attn_dp) >= {2, 8}
+    for _, r in ep_rows.iloc[::7].iterrows():
+        wl = InferenceWorkload(batch=r.batch / r.attn_dp, prompt_len=512, gen_len=128, precision=2)
+        s = inference_step(MIX, wl, H100, int(r.tp), int(r.pp), int(r.ep), int(r.attn_dp))
+        assert r.tpot_s == pytest.approx(float(s.decode_s_per_token), rel=1e-4)
+        assert r.tokens_per_s == pytest.approx(float(s.tokens_per_s) * r.attn_dp, rel=1e-4)
+    few = full[full.batch < full.attn_dp]
+    assert len(few) and (~few.feasible).all()
 
 
 def test_ep1_rows_are_the_sweep_without_ep(mix):

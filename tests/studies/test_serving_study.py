@@ -354,7 +354,6 @@ def test_listed_degrees_restrict_the_search(tmp_path):
     (lambda t: t.replace('attn_dp = "auto"', "attn_dp = true"), "serving.attn_dp", "must be 'auto'"),
     (lambda t: t.replace('ep = "auto"', "ep = 3"), "serving.ep", "3 is allowed for mixtral-8x7b at no replica"),
     (lambda t: t.replace('ep = "auto"', "ep = 8"), "serving.ep", "8 is allowed for mixtral-8x7b at no replica"),
-    (lambda t: t.replace('ep = "auto"', 'ep = 2\nbatching = "static"'), "serving.ep", "under batching = 'static'"),
     (lambda t: t.replace('ep = "auto"', 'epp = 2'), "serving.epp", "unknown key"),
 ])
 def test_bad_moe_axes_exit_2(tmp_path, capsys, edit, field, says):

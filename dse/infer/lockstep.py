@@ -1,0 +1,122 @@
+"""Closed-loop benchmarks with fixed lengths run in lockstep waves.
+
+A closed-loop client (``sglang.bench_serving`` / ``vllm benchmarks/benchmark_serving.py``
+with ``--max-concurrency N``, a fixed ``--random-input-len`` / ``--random-output-len``:
+every request S prompt and O output tokens) starts N requests at t = 0 and sends the
+next one the moment one finishes.  With equal lengths the N requests that start together
+also finish together (each advances one token per iteration), so their clients resubmit
+together: the load is a sequence of **waves**, each a burst of W prompts arriving at
+once, not the staggered arrivals of the steady state (:func:`dse.infer.serving.concurrency`).
+
+**One wave** of W requests (W = min(N, wave cap), below):
+
+* the W prompts run as prefill passes of up to ``budget`` tokens each
+  (:func:`pass_tokens`): whole prompts where the engine does not chunk
+  (``floor(budget / S)`` prompts per pass), token chunks where it does.  The prompt
+  whose last token lands in pass k gets its first token at the end of pass k:
+  ``TTFT_k = sum_{j<=k} t_pass(j)``, with ``t_pass`` the static prefill of the pass's
+  tokens (:func:`dse.infer.serving.prefill_s`).  vLLM 0.x and SGLang schedule waiting
+  prompts before running decodes (vLLM V0 ``Scheduler._schedule_default``: prefills
+  first when nothing is swapped; SGLang ``Scheduler.get_next_batch_to_run``: a new
+  prefill batch before the running decode batch), so decoding starts after the last pass,
+  ``P_W = sum_j t_pass(j)``; TensorRT-LLM's in-flight batching gives the already
+  prefilled requests a token per pass meanwhile, an iteration as long as the pass --
+  the same wait per token, so the same formula.
+* then ``O - 1`` decode iterations of the W sequences at mean context ``S + O/2``
+  (:func:`dse.infer.serving.iteration_s`, the engine's host time and CUDA-graph limit
+  included), all W finishing in the same iteration: ``T_wave = P_W + (O - 1) t_dec``.
+* per request: ``e2e = T_wave`` (plus the queue wait below); TTFT the mean of ``TTFT_k``
+  over the wave's prompts; TPOT as benchmark clients compute it, ``(e2e - TTFT) /
+  (O - 1)``, so ``TPOT = t_dec + (P_W - mean TTFT) / (O - 1)``.
+
+**Wave cap**: W <= the engine's running-sequence limit (``max_batch``: vLLM
+``max_num_seqs``, SGLang ``max_running_requests``, TensorRT-LLM ``max_batch_size``) and
+<= the KV slots at the wave's *final* footprint, ``S + O`` tokens per request
+(:func:`dse.infer.serving.kv_slots` with ``final``): in lockstep every running request
+reaches S + O together, so an engine that admits on current blocks (vLLM, SGLang)
+preempts down to the sequences that fit then (vLLM V0 recompute preemption, SGLang
+``retract_decode``), which is the same count.  With N > W requests in flight the other
+``N - W`` wait in the server's queue; the wave completes W requests every ``T_wave``, so
+by Little's law the mean wait is ``(N - W) T_wave / W``, added to TTFT and e2e.
+
+Throughput ``N O / e2e`` (= ``W O / T_wave``).  Attention-DP ranks are independent
+streams (``N / streams`` requests each), as in :mod:`dse.infer.serving`.
+
+Used by ``dse predict`` for ``concurrency`` rows with the lengths given (fixed lengths);
+dataset-driven lengths desynchronise the waves within a few requests, and the steady
+state of :func:`dse.infer.serving.concurrency` applies (also what the serving search
+assumes: a production load, not a lockstep client).
+
+Units: seconds, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
+                               kv_slots, prefill_s, streams)
+
+#: vLLM ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` (``vllm/config.py``, ``SchedulerConfig``)
+VLLM_MIN_BATCHED_TOKENS = 2048
+
+
+def pass_tokens(dep: Deployment, S: float, max_model_len: float | None = None) -> float:
+    """Tokens one prefill pass may carry (whole prompts unless the engine chunks).
+
+    vLLM V0 without chunked prefill sets ``max_num_batched_tokens = max(max_model_len,
+    2048)`` (``vllm/config.py`` ``SchedulerConfig.__post_init__``: "If max_model_len is
+    too short, use _DEFAULT_MAX_NUM_BATCHED_TOKENS"), with ``max_model_len`` the
+    ``--max-model-len`` the launch states, else the checkpoint's context (128K-164K for
+    the models here: larger than any wave, so one pass per wave, ``inf``).  Other
+    engines: their ``max_num_tokens`` (SGLang ``chunked_prefill_size``, TensorRT-LLM
+    ``max_num_tokens``)."""
+    eng = dep.engine
+    if eng.name.startswith("vllm") and not eng.chunked_prefill:
+        mml = math.inf if max_model_len is None else float(max_model_len)
+        return max(mml, float(VLLM_MIN_BATCHED_TOKENS))
+    return float(eng.max_num_tokens)
+
+
+def wave_prefill(dep: Deployment, W: float, S: float, budget: float) -> tuple[float, float]:
+    """(mean TTFT over the wave's prompts, total prefill time P_W) of a burst of ``W``
+    prompts of ``S`` tokens in passes of ``budget`` tokens (module docstring)."""
+    W = max(int(round(W)), 1)
+    chunked = dep.engine.chunked_prefill
+    per_pass = min(budget, W * S)
+    if not chunked:
+        per_pass = max(math.floor(per_pass / S), 1) * S
+    K = math.ceil(W * S / per_pass - 1e-9)
+    t_full = prefill_s(dep, per_pass / S, S)
+    last_tokens = W * S - (K - 1) * per_pass
+    t_last = t_full if abs(last_tokens - per_pass) < 1e-6 else prefill_s(dep, last_tokens / S, S)
+    total = (K - 1) * t_full + t_last
+    ttft = 0.0
+    for i in range(1, W + 1):
+        k = min(math.ceil(i * S / per_pass - 1e-9), K)
+        ttft += (k - 1) * t_full + (t_last if k == K else t_full)
+    return ttft / W, total
+
+
+def lockstep_concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
+                         max_model_len: float | None = None) -> ServingResult:
+    """Closed loop of ``n`` requests in flight with fixed lengths (module docstring)."""
+    gpus = gpus_per_replica(dep) * replicas
+    units = streams(dep, replicas)
+    N = n / units
+    cap = min(kv_slots(dep, S, O, final=True), float(dep.engine.max_batch))
+    if cap < 1:
+        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
+                             "infeasible: the weights leave no KV cache for one sequence")
+    W = max(min(N, cap), 1.0)
+    W = float(math.floor(W))
+    ttft_wave, p_w = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    t_dec = iteration_s(dep, W, S + O / 2.0) if O > 1 else 0.0
+    t_wave = p_w + (O - 1.0) * t_dec
+    wait = max(N - W, 0.0) * t_wave / W
+    ttft = wait + ttft_wave
+    e2e = wait + t_wave
+    tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0
+    tps = N * O / e2e * units
+    note = "" if N <= W else "queued: concurrency above the wave the KV cache holds"
+    return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, note)

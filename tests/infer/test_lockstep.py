@@ -1,0 +1,89 @@
+"""Closed-loop waves with fixed lengths (dse.infer.lockstep) and the engine settings a
+row's launch command states (dse.infer.predict_rows.launch_settings)."""
+
+import math
+
+import pytest
+
+from dse.infer.engines import PROFILES, engine_profile
+from dse.infer.lockstep import lockstep_concurrency, pass_tokens, wave_prefill
+from dse.infer.predict_rows import launch_settings
+from dse.infer.serving import Deployment, iteration_s, kv_slots, prefill_s
+from dse.spec.hardware import get_hardware
+from dse.spec.model import get_model
+
+H100 = get_hardware("h100-sxm-80gb")
+L8 = get_model("meta-llama/Llama-3.1-8B")
+
+
+def dep(engine="vllm", hw=H100, model=L8, tp=1):
+    return Deployment(model, hw, PROFILES[engine], tp, 1, 1, 2.0)
+
+
+def test_one_pass_wave_ttft_is_the_prefill_of_the_whole_burst():
+    d = dep("vllm")
+    for W in (1, 4, 16):
+        ttft, total = wave_prefill(d, W, 1000.0, math.inf)
+        assert ttft == pytest.approx(prefill_s(d, W, 1000.0)) and total == pytest.approx(ttft)
+
+
+def test_passes_of_whole_prompts_give_the_staircase_mean():
+    """Budget of 2 prompts, 5 prompts: passes (2, 2, 1); TTFT 1, 1, 2, 2, 3 passes' worth."""
+    d = dep("vllm")
+    ttft, total = wave_prefill(d, 5, 1000.0, 2500.0)
+    t2, t1 = prefill_s(d, 2, 1000.0), prefill_s(d, 1, 1000.0)
+    assert total == pytest.approx(2 * t2 + t1)
+    assert ttft == pytest.approx((2 * t2 + 2 * 2 * t2 + (2 * t2 + t1)) / 5)
+
+
+def test_wave_ttft_grows_with_concurrency_and_throughput_saturates():
+    d = dep("vllm")
+    res = [lockstep_concurrency(d, n, 2000.0, 200.0, 1) for n in (1, 4, 16, 64, 256, 1024)]
+    ttft = [r.ttft_s for r in res]
+    assert all(b > a for a, b in zip(ttft, ttft[1:]))
+    tps = [r.tokens_per_s for r in res]
+    assert tps[3] > tps[0]
+    cap = min(kv_slots(d, 2000.0, 200.0, final=True), d.engine.max_batch)
+    assert 1024 > cap and tps[-1] == pytest.approx(tps[-2], rel=0.05)   # past the wave cap
+    assert res[-1].note.startswith("queued")
+
+
+def test_wave_accounting_matches_little_and_the_client_tpot():
+    """e2e = wait + P_W + (O-1) t_dec; tokens/s = N O / e2e; TPOT = (e2e - TTFT)/(O-1)."""
+    d = dep("sglang")
+    S, O, n = 3000.0, 500.0, 32
+    r = lockstep_concurrency(d, n, S, O, 1)
+    ttft_w, p_w = wave_prefill(d, n, S, pass_tokens(d, S))
+    t_dec = iteration_s(d, n, S + O / 2)
+    assert r.e2e_s == pytest.approx(p_w + (O - 1) * t_dec)
+    assert r.ttft_s == pytest.approx(ttft_w)
+    assert r.tpot_s == pytest.approx((r.e2e_s - r.ttft_s) / (O - 1))
+    assert r.tokens_per_s == pytest.approx(n * O / r.e2e_s)
+
+
+def test_vllm_without_chunked_prefill_batches_up_to_max_model_len():
+    d = dep("vllm")
+    assert pass_tokens(d, 3200.0) == math.inf
+    assert pass_tokens(d, 3200.0, 32768.0) == 32768.0
+    assert pass_tokens(d, 3200.0, 1024.0) == 2048.0        # vLLM's 2048-token floor
+    assert pass_tokens(dep("sglang"), 3200.0) == PROFILES["sglang"].max_num_tokens
+
+
+def test_launch_flags_replace_the_profile_limits():
+    row = {"engine": "trtllm (0.17.post1.dev, trtllm-serve PyTorch backend)",
+           "notes": "Launch: trtllm-serve --backend pytorch --max_batch_size 512 --max_num_tokens 16384."}
+    eng, mml = launch_settings(row, engine_profile(row["engine"])[0])
+    assert (eng.max_batch, eng.max_num_tokens, mml) == (512, 16384, None)
+    eng, mml = launch_settings({"notes": "vllm serve --max-model-len 32768"}, PROFILES["vllm"])
+    assert mml == 32768.0 and eng == PROFILES["vllm"]
+
+
+def test_early_pytorch_backend_of_tensorrt_llm_runs_eager():
+    """TensorRT-LLM < 1.0 PyTorch backend: no CUDA graphs, eager issue floor; 1.x and the
+    C++ engine keep the trtllm profile."""
+    e = engine_profile("trtllm (0.17.post1.dev, trtllm-serve PyTorch backend)")[0]
+    assert e.name == "trtllm_pytorch_eager" and not e.cuda_graphs and e.eager_op_s > 0
+    assert engine_profile("trtllm (v1.0, trtllm-bench, PyTorch backend)")[0].name == "trtllm"
+    assert engine_profile("trtllm (v0.13.0, trtllm-bench, C++ engine)")[0].name == "trtllm"
+    d_eager = Deployment(L8, H100, e, 1, 1, 1, 2.0)
+    assert iteration_s(d_eager, 4, 1000.0) > iteration_s(dep("trtllm"), 4, 1000.0)

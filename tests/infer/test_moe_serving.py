@@ -1,0 +1,84 @@
+"""MoE routing passes and the expert-parallel load imbalance of the serving layer
+(dse.infer.moe_serving, hooked into dse.infer.forward.forward_ops)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse.graph.ops import KVRead, MemPass
+from dse.infer.forward import forward_ops, stage_kernels
+from dse.infer.moe_serving import MOE_ROUTING_KERNELS, ep_load_factor, routing_bytes
+from dse.spec.model import get_model
+
+MIX = get_model("mistralai/Mixtral-8x7B-v0.1")
+QWEN = get_model("Qwen/Qwen3-30B-A3B")
+L8 = get_model("meta-llama/Llama-3.1-8B")
+NAME = "moe top-k/permute/finalize"
+
+
+def _layer(model, tokens, tp=1, ep=1, dp=1, precision=1):
+    att = KVRead(tokens, model.num_attention_heads / tp, 1.0, 1000.0, 128.0)
+    g = forward_ops(model, tokens, tokens, att, tp, 1, precision, 2.0, ep, dp)
+    return {op.name: op for op in g.layer}
+
+
+def test_no_imbalance_without_ep():
+    assert float(ep_load_factor(1.0, 1)) == 1.0
+    assert float(ep_load_factor(1e6, 1)) == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([2, 4, 8, 16, 32]), st.integers(1, 1 << 16), st.integers(1, 1 << 16))
+def test_imbalance_falls_with_pairs_and_exceeds_one(ep, a, b):
+    lo, hi = sorted((a, b))
+    f_lo, f_hi = float(ep_load_factor(lo, ep)), float(ep_load_factor(hi, ep))
+    assert f_hi <= f_lo + 1e-6 and f_hi > 1.0
+
+
+def test_imbalance_bounds_the_simulated_most_loaded_rank():
+    """Multinomial routing of N pairs over ep ranks (uniform): the formula is the
+    Gaussian bound on E[max], above the simulated mean of the maximum and within 10 %
+    of it once the counts are large."""
+    rng = np.random.default_rng(0)
+    for ep, n in ((4, 512), (8, 512), (8, 16384), (32, 4096)):
+        counts = rng.multinomial(n, [1.0 / ep] * ep, size=4000)
+        sim = counts.max(axis=1).mean() / (n / ep)
+        f = float(ep_load_factor(n, ep))
+        assert sim <= f + 1e-3, (ep, n, sim, f)
+        assert f - 1.0 <= 1.6 * (sim - 1.0) + 0.01, (ep, n, sim, f)
+
+
+def test_routing_bytes_formula():
+    # T = 10 tokens, P = 20 pairs, h = 100, E = 8, el = 2, q = 1
+    assert float(routing_bytes(10.0, 20.0, 100.0, 8.0, 2.0, 1.0)) == (1 + 2) * 100 * 30 + 4 * 10 * 8
+
+
+def test_routing_pass_only_on_moe_models():
+    dense = _layer(L8, 64.0)[NAME]
+    moe = _layer(MIX, 64.0)[NAME]
+    assert isinstance(moe, MemPass) and float(dense.calls) == 0.0 and float(moe.calls) == 1.0
+    assert float(moe.kernels) == MOE_ROUTING_KERNELS
+    # TP: every GPU routes all T tokens, k pairs each (ep = 1)
+    h = MIX.hidden_size
+    assert float(moe.bytes_moved) == (2 + 2) * h * (64 + 64 * MIX.top_k) + 4 * 64 * MIX.num_experts
+
+
+def test_routing_pass_counts_launches():
+    """A MoE layer launches its 3 linears (fc1, fc2, router) and the 4 routing kernels
+    where a dense layer launches fc1 / fc2: one linear + MOE_ROUTING_KERNELS more."""
+    att = KVRead(8.0, QWEN.num_attention_heads, 1.0, 1000.0, 128.0)
+    att_d = KVRead(8.0, L8.num_attention_heads, 1.0, 1000.0, 128.0)
+    head_emb = 6.0        # kernels outside the layers are alike for both models: bound
+    per_moe = float(stage_kernels(QWEN, 8.0, 8.0, att, 1, 1, 1, 2.0)) / QWEN.num_layers
+    per_dense = float(stage_kernels(L8, 8.0, 8.0, att_d, 1, 1, 1, 2.0)) / L8.num_layers
+    assert abs((per_moe - per_dense) - (1.0 + MOE_ROUTING_KERNELS)) < head_emb / QWEN.num_layers
+
+
+def test_ep_rank_carries_the_imbalance():
+    """Under EP over attention-DP ranks the expert GEMM is costed on the most loaded
+    rank: its tokens per expert times the hit experts is the mean pairs x the factor."""
+    T, ep = 16.0, 8
+    fc1 = _layer(MIX, T, 1, ep, ep)["fc1"]
+    pairs = float(fc1.m * fc1.count)
+    mean = T * ep * MIX.top_k / ep
+    assert abs(pairs / mean - float(ep_load_factor(T * ep * MIX.top_k, ep))) < 1e-4
