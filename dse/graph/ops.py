@@ -356,6 +356,11 @@ def _stacked_field(values):
     if not isinstance(v0, jax.core.Tracer) and all(
             type(v) is type(v0) and not isinstance(v, jax.core.Tracer) and v == v0 for v in values):
         return v0
+    if all(not isinstance(v, jax.core.Tracer) or (v.aval.dtype == np.float32 and not v.aval.weak_type)
+           for v in values):
+        # float32 leaves and constants: the stack jnp.stack records, without its promotion
+        # pass (a third of the cost of tracing it)
+        return lax.stack([v if isinstance(v, jax.core.Tracer) else np.float32(v) for v in values])
     return jnp.stack([jnp.asarray(v, jnp.float32) if not isinstance(v, jax.core.Tracer) else v
                       for v in values])
 
@@ -388,11 +393,19 @@ def map_ops(fn, ops, *args) -> list:
         pad = idx + [idx[0]] * (-len(idx) % VECTOR_WIDTH)
         batched = ops[idx[0]].replace(**{f: _stacked_field([getattr(ops[i], f) for i in pad])
                                          for f in cls._leaf_fields})
-        res = fn(batched, *args)
+        leaves, tree = jax.tree_util.tree_flatten(fn(batched, *args))
+        cols = [_unstack(x, len(idx)) if jnp.ndim(x) else [x] * len(idx) for x in leaves]
         for j, i in enumerate(idx):
-            out[i] = jax.tree_util.tree_map(
-                lambda x: lax.index_in_dim(x, j, keepdims=False) if jnp.ndim(x) else x, res)
+            out[i] = jax.tree_util.tree_unflatten(tree, [c[j] for c in cols])
     return out
+
+
+def _unstack(x, n: int) -> list:
+    """The first ``n`` rows of ``x`` (``x[0] .. x[n - 1]``): one split and ``n`` squeezes
+    (the padding rows in one unused piece), half the operations of ``n`` slices."""
+    rest = x.shape[0] - n
+    parts = lax.split(x, (1,) * n + ((rest,) if rest else ()), axis=0)
+    return [lax.squeeze(p, (0,)) for p in parts[:n]]
 
 
 def times_s(ops, hw, r) -> list:

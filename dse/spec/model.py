@@ -273,7 +273,7 @@ def layer_params(model: Model, dense: bool = False) -> LayerParams:
                            norms=norms, shared=0.0)
     E = model.num_experts * 1.0
     return LayerParams(attention=attention,
-                       router=jnp.where(E > 1, h * E, 0.0),
+                       router=select(E > 1, h * E, 0.0),
                        experts=(2.0 + model.gated_mlp) * h * expert_ffn(model) * E,
                        norms=norms,
                        shared=(2.0 + model.gated_mlp) * h * shared_ffn(model))
@@ -331,8 +331,8 @@ def head_dim_of(model: Model):
     (``qk_nope + qk_rope``) and the value head dim: the (decompressed, MHA) attention
     core's FLOPs ``2 s^2 (d_qk + d_v)`` per head and its Q, K, V, O bytes are then those
     of the real kernel (FlashAttention-3 runs d_qk = 192, d_v = 128 for DeepSeek)."""
-    plain = jnp.where(model.kv_channels > 0, model.kv_channels * 1.0,
-                      model.hidden_size / model.num_attention_heads)
+    plain = select(model.kv_channels > 0, model.kv_channels * 1.0,
+                   model.hidden_size / model.num_attention_heads)
     return select(is_mla(model), (model.qk_nope_head_dim + model.qk_rope_head_dim
                                   + model.v_head_dim) / 2.0, plain)
 

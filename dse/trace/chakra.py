@@ -149,9 +149,14 @@ def _varint(value: int) -> bytes:
 
 def _frames(data: bytes, where: str) -> list[tuple[int, bytes]]:
     """Split ``data`` into (offset, message bytes) by varint length prefixes."""
-    frames, pos = [], 0
-    while pos < len(data):
+    frames, pos, n = [], 0, len(data)
+    while pos < n:
         start, length, shift = pos, 0, 0
+        if data[pos] < 0x80 and pos + 1 + data[pos] <= n:     # a one-byte prefix: most
+            length = data[pos]
+            frames.append((start, data[pos + 1:pos + 1 + length]))
+            pos += 1 + length
+            continue
         while True:
             if pos >= len(data) or shift >= 64:
                 raise InputError(where, f"message at byte {start}", "the length prefix "
@@ -161,9 +166,9 @@ def _frames(data: bytes, where: str) -> list[tuple[int, bytes]]:
             pos, length, shift = pos + 1, length | (byte & 0x7F) << shift, shift + 7
             if not byte & 0x80:
                 break
-        require(pos + length <= len(data), where, f"message at byte {start}",
+        require(pos + length <= n, where, f"message at byte {start}",
                 f"`length <= bytes left` must hold, but got (length={length}, "
-                f"bytes left={len(data) - pos}) (truncated file)")
+                f"bytes left={n - pos}) (truncated file)")
         frames.append((start, data[pos:pos + length]))
         pos += length
     return frames
@@ -423,32 +428,123 @@ def _write_all(files: list[tuple[Path, bytes]], k: int = 0) -> None:
         atomic_write(path, lambda t: (Path(t).write_bytes(data), _write_all(files, k + 1)))
 
 
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at ``pos``; IndexError if truncated."""
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _packed(buf: bytes, pos: int, n: int):
+    """(values, position after) of the packed varint field whose length prefix is at
+    ``pos``; ``None`` if it runs past ``n``."""
+    ln, pos = _read_varint(buf, pos)
+    end = pos + ln
+    if end > n:
+        return None
+    out = []
+    append = out.append
+    while pos < end:
+        b = buf[pos]
+        if b < 0x80:
+            append(b)
+            pos += 1
+        else:
+            d, pos = _read_varint(buf, pos)
+            append(d)
+    return (out, pos) if pos == end else None
+
+
+def _split_node(buf: bytes):
+    """``(id, name, ctrl_deps, data_deps, body)`` of a ``Node`` message laid out as the
+    writer lays it out (protobuf's field-number order: ``id`` 1, ``name`` 2, ``type`` 3 of
+    one byte, packed ``ctrl_deps`` 4 and ``data_deps`` 5, the rest), with ``body`` the
+    message less those four fields; ``None`` for any other layout.  Raises IndexError /
+    UnicodeDecodeError on a truncated varint or a bad name."""
+    n = len(buf)
+    pos, nid, name, ctrl, data = 0, 0, "", [], []
+    if n and buf[0] == 0x08:
+        nid, pos = _read_varint(buf, 1)
+    if pos < n and buf[pos] == 0x12:
+        ln, pos = _read_varint(buf, pos + 1)
+        if pos + ln > n:
+            return None
+        name = buf[pos:pos + ln].decode("utf-8")
+        pos += ln
+    if pos + 1 >= n or buf[pos] != 0x18 or buf[pos + 1] >= 0x80:
+        return None
+    before = buf[pos:pos + 2]
+    pos += 2
+    for tag in (0x22, 0x2a):               # ctrl_deps, data_deps
+        if pos < n and buf[pos] == tag:
+            got = _packed(buf, pos + 1, n)
+            if got is None:
+                return None
+            if tag == 0x22:
+                ctrl, pos = got
+            else:
+                data, pos = got
+    return nid, name, ctrl, data, before + buf[pos:]
+
+
+def _top_fields(buf: bytes) -> set[int] | None:
+    """Field numbers of a message's top-level fields (``None`` if it does not split
+    into fields)."""
+    out, pos, n = set(), 0, len(buf)
+    try:
+        while pos < n:
+            tag, pos = _read_varint(buf, pos)
+            wire = tag & 7
+            if wire == 0:
+                _, pos = _read_varint(buf, pos)
+            elif wire == 2:
+                ln, pos = _read_varint(buf, pos)
+                pos += ln
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return None
+            out.add(tag >> 3)
+    except IndexError:
+        return None
+    return out if pos == n else None
+
+
 def _nodes_by_body(frames: list[tuple[int, bytes]], where: str) -> list[TraceNode] | None:
     """The nodes of ``frames`` as :func:`node_from_chakra` gives them, translating each
     distinct *body* -- a message less its id, name and dependencies, what the nodes of
     one :class:`~dse.trace.graph.NodeTable` body share -- once, and per node only those
-    four fields.  ``None`` where a message does not decode or its body does not translate
-    (the caller then decodes message by message, naming the node in the error)."""
+    fields, split off the message's bytes (:func:`_split_node`; a body is checked once
+    to hold none of them).  ``None`` where a message is laid out otherwise, does not
+    decode or its body does not translate (the caller then decodes message by message
+    with protobuf, naming the node in the error)."""
     protos: dict[bytes, dict] = {}
     new, out, msg = object.__new__, [], Node()
     append = out.append
     try:
         for _, buf in frames:
-            msg.ParseFromString(buf)
-            nid, name = msg.id, msg.name
-            data, ctrl = list(msg.data_deps), list(msg.ctrl_deps)
-            for f in ("id", "name", "data_deps", "ctrl_deps"):
-                msg.ClearField(f)
-            body = msg.SerializeToString()
+            split = _split_node(buf)
+            if split is None:
+                return None
+            nid, name, ctrl, data, body = split
             proto = protos.get(body)
             if proto is None:
+                fields = _top_fields(body)
+                if fields is None or fields & {1, 2, 4, 5}:
+                    return None
+                msg.ParseFromString(body)
                 proto = protos[body] = node_from_chakra(msg, where).__dict__
             node = new(TraceNode)
             d = node.__dict__
             d.update(proto)
             d["id"], d["name"], d["data_deps"], d["ctrl_deps"] = nid, name, data, ctrl
             append(node)
-    except (DecodeError, InputError):
+    except (DecodeError, InputError, IndexError, UnicodeDecodeError):
         return None
     return out
 
@@ -480,10 +576,12 @@ def read_et_file(path: Path) -> tuple[dict[str, str], list[TraceNode]]:
                  for off, buf in frames[1:]]
     ids = {n.id for n in nodes}
     require(len(ids) == len(nodes), where, "Node.id", "node ids must be unique")
+    known = ids.issuperset
     for n in nodes:
-        missing = sorted(set(n.data_deps + n.ctrl_deps) - ids)
-        require(not missing, where, f"node {n.id}: deps",
-                f"every dependency must be a node of this file, but got unknown {missing[:5]}")
+        if not (known(n.data_deps) and known(n.ctrl_deps)):
+            missing = sorted(set(n.data_deps + n.ctrl_deps) - ids)
+            require(False, where, f"node {n.id}: deps",
+                    f"every dependency must be a node of this file, but got unknown {missing[:5]}")
     return meta_attrs, nodes
 
 

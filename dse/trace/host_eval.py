@@ -13,9 +13,11 @@ Exactness: the equations NumPy runs here are those whose result IEEE 754 defines
 bit -- ``add``, ``sub``, ``mul``, ``div`` and ``sqrt`` of floats (correctly rounded, in
 the equation's dtype), float ``rem`` (C ``fmod``, exact), ``max``, ``min``, ``floor``,
 ``ceil``, ``neg``, ``abs``, comparisons, ``select_n``, logical operations, conversions to float or bool, in-range
-float-to-int truncation, bool-to-int (exact), and the data-movement primitives
-(broadcast, reshape, squeeze, slice, stack, concatenate).  Every other equation
-(``log``, ``exp``, ``pow``, integer arithmetic, control flow ...) is executed by XLA
+float-to-int truncation, bool-to-int (exact), ``pow`` of base 2 with an integral
+exponent in the normal range (the exact power of two, which XLA returns for every such
+exponent: a test checks them all), and the data-movement primitives (broadcast,
+reshape, squeeze, slice, split, stack, concatenate).  Every other equation (``log``, ``exp``,
+any other ``pow``, integer arithmetic, control flow ...) is executed by XLA
 itself, eagerly: ``primitive.bind`` on concrete arrays, one operation-sized program per
 primitive and signature (NumPy's ``log`` differs from XLA's in the last bit for ~4 % of
 float32 inputs); an elementwise one on an array runs element by element through the
@@ -65,6 +67,9 @@ def _numpy_rule(eqn):
     """The NumPy function that computes ``eqn`` bit-exactly, or ``None`` (module doc)."""
     name, params = eqn.primitive.name, eqn.params
     in_dtypes = [np.dtype(v.aval.dtype) for v in eqn.invars]
+    if name == "split":       # data movement, several results (Plan: ``multi``)
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return lambda x, a=params["axis"]: np.split(x, cuts, axis=a)
     if len(eqn.outvars) != 1:
         return None
     out = eqn.outvars[0].aval
@@ -74,6 +79,8 @@ def _numpy_rule(eqn):
         return _FLOAT_OPS[name]
     if name == "rem" and floats and out_dtype.kind == "f":
         return np.fmod       # C fmod, lax.rem's float semantics: the remainder is exact
+    if name == "pow" and floats and out_dtype.kind == "f":
+        return _pow_rule(eqn, out_dtype)
     if name in _ANY_OPS and (floats or all(d.kind in "biu" for d in in_dtypes)):
         return _ANY_OPS[name]
     if name in _BOOL_OPS and all(d == np.bool_ for d in in_dtypes):
@@ -117,6 +124,26 @@ def _numpy_rule(eqn):
     if name == "concatenate":
         return lambda *xs, a=params["dimension"]: np.concatenate(xs, axis=a)
     return None
+
+
+def _pow_rule(eqn, dtype):
+    """``pow``: ``2 ** k`` for an integral ``k`` whose power is a normal float is the exact
+    ``2^k`` (``np.ldexp``), the value XLA's ``pow`` returns for every such ``k``
+    (``tests/trace/test_host_eval.py`` checks them all); any other input runs in XLA
+    (module docstring), compiled only then."""
+    xla = []
+    info = np.finfo(dtype)
+    lo, hi = info.minexp, info.maxexp - 1
+
+    def run(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        if np.all(x == 2.0) and np.all((y == np.floor(y)) & (y >= lo) & (y <= hi)):
+            ones = np.ones(np.broadcast_shapes(x.shape, y.shape), dtype)
+            return np.ldexp(ones, y.astype(np.int32))[()]
+        if not xla:
+            xla.append(_xla_rule(eqn)[0])
+        return xla[0](x, y)
+    return run
 
 
 def _xla_rule(eqn):
@@ -189,7 +216,7 @@ class Plan:
                         continue
                     env[var] = slot
                 continue
-            fn, multi = _numpy_rule(eqn), False
+            fn, multi = _numpy_rule(eqn), eqn.primitive.multiple_results
             if fn is None:
                 fn, multi = _xla_rule(eqn)
                 self.xla_primitives.add(eqn.primitive.name)

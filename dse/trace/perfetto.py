@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
+from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
@@ -71,7 +72,7 @@ def write_chrome_trace(timeline: Iterable[tuple], path: Path, *,
         events.append(x)
         seen_pids.add(ev.rank)
         seen_tids.add((ev.rank, ev.stream))
-    events.sort(key=lambda e: (e["pid"], e["tid"], e["ts"]))
+    events.sort(key=itemgetter("pid", "tid", "ts"))
     labels = []
     for pid in sorted(seen_pids):
         name = (process_names or {}).get(pid, f"rank {pid}")

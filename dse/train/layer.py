@@ -67,6 +67,8 @@ class LayerCost(NamedTuple):
     model_flops: object     # forward+backward useful FLOPs (no recompute)
     host_stall_fwd_s: object = 0.0  # GPU idle waiting for the host, forward (in fwd_compute_s)
     host_stall_bwd_s: object = 0.0  # same, backward (in bwd_compute_s)
+    fwd_flops: object = 0.0         # useful FLOPs of the forward ops (model_flops' share)
+    bwd_flops: object = 0.0         # same, backward
 
 
 def _sum(xs):
@@ -106,9 +108,11 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
     stall_fwd = jnp.maximum(host("fwd") - fwd - tp_share * tp_exposed, 0.0)
     stall_bwd = jnp.maximum(host("bwd") - bwd - (1.0 - tp_share) * tp_exposed, 0.0)
     fwd, bwd = fwd + stall_fwd, bwd + stall_bwd
-    model_flops = _sum(f for op, f in zip(ops, map_ops(flops, ops)) if op.phase in ("fwd", "bwd"))
+    op_flops = map_ops(flops, ops)
+    model_flops = _sum(f for op, f in zip(ops, op_flops) if op.phase in ("fwd", "bwd"))
+    phase_flops = lambda phase: _sum(f for op, f in zip(ops, op_flops) if op.phase == phase)
     return LayerCost(fwd, bwd, attn, selective, tp_comm, tp_exposed, cp_comm, ep_comm, model_flops,
-                     stall_fwd, stall_bwd)
+                     stall_fwd, stall_bwd, phase_flops("fwd"), phase_flops("bwd"))
 
 
 def layer_cost(model: Model, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> LayerCost:

@@ -105,6 +105,10 @@ class StepSchedule(NamedTuple):
     layer: object = None       # the LayerCost of one layer pass the step used (reduce_layer)
     memory: object = None      # the step's memory_per_gpu (dse.train.memory.MemoryBreakdown)
     ep_exposed_frac: object = 1.0  # exposed / raw of the EP collectives (MoE A2A overlap)
+    rates: object = None       # the Rates the step costed its ops with (dse.cost.rates)
+    outer_s: object = None     # seconds of one pass of the outer groups, as the step summed
+    #                            them: head_fwd, head_bwd, embedding, accumulation (one
+    #                            micro-batch), optimizer (the step), p2p (one transfer)
 
 
 def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepResult:
@@ -126,7 +130,9 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     m = wl.global_batch / (lay.dp * lay.mbs)
 
     # LM head + cross-entropy (last stage), embedding (first stage)
-    head = total_s(graph.head, hw, r)
+    head_t = [time_s(op, hw, r) for op in graph.head]       # each op costed once
+    head_phase = lambda phase: _sum(t for op, t in zip(graph.head, head_t) if op.phase == phase)
+    head = _sum(head_t)
     emb = total_s(graph.embedding, hw, r)
     head_stage = jnp.where(lay.pp > 1, jnp.maximum(head, emb), head + emb)
 
@@ -178,7 +184,7 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     dp_z2 = m * overlapped_cost_s(rs, bwd_window, bwd_window, f_sm, jnp.minimum(z2_exposed, rs)) + ovi(ag, fwd_window)
     # ZeRO-3 / FSDP: per unit (one block, or one linear under DeepSpeed), prefetched one
     # ahead, with what cannot hide exposed (dse.train.zero3)
-    head_bwd = _sum(time_s(op, hw, r) for op in graph.head if op.phase == "bwd")
+    head_bwd = head_phase("bwd")
     # the unit collectives also hide under the compute stream's own TP / EP collectives
     tp_half = 0.5 * lc.tp_exposed_s
     dp_z3, z3_raw, z3_counts = zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
@@ -230,7 +236,9 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
         p2p_calls=p2p_calls, dp_kind=jnp.where(lay.zero == 0, 0, 1),
         dp_raw_s=jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_raw, 0.0), bubble_s=bubble,
         zero3_calls=z3_counts, layer=lc, memory=mem,
-        ep_exposed_frac=safe(ep_exposed, lc.ep_comm_s))
+        ep_exposed_frac=safe(ep_exposed, lc.ep_comm_s), rates=r,
+        outer_s=dict(head_fwd=head_phase("fwd"), head_bwd=head_bwd, embedding=emb,
+                     accumulation=accum, optimizer=optimizer, p2p=t_p2p))
     return res, sched, graph
 
 

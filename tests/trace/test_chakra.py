@@ -105,6 +105,26 @@ def test_body_cached_decoding_equals_message_by_message(ts):
             assert chakra._nodes_by_body(frames, "t") == slow
 
 
+def test_other_field_orders_decode_by_protobuf(tmp_path):
+    """A message whose fields are not in the writer's order (legal protobuf: any order,
+    a repeated field unpacked) is not split by hand (chakra._split_node): the file is
+    decoded message by message, with the same nodes."""
+    a = chakra.Node(id=3, name="n", type=chakra.NODE_TYPE["COMP_NODE"], duration_micros=5,
+                    data_deps=[1, 2])
+    parts = {f.number: chakra.Node(**{f.name: getattr(a, f.name)}).SerializeToString()
+             for f, _ in a.ListFields()}
+    reordered = parts[3] + parts[7] + parts[1] + parts[2] + b"\x28\x01\x28\x02"  # unpacked deps
+    assert chakra._nodes_by_body([(0, reordered)], "t") is None
+    head = chakra.GlobalMetadata(version="0.0.4").SerializeToString()
+    dep = chakra.Node(id=1, type=chakra.NODE_TYPE["COMP_NODE"]).SerializeToString()
+    dep2 = chakra.Node(id=2, type=chakra.NODE_TYPE["COMP_NODE"]).SerializeToString()
+    data = b"".join(chakra._varint(len(m)) + m for m in (head, dep, dep2, reordered))
+    (tmp_path / "x.et").write_bytes(data)
+    _, nodes = chakra.read_et_file(tmp_path / "x.et")
+    assert nodes[-1] == chakra.node_from_chakra(a)
+    assert (nodes[-1].id, nodes[-1].name, nodes[-1].data_deps) == (3, "n", [1, 2])
+
+
 def test_round_trip_example_and_file_names(tmp_path):
     ts = example_trace_set()
     paths = chakra.write_trace_set(ts, tmp_path)

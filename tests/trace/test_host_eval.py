@@ -96,6 +96,26 @@ def test_unsupported_primitives_run_in_xla_and_constants_fold():
     assert all(any(plan.values[i] is None for i in ins) for _, ins, _, _ in plan.steps)
 
 
+def test_pow_of_two_is_xla_exactly_for_every_normal_exponent():
+    """host_eval runs pow(2, k) for integral k as the exact 2^k: XLA's pow must return that
+    for every k of float32's normal range (op by op and vectorized), and other inputs
+    still go to XLA."""
+    k = np.arange(-126, 128, dtype=np.float32)
+    f = lambda x, y: x ** y
+    with jax.disable_jit():
+        xla_vec = np.asarray(jnp.float32(2.0) ** jnp.asarray(k))
+    assert _same(xla_vec, np.ldexp(np.float32(1), k.astype(np.int32)))
+    assert _same(host_call(f, np.float32(2.0), k), xla_vec)
+    scalar = jax.jit(f)            # XLA's scalar program, every exponent
+    assert all(_same(host_call(f, np.float32(2.0), y), jax.device_get(scalar(np.float32(2.0), y)))
+               for y in k)
+    for x, y in ((2.0, 0.5), (2.0, 128.0), (2.0, -127.0), (3.0, 2.0), (2.0, np.nan)):
+        x, y = np.float32(x), np.float32(y)
+        with jax.disable_jit():
+            want = jnp.float32(x) ** jnp.float32(y)
+        assert _same(host_call(f, x, y), want), (x, y)
+
+
 def test_float_to_int_out_of_range_follows_xla():
     f = lambda x: x.astype(jnp.int32)
     for x in (np.float32(3e9), np.float32(-3e9), np.float32(np.nan), np.float32(-2.7)):
