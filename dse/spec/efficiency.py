@@ -43,7 +43,7 @@ means and where it comes from:
     GB200 NVFP4, with cohort packing (``bench_tuned_tokens``) on; closing the worst
     (1024 in / 8192 out, +42 %) with ``hbm`` alone would need 0.9 / 1.42 = 0.63, far
     below any STREAM fraction; the decode step there is ~62 % fp8 KV read and
-    ~36 % NVFP4 weight read (4.5 bits per element incl. the e4m3 scale per 16,
+    ~35 % weight read, nearly all NVFP4 (4.5 bits per element incl. the e4m3 scale per 16,
     ``dse.cost.rates.NVFP4_BYTES``), so the missing term is in a Blackwell kernel (decode
     attention or block-scaled GEMM at small M), not in the datasheet bandwidth.
 ``nvlink`` / ``nic``
