@@ -33,6 +33,19 @@ means and where it comes from:
     Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy;
     ~0.9 on A100/H100 per the "Dissecting the Ampere/Hopper GPU architecture"
     microbenchmark papers, arXiv:2402.13499).
+    Blackwell: Hopper's 0.9, NOT MEASURED -- no published B200 / GB200 / B300 STREAM or
+    BabelStream figure was found (the B200 microbenchmark paper, Jarmusch & Chandrasekaran,
+    arXiv:2512.02189, and Chips and Cheese's B200 article were searched; the catalog's
+    7.7 TB/s peak itself is confirmed from the 7680-bit bus, ``[b200.sources] hbm``).  It
+    is left at 0.9 on purpose: the out-of-sample TensorRT-LLM 1.x Llama-3.3-70B rows
+    (tests/data/published_serving.csv) put the same engine profile within +-11 % on
+    H100 / H200 fp8 (12 rows) but +7..+47 % (median +20 %, 18 rows) too fast on B200 /
+    GB200 NVFP4, with cohort packing (``bench_tuned_tokens``) on; closing the worst
+    (1024 in / 8192 out, +42 %) with ``hbm`` alone would need 0.9 / 1.42 = 0.63, far
+    below any STREAM fraction; the decode step there is ~62 % fp8 KV read and
+    ~35 % weight read, nearly all NVFP4 (4.5 bits per element incl. the e4m3 scale per 16,
+    ``dse.cost.rates.NVFP4_BYTES``), so the missing term is in a Blackwell kernel (decode
+    attention or block-scaled GEMM at small M), not in the datasheet bandwidth.
 ``nvlink`` / ``nic``
     nccl-tests bus bandwidth divided by the per-direction link bandwidth for large
     all-reduce (NCCL PERFORMANCE.md conventions): DGX A100 ~230 of 300 GB/s NVLink
