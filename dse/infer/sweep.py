@@ -78,7 +78,7 @@ import pandas as pd
 
 from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
-from dse.infer.continuous import (Admitted, Continuous, Replica, Slots, admitted_point,
+from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
                                   default_engine, engine_rule, kv_element_bytes, queued_point,
                                   slots)
 from dse.infer.engines import PROFILES
