@@ -281,27 +281,58 @@ def first_token_s(rep: Replica, eng: EngineProfile, t_iter, q, S):
     return half + prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
 
 
-def concurrency_point(rep: Replica, eng: EngineProfile, n, S, O, sl: Slots) -> Continuous:
-    """``n`` requests in flight on one replica whose slots are ``sl`` (module docstring);
-    NaN times where the KV pool holds no request."""
+class Admitted(NamedTuple):
+    """What one admitted batch ``B`` decides, the same for every concurrency ``n`` that
+    admits it (``n >= B*`` all admit ``B*``): the sweep evaluates it once per distinct
+    batch (:mod:`dse.infer.sweep`) and :func:`queued_point` spreads it over the ``n``."""
+    tpot_s: object          # steady-state iteration t
+    ttft_run_s: object      # TTFT once admitted (scheduling + the prompt's prefill)
+    e2e_run_s: object       # a request's time once admitted: ttft_run + (O - 1) t
+    tokens_per_s: object    # output tokens/s of the replica: B O / e2e_run
+    mem_bytes: object       # weights + admitted KV + workspace, with the allocator terms
+
+
+def admitted_batch(n, sl: Slots):
+    """``B = min(n, B*)`` (1 where the KV pool holds no request: its times are NaN)."""
+    return jnp.where(sl.tuned >= 1.0, jnp.minimum(n * 1.0, sl.tuned), 1.0)
+
+
+def admitted_point(rep: Replica, eng: EngineProfile, B, S, O, sl: Slots) -> Admitted:
+    """The iteration, TTFT, run time and memory of ``B`` admitted requests (module
+    docstring): the expensive, ``n``-independent part of :func:`concurrency_point`."""
     S = S * 1.0
     O = O * 1.0
-    ok = sl.tuned >= 1.0
-    B = jnp.where(ok, jnp.minimum(n * 1.0, sl.tuned), 1.0)
     t = steady_iteration_s(rep, eng, B, S, O)
     q = B / jnp.maximum(O, 1.0)
     ttft0 = first_token_s(rep, eng, t, q, S)
     e2e_run = ttft0 + (O - 1.0) * t
-    queue = jnp.maximum(n / B - 1.0, 0.0) * e2e_run
-    ttft = ttft0 + queue
     _, acts = _pool_bytes(rep, eng, S)
     mem = (sl.weights_bytes + B * sl.kv_bytes_per_seq + acts) * (1.0 + FRAGMENTATION) + RESERVE_BYTES
-    nan = jnp.nan
+    return Admitted(t, ttft0, e2e_run, B * O / e2e_run, mem)
+
+
+def queued_point(n, B, a: Admitted, O, sl: Slots, xp=jnp) -> Continuous:
+    """``n`` requests in flight of which ``B`` are admitted with ``a``: the slot wait
+    (Little's law, module docstring) on top; NaN times where the KV pool holds no
+    request.  ``xp`` is the array module (``jnp`` traced, ``numpy`` on the host: the
+    sweep spreads the distinct batches over the concurrencies there)."""
+    O = O * 1.0
+    ok = sl.tuned >= 1.0
+    queue = xp.maximum(n / B - 1.0, 0.0) * a.e2e_run_s
+    ttft = a.ttft_run_s + queue
+    nan = xp.nan
     return Continuous(
-        ttft_s=jnp.where(ok, ttft, nan), tpot_s=jnp.where(ok, t, nan),
-        e2e_s=jnp.where(ok, ttft + (O - 1.0) * t, nan), queue_s=jnp.where(ok, queue, nan),
-        tokens_per_s=jnp.where(ok, B * O / e2e_run, nan), admitted=jnp.where(ok, B, 0.0),
-        slots=sl.tuned, kv_slots=sl.kv_slots, mem_bytes=mem)
+        ttft_s=xp.where(ok, ttft, nan), tpot_s=xp.where(ok, a.tpot_s, nan),
+        e2e_s=xp.where(ok, ttft + (O - 1.0) * a.tpot_s, nan), queue_s=xp.where(ok, queue, nan),
+        tokens_per_s=xp.where(ok, a.tokens_per_s, nan), admitted=xp.where(ok, B, 0.0),
+        slots=sl.tuned, kv_slots=sl.kv_slots, mem_bytes=a.mem_bytes)
+
+
+def concurrency_point(rep: Replica, eng: EngineProfile, n, S, O, sl: Slots) -> Continuous:
+    """``n`` requests in flight on one replica whose slots are ``sl`` (module docstring):
+    :func:`admitted_point` of ``B = min(n, B*)``, then :func:`queued_point`."""
+    B = admitted_batch(n, sl)
+    return queued_point(n * 1.0, B, admitted_point(rep, eng, B, S, O, sl), O, sl)
 
 
 def continuous(rep: Replica, eng: EngineProfile, n, S, O) -> Continuous:

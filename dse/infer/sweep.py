@@ -13,28 +13,41 @@ attn_dp = 1``, the layouts before EP; under either batching, ``batch / attn_dp``
 per attention rank).  Batch: the powers of two up
 to ``batch`` (and ``batch`` itself), or an explicit list.
 
-**One call per engine.**  The grid is (hardware x layout) rows times the batch axis.
-Each row's hardware, layout and engine-independent work runs once per row and every
-batch of the row in the same program: ``jit(vmap_rows(vmap_batches(...)))``; ``vmap``
-maps only what depends on its axis, so the row-level terms (rates, weights, the KV pool,
-continuous batching's slots and tuned limit) are not repeated per batch.  Padding
-policy (fixed, so repeated sweeps reuse the compiled programs): the batch axis to the
-next power of two (at least :data:`MIN_BATCH_PAD`) by repeating its last value, the rows
-by the one chunked runner of every sweep (:mod:`dse.sweep.runner`: powers of 8, at most
-:data:`POINTS_PER_CHUNK` points per chunk).  Static batching is one call in all; the
-continuous mode one per engine profile (its branches are static).  The frame is built
-from numpy columns (status as codes into a message table, string columns by one take)
-and sorted with ``np.lexsort``.
+**Static batching: one call.**  The grid is (hardware x layout) rows times the batch
+axis.  Each row's hardware and layout work runs once per row and every batch of the row
+in the same program: ``jit(vmap_rows(vmap_batches(...)))``; ``vmap`` maps only what
+depends on its axis, so the row-level terms (rates, weights) are not repeated per batch.
+Padding policy (fixed, so repeated sweeps reuse the compiled programs): the batch axis to
+the next power of two (at least :data:`MIN_BATCH_PAD`) by repeating its last value, the
+rows by the one chunked runner of every sweep (:mod:`dse.sweep.runner`: powers of 8, at
+most :data:`POINTS_PER_CHUNK` points per chunk).  The frame is built from numpy columns
+(status as codes into a message table, string columns by one take) and ordered with one
+stable argsort.
 
-**Compile options.**  On the CPU backend a continuous-batching chunk of at most
-:data:`FAST_COMPILE_POINTS` points (a serving study's grid: 64 layout rows x 16
-concurrencies) is compiled with LLVM's optimizations off (``xla_backend_optimization_level = 0``): there the compile is
-the cost, seconds per engine profile, and the run milliseconds.  Measured on the shared
-2-core box, ``make study STUDY=serving`` from a cold cache: 35 -> 27 CPU-seconds; the vLLM
-program's compile 20 -> 10 s alone; a warm rerun of all the study's sweeps 0.25 -> 0.5 s.
-Larger chunks (the serving-search benchmark's 32768-point chunks, whose run is 7x slower
-unoptimized), static batching and every GPU compile keep XLA's defaults.  Results
-agree to float32 rounding (relative 1e-7).
+**Continuous batching: distinct batches.**  Two programs per engine profile (its branches
+are static), each through the chunked runner: (1) per layout row, the KV slots and the
+tuned running-batch limit ``B*`` (:func:`dse.infer.continuous.slots`); (2) per distinct
+(row, admitted batch ``B = min(n, B*)``, status) pair (:func:`distinct_batches`), the
+iteration, TTFT, run time and memory of ``B`` admitted requests
+(:func:`dse.infer.continuous.admitted_point`, the expensive part), the pair's row
+gathered from the engine's row tables on the device.  Every concurrency from ``B*`` up
+admits ``B*`` and repeats that iteration, so a row whose concurrency axis runs past its
+limit costs ``B*`` evaluations, not one per concurrency (the serving-search benchmark:
+491,520 points, 238,692 pairs).  The frame is ordered at pair level (a pair's points are
+consecutive in grid order and share feasibility and tokens/s, so this is the stable
+point-level order) and each pair is then spread over its concurrencies in that order
+with the slot wait on top (:func:`dse.infer.continuous.queued_point`, numpy float32): the
+per-point columns are written once, already ordered.
+
+**Compile options.**  On the CPU backend a continuous-batching call of at most
+:data:`FAST_COMPILE_POINTS` (row, concurrency) points per engine (a serving study's grid)
+compiles its programs with LLVM's optimizations off (``xla_backend_optimization_level =
+0``), its pairs in one chunk of that size (one shape per engine profile): there the
+compile is the cost, seconds per engine profile, and the run milliseconds.  The slots
+program (rows x 5 candidate batches, a few hundred rows at most) always compiles so on
+the CPU.  Larger calls (the serving-search benchmark's 32768-pair chunks, whose run is
+7x slower unoptimized), static batching and every GPU compile keep XLA's defaults.
+Results agree to float32 rounding (relative 1e-7).
 
 ``batching = "static"`` (the default of this function; :func:`dse.infer.step.inference_step`):
 ``batch`` requests are prefilled together and decoded together; TTFT = the batch's
@@ -65,8 +78,9 @@ import pandas as pd
 
 from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
-from dse.infer.continuous import (Continuous, Replica, Slots, concurrency_point,
-                                  default_engine, engine_rule, kv_element_bytes, slots)
+from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
+                                  default_engine, engine_rule, kv_element_bytes, queued_point,
+                                  slots)
 from dse.infer.engines import PROFILES
 from dse.infer.expert_parallel import experts_per_gpu, serving_layouts
 from dse.infer.memory import serving_memory
@@ -74,7 +88,7 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import oom_status
-from dse.sweep.runner import chunk_size, collect_chunked, dispatch_chunked, run_chunked
+from dse.sweep.runner import chunk_size, collect_chunked, dispatch_chunked, pad_index, run_chunked
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
@@ -92,7 +106,7 @@ OBJECTIVES = {"tokens_per_s": False, "prefill_s": True, "decode_s_per_token": Tr
 BATCHING = SERVING_BATCHING          # the one list (dse.spec.study)
 MIN_BATCH_PAD = 8                    # the batch axis is padded to a power of two >= this
 POINTS_PER_CHUNK = 1 << 15           # layout rows per chunk: this many points / padded batches
-FAST_COMPILE_POINTS = 1 << 12        # CPU chunks up to this many points: FAST_COMPILE
+FAST_COMPILE_POINTS = 1 << 12        # CPU calls up to this many points per engine: FAST_COMPILE
 FAST_COMPILE = {"xla_backend_optimization_level": 0}   # XLA:CPU, LLVM's optimizations off
 
 
@@ -110,35 +124,61 @@ def _static(model, hw, tp, pp, ep, dp, bs, S, O, precision):
     return jax.vmap(row)(hw, tp, pp, ep, dp)
 
 
-def _continuous(eng, model, hw, tp, pp, ep, dp, bs, precision, kv_bytes, S, O):
-    """Continuous batching of a chunk of layout rows (one entry per row of ``hw``, ``tp``,
-    ``pp``, ``ep``, ``dp``): the row's KV slots and tuned limit
-    (:func:`dse.infer.continuous.slots`, once per row) and, at every concurrency of
-    ``bs`` (requests in flight per replica, ``bs / dp`` per attention rank),
-    :func:`dse.infer.continuous.concurrency_point`: outputs ``[rows]`` and ``[rows,
-    batches]``."""
-    def row(h, t, p, e, d):
-        rep = Replica(model, h, t, p, precision, kv_bytes, e, d)
-        sl = slots(rep, eng, S, O)
-        pts = jax.vmap(lambda n: concurrency_point(rep, eng, n / d, S, O, sl))(bs)
-        return sl, pts
-    return jax.vmap(row)(hw, tp, pp, ep, dp)
+def _row_slots(eng, model, hw, tp, pp, ep, dp, precision, kv_bytes, S, O):
+    """The KV slots and tuned running-batch limit of a chunk of layout rows (one entry per
+    row of ``hw``, ``tp``, ``pp``, ``ep``, ``dp``): :func:`dse.infer.continuous.slots`."""
+    return jax.vmap(lambda h, t, p, e, d: slots(Replica(model, h, t, p, precision, kv_bytes, e, d),
+                                                eng, S, O))(hw, tp, pp, ep, dp)
+
+
+def _admitted(eng, model, hw, tp, pp, ep, dp, sl, row, B, precision, kv_bytes, S, O):
+    """:func:`dse.infer.continuous.admitted_point` of a chunk of (layout row, distinct
+    admitted batch) pairs: ``row`` and ``B`` one entry per pair, the row's index into the
+    row tables ``hw``, ``tp``, ``pp``, ``ep``, ``dp`` and ``sl`` (its
+    :class:`dse.infer.continuous.Slots`), gathered here, on the device."""
+    hw, tp, pp, ep, dp, sl = jax.tree_util.tree_map(lambda x: x[row], (hw, tp, pp, ep, dp, sl))
+    return jax.vmap(lambda h, t, p, e, d, s, b: admitted_point(
+        Replica(model, h, t, p, precision, kv_bytes, e, d), eng, b, S, O, s))(hw, tp, pp, ep, dp, sl, B)
 
 
 _static_jit = jax.jit(_static)
-#: the continuous-batching programs (module docstring, "Compile options"): XLA's defaults,
-#: and :data:`FAST_COMPILE` for chunks of at most :data:`FAST_COMPILE_POINTS` points on
-#: the CPU backend
-_CONTINUOUS = (jax.jit(_continuous, static_argnums=0),
-               jax.jit(_continuous, static_argnums=0, compiler_options=FAST_COMPILE))
+#: the continuous-batching programs (module docstring, "Compile options"), each as
+#: (XLA's defaults, :data:`FAST_COMPILE`)
+_SLOTS = (jax.jit(_row_slots, static_argnums=0),
+          jax.jit(_row_slots, static_argnums=0, compiler_options=FAST_COMPILE))
+_ADMITTED = (jax.jit(_admitted, static_argnums=0),
+             jax.jit(_admitted, static_argnums=0, compiler_options=FAST_COMPILE))
 
 
-def _continuous_program(grid, n_rows: int):
-    """The jitted continuous program for a run of ``n_rows`` layout rows of ``grid``: its
-    chunk of ``chunk_size(n_rows) x Bp`` points decides (:data:`_CONTINUOUS`)."""
-    small = (chunk_size(n_rows, grid.max_rows) * grid.Bp <= FAST_COMPILE_POINTS
-             and jax.default_backend() == "cpu")
-    return _CONTINUOUS[1 if small else 0]
+def _fast_compile(n_points: int) -> bool:
+    """Whether a continuous-batching call of ``n_points`` (row, concurrency) points per
+    engine compiles its pair program with :data:`FAST_COMPILE` (module docstring, "Compile
+    options")."""
+    return n_points <= FAST_COMPILE_POINTS and jax.default_backend() == "cpu"
+
+
+class Pairs(NamedTuple):
+    """The distinct (row, admitted batch, status) pairs of a grid, flat and row-major (a
+    row's pairs consecutive, in concurrency order), each a run of consecutive points."""
+    row: np.ndarray         # the pair's layout row
+    batch: np.ndarray       # its admitted batch B (per attention rank)
+    code: np.ndarray        # its status code
+    start: np.ndarray       # its first point (flat grid index)
+    count: np.ndarray       # its number of points
+
+
+def distinct_batches(n, tuned, code) -> Pairs:
+    """The (row, B, status) pairs of the points ``n`` (``[rows, batches]`` requests in
+    flight per attention rank, ascending along a row) of rows whose tuned limit is
+    ``tuned`` (``[rows]``), with status codes ``code`` (``[rows, batches]``): ``B = min(n,
+    B*)`` (:func:`dse.infer.continuous.admitted_batch`), so every concurrency from B* up
+    shares one pair.  A new pair starts wherever B or the status changes along a row."""
+    adm = np.where(tuned[:, None] >= 1.0, np.minimum(n, tuned[:, None]), np.float32(1.0))
+    new = np.ones(adm.shape, bool)
+    new[:, 1:] = (adm[:, 1:] != adm[:, :-1]) | (code[:, 1:] != code[:, :-1])
+    start = np.flatnonzero(new)
+    count = np.diff(np.append(start, adm.size))
+    return Pairs(start // adm.shape[1], adm.reshape(-1)[start], code.reshape(-1)[start], start, count)
 
 
 def replica_layouts(model: Model, gpus_per_replica: int) -> list[tuple[int, int]]:
@@ -303,19 +343,14 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
     engines = _engines(hws, engine) if batching == "continuous" else None
     hw_cols = hardware_table(hws)
     grid = _Grid(hws, lays, _batches(batch, batches))
-    h_pt = grid.per_point(grid.h_row)
-    l_pt = grid.per_point(grid.l_row)
     bs = np.tile(grid.bss, grid.rows)
-    cap = hw_cols["hbm_bytes"][h_pt]
-    no_fp8 = (((precision == 2) & (hw_cols["peak_fp8_flops_per_s"][h_pt] <= 0))
-              | ((precision >= 3) & (hw_cols["peak_fp4_flops_per_s"][h_pt] <= 0)))
     base = {"model": model.name, "hardware": _Str([h.name for h in hws], grid.h_row),
             **{f: _Row(lays[f][grid.l_row]) for f in ("tp", "pp", "ep", "attn_dp")},
             "batch": bs, "prompt_len": prompt_len, "gen_len": gen_len,
             "precision": SERVING_PRECISION_NAMES[precision], "batching": batching}
     if batching == "continuous":
-        cols, feasible = _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len,
-                                           precision, hws, bs)
+        cols, order, rp, n_ok = _continuous_frame(model, hw_cols, engines, grid, prompt_len,
+                                                  gen_len, precision, hws)
     else:
         h_pt = grid.per_point(grid.h_row)
         l_pt = grid.per_point(grid.l_row)
@@ -325,11 +360,10 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
         cols = _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_margin,
                              status, no_fp8, hws, h_pt, l_pt, bs, cap)
         feasible = cols["feasible"]
+        order = _order(feasible, cols["tokens_per_s"])
+        rp = order // grid.B                               # the row of each ordered point
+        n_ok = int(np.count_nonzero(feasible))
     cols["hbm_gib"] = _Row(hw_cols["hbm_bytes"][grid.h_row] / GIB)
-    tokens = cols["tokens_per_s"]
-    order = _order(feasible, tokens.values if isinstance(tokens, _Feasible) else tokens)
-    rp = order // grid.B                                   # the row of each ordered point
-    n_ok = int(np.count_nonzero(feasible))
     out = {k: _take(v, order, rp, n_ok, len(bs)) for k, v in {**base, **cols}.items()}
     return pd.DataFrame(out, copy=False)      # fresh arrays: no consolidation copy
 
@@ -347,6 +381,11 @@ class _Str(NamedTuple):
     codes: np.ndarray
 
 
+class _Ordered(NamedTuple):
+    """A per-point column already in the frame's order (numpy or a pandas string array)."""
+    values: object
+
+
 class _Feasible(NamedTuple):
     """A per-point float32 column (over ``div``) that is NaN where the point is
     infeasible: ordered, the feasible points come first (:func:`_order`), so only the tail
@@ -360,6 +399,8 @@ def _take(v, order, rp, n_ok, n):
     the ordered points' rows ``rp``, strings as one take of their ordered codes."""
     if isinstance(v, _Row):
         return v.values[rp]
+    if isinstance(v, _Ordered):
+        return v.values
     if isinstance(v, _Str):
         return _strings(v.uniques, v.codes[rp] if len(v.codes) != n else v.codes[order])
     if isinstance(v, _Feasible):
@@ -443,38 +484,37 @@ def _static_frame(model, hw_cols, grid, prompt_len, gen_len, precision, mem_marg
     return cols
 
 
-def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision, hws,
-                      bs) -> tuple[dict, np.ndarray]:
-    """Continuous batching (module docstring): one call per engine over its layout rows,
-    each row's slots and every concurrency together; every engine's chunks are dispatched
-    before the first copy-back, so the device computes the next engine's chunks while the
-    host converts the last.  Row-level quantities stay per row and the per-point ones
-    ``[rows, batches]`` until the frame is ordered (:func:`_take`).  Returns the columns
-    and the feasible mask (grid order)."""
+def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precision,
+                      hws) -> tuple[dict, np.ndarray, np.ndarray, int]:
+    """Continuous batching (module docstring, "Distinct batches"): the rows' slots, then
+    one :func:`dse.infer.continuous.admitted_point` per distinct (row, admitted batch,
+    status) pair, ordered by the frame's rule at pair level and spread over the pair's
+    concurrencies in that order.  Every engine's chunks are dispatched before the first
+    copy-back, so the device computes the next engine's chunks while the host converts
+    the last.  Returns the columns (row-level ones per row, per-point ones in frame
+    order), the frame order of the grid's points, their rows and the feasible count."""
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
     R, B = grid.rows, grid.B
     eng_names = sorted(set(engines))
     eng_code = np.searchsorted(eng_names, np.asarray(engines, dtype=object))[grid.h_row]
-    bs_pad = grid.bs_pad
-    runs = []
+    dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
+    lay = ("tp", "pp", "ep", "attn_dp")
+    calls = []
     for e, name in enumerate(eng_names):
         eng = PROFILES[name]
-        kvb = np.float32(kv_element_bytes(eng, precision))
         rows = np.flatnonzero(eng_code == e)
-        fn = _continuous_program(grid, len(rows))
-        runs.append((rows, dispatch_chunked(
-            lambda *a, fn=fn, eng=eng, kvb=kvb: fn(eng, model, *a, bs_pad, prec, kvb, S, O),
-            lambda r, rows=rows: grid.row_args(hw_cols, rows[r], "tp", "pp", "ep", "attn_dp"),
-            len(rows), max_chunk=grid.max_rows)))
+        calls.append((e, eng, rows, int(_fast_compile(len(rows) * B)),
+                      np.float32(kv_element_bytes(eng, precision))))
+    # 1. per row: the KV slots and the tuned limit B*
+    runs = [dispatch_chunked(
+        lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")], eng=eng, kvb=kvb: fn(eng, model, *a, prec, kvb, S, O),
+        lambda r, rows=rows: grid.row_args(hw_cols, rows[r], *lay), len(rows))
+        for _, eng, rows, _, kvb in calls]
     sl = {f: np.empty(R, np.float32) for f in Slots._fields}
-    res = {f: np.empty((R, B), np.float32) for f in Continuous._fields}
-    for rows, pending in runs:
-        out_sl, out = collect_chunked(pending)
+    for (_, _, rows, _, _), pending in zip(calls, runs):
+        out = collect_chunked(pending)
         for f in Slots._fields:
-            sl[f][rows] = getattr(out_sl, f)
-        for f in Continuous._fields:
-            res[f][rows] = getattr(out, f)[:, :B]
-    dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
+            sl[f][rows] = getattr(out, f)
     # status by precedence (the later wins): no KV slot (per row), batch < attn_dp, no fp8/fp4
     msgs = ["ok", "infeasible: fewer requests in flight than attention-DP ranks (batch < attn_dp)"]
     row_code = np.zeros(R, np.int32)
@@ -488,26 +528,70 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     for h in np.unique(grid.h_row[no_fp8_row]):
         msgs.append(_no_fp8_message(hws[h], precision))
         row_code[no_fp8_row & (grid.h_row == h)] = len(msgs) - 1
-    few = bs.reshape(R, B) < dp_row[:, None]
+    few = grid.bss[None, :] < dp_row[:, None]
     code = np.where(few & ~(no_kv_row | no_fp8_row)[:, None], 1, row_code[:, None])
-    feasible = ((~no_kv_row & ~no_fp8_row)[:, None] & ~few).reshape(-1)
-    tokens = np.where(feasible, (res["tokens_per_s"] * dp_row[:, None]).reshape(-1), np.nan)
-    pt = lambda x: _Feasible(x.reshape(-1))
+    # 2. per distinct (row, admitted batch, status): what every concurrency admitting it shares
+    n = grid.bss.astype(np.float32)[None, :] / dp_row[:, None]      # requests per attention rank
+    pr = distinct_batches(n, sl["tuned"], code)
+    runs = []
+    for e, eng, rows, fast, kvb in calls:
+        sel = np.flatnonzero(eng_code[pr.row] == e)
+        local = np.searchsorted(rows, pr.row[sel]).astype(np.int32)   # index into the engine's rows
+        table = pad_index(rows, chunk_size(len(rows)))    # padded as the runner pads (fixed shapes)
+        tables = (*grid.row_args(hw_cols, table, *lay), Slots(**{f: v[table] for f, v in sl.items()}))
+        runs.append((sel, dispatch_chunked(
+            lambda *a, fn=_ADMITTED[fast], eng=eng, kvb=kvb, tables=tables: fn(
+                eng, model, *tables, *a, prec, kvb, S, O),
+            lambda i, local=local, p_B=pr.batch[sel]: (local[i], p_B[i]),
+            len(sel), chunk=FAST_COMPILE_POINTS if fast else None)))
+    adm = {f: np.empty(len(pr.row), np.float32) for f in Admitted._fields}
+    for sel, pending in runs:
+        out = collect_chunked(pending)
+        for f in Admitted._fields:
+            adm[f][sel] = getattr(out, f)
+    # 3. the frame order at pair level (each pair's points are consecutive in grid order and
+    # share feasibility and tokens/s, so this is the stable point-level order of _order),
+    # then every pair spread over its concurrencies, with the slot wait (numpy, float32)
+    p_ok = pr.code == 0
+    po = _order(p_ok, np.where(p_ok, adm["tokens_per_s"] * dp_row[pr.row], np.nan))
+    count = pr.count[po]
+    first = np.cumsum(count) - count
+    order = np.repeat(pr.start[po] - first, count) + np.arange(R * B)
+    rp = np.repeat(pr.row[po], count)
+    n_ok = int(count[:np.count_nonzero(p_ok)].sum())
+    spread = lambda x: np.repeat(x[po], count)
+    dp_pt = dp_row[rp]
+    res = queued_point(grid.bss.astype(np.float32)[order % B] / dp_pt, spread(pr.batch),
+                       Admitted(**{f: spread(v) for f, v in adm.items()}), O,
+                       # queued_point reads these two of the slots; the others stay per row
+                       Slots(**sl)._replace(tuned=sl["tuned"][rp], kv_slots=sl["kv_slots"][rp]),
+                       xp=np)
+
+    def pt(x, div=1.0):
+        out = np.asarray(x, np.float32).astype(np.float64)
+        if div != 1.0:
+            out /= div
+        out[n_ok:] = np.nan
+        return _Ordered(out)
+
+    tokens = pt(res.tokens_per_s * dp_pt)
     f64 = lambda x: x.astype(np.float64)
+    feasible = np.zeros(R * B, bool)
+    feasible[:n_ok] = True
     return {
         "engine": _Str(eng_names, eng_code),
-        "ttft_s": pt(res["ttft_s"]), "tpot_s": pt(res["tpot_s"]), "e2e_s": pt(res["e2e_s"]),
-        "queue_s": pt(res["queue_s"]),
-        "output_tok_s": _Feasible(tokens), "tokens_per_s": _Feasible(tokens),
-        "admitted": pt(res["admitted"] * dp_row[:, None]),
+        "ttft_s": pt(res.ttft_s), "tpot_s": pt(res.tpot_s), "e2e_s": pt(res.e2e_s),
+        "queue_s": pt(res.queue_s),
+        "output_tok_s": tokens, "tokens_per_s": tokens,
+        "admitted": pt(res.admitted * dp_pt),
         "slots": _Row(f64(sl["tuned"]) * dp_row), "kv_slots": _Row(f64(sl["kv_slots"]) * dp_row),
-        "mem_gib": _Feasible(res["mem_bytes"].reshape(-1), GIB),
+        "mem_gib": pt(res.mem_bytes, GIB),
         "kv_pool_gib": _Row(f64(sl["kv_pool_bytes"]) / GIB),
         "weights_gib": _Row(f64(sl["weights_bytes"]) / GIB),
         "experts_per_gpu": _Row(experts_per_gpu(model, grid.lays["ep"][grid.l_row])),
-        "feasible": feasible,
-        "status": _Str(msgs, code.reshape(-1)),
-    }, feasible
+        "feasible": _Ordered(feasible),
+        "status": _Ordered(_strings(msgs, spread(pr.code))),
+    }, order, rp, n_ok
 
 
 def best_inference(df: pd.DataFrame, objective: str = "tokens_per_s") -> pd.Series | None:

@@ -35,12 +35,14 @@ def pad_index(idx: np.ndarray, n: int) -> np.ndarray:
 
 
 def dispatch_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int,
-                     max_chunk: int = MAX_CHUNK) -> list:
+                     max_chunk: int = MAX_CHUNK, chunk: int | None = None) -> list:
     """Dispatch ``fn(*args_for(idx))`` over points ``0..n-1`` in padded chunks without
     waiting for any (JAX dispatches asynchronously): ``[(result, valid length), ...]`` for
     :func:`collect_chunked`.  A caller with several programs dispatches them all before
-    collecting the first, so the device works while the host converts."""
-    chunk = chunk_size(n, max_chunk)
+    collecting the first, so the device works while the host converts.  ``chunk`` fixes
+    the chunk length (one of the policy's sizes) where the caller knows one shape serves
+    all its calls."""
+    chunk = chunk or chunk_size(n, max_chunk)
     return [(fn(*args_for(pad_index(np.arange(s, min(s + chunk, n), dtype=np.int64), chunk))),
              min(chunk, n - s)) for s in range(0, n, chunk)]
 
