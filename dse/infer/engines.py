@@ -317,9 +317,17 @@ PROFILES = {
 }
 
 
+#: versions of other software an engine text may state beside the engine's own
+#: ("TensorRT 10.2", "CUDA 12.9", "ROCm 6.3"): never the engine's version
+_OTHER_VERSION = re.compile(r"\b(?:tensorrt|cuda|rocm|python|torch|pytorch|cudnn|nccl|driver)"
+                            r"\s*v?\d+(?:\.\d+)*", re.IGNORECASE)
+
+
 def _version(text: str) -> tuple[int, int] | None:
     """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
-    (0, 17); ``"v1.0"`` -> (1, 0)), or None."""
+    (0, 17); ``"v1.0"`` -> (1, 0)), or None; a TensorRT / CUDA / ROCm / PyTorch version
+    (``"trtllm (TensorRT 10.2, ...)"``) is not the engine's (:data:`_OTHER_VERSION`)."""
+    text = _OTHER_VERSION.sub(" ", text)
     m = re.search(r"\bv?(\d+)\.(\d+)", text)
     if m:
         return int(m.group(1)), int(m.group(2))
@@ -330,14 +338,16 @@ def _version(text: str) -> tuple[int, int] | None:
 FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays
 
 
-def flag_values(text: str, flag: str, where: str, field: str) -> list[int]:
-    """Every value of the launch flag ``flag`` (a regex of its name, without the leading
-    ``--``) in ``text``: ``--flag N`` or ``--flag=N``, N a positive integer <= FLAG_MAX
+def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--") -> list[int]:
+    """Every value of the launch flag ``flag`` (a regex of its name, after ``dashes``, a
+    regex: ``(?:--)?`` where the leading ``--`` is optional) in ``text``: ``--flag N`` or
+    ``--flag=N``, N a positive integer <= FLAG_MAX
     (trailing sentence punctuation allowed: "... --max_num_tokens 16384.").  A flag with a
     missing, negative, fractional, exponent or non-numeric value raises
     :class:`InputError` rather than being read as its leading digits or skipped."""
     out = []
-    for m in re.finditer(rf"--({flag})(?![-_\w])(?:=|[ \t]+)?(\S*)", text, re.IGNORECASE):
+    for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?(\S*)", text,
+                         re.IGNORECASE):
         raw = m.group(2).rstrip(".,;:)]")
         if not (raw.isdigit() and 0 < int(raw) <= FLAG_MAX):
             got = repr(raw or m.group(2)) if m.group(2) else "no value"
@@ -352,7 +362,7 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
     ``"vllm (v0.6.0, --num-scheduler-steps 10)"``, ``"nemo (..., TensorRT-LLM backend)"``),
     and "" -- or the reason it cannot be expressed."""
     t = str(text).strip().lower()
-    steps = flag_values(t, r"num[-_]scheduler[-_]steps", "row", "engine")
+    steps = flag_values(t, r"num[-_]scheduler[-_]steps", "row", "engine", dashes="(?:--)?")
     if t.startswith("nemo"):
         return PROFILES["nemo"], ""
     if t.startswith("trtllm") or "tensorrt-llm" in t:
