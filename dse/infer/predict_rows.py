@@ -421,8 +421,9 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     for i, row in enumerate(df.to_dict("records")):
         try:
             rows.append(predict_inference_row(row))
-        except InputError as e:
-            rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {e.field}: {e.rule}"})
+        except InputError as e:        # a model / hardware file the row names: say which
+            at = "" if e.where in ("row", "model", "hardware") else f"{e.where}: "
+            rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {at}{e.field}: {e.rule}"})
     out = pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
     if intervals:
         from dse.intervals import add_serving_band

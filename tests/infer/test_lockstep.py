@@ -132,3 +132,13 @@ def test_requests_longer_than_max_model_len_are_infeasible():
     df = pd.DataFrame([{**BASE_ROW, "notes": "--max-model-len 200"}])
     status = predict_inference_frame(df, "rows.csv", intervals=False)["status"][0]
     assert status.startswith("infeasible: `input_len + output_len <= --max-model-len` must hold")
+
+
+def test_a_bad_model_file_a_row_names_is_its_status_naming_the_file(tmp_path):
+    bad = tmp_path / "m.toml"
+    bad.write_text("[m]\nnum_layers = 8\nhidden_size = 512\nffn_hidden_size = 1024\n"
+                   "num_attention_heads = 8\nnum_kv_heads = 2\nvocab_size = 1000\nsliding_window = -1\n")
+    df = pd.DataFrame([BASE_ROW, {**BASE_ROW, "id": "bad", "model": str(bad)}])
+    out = predict_inference_frame(df, "rows.csv", intervals=False)
+    assert out["status"][0] == "ok"
+    assert out["status"][1].startswith(f"invalid: {bad}: m.sliding_window: must be a non-negative"), out["status"][1]
