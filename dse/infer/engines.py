@@ -234,6 +234,8 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 
+from dse.errors import InputError
+
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
 TORCH_LINEAR_BW_EFF = 0.85   # weight-stream share of PyTorch linears (module docstring; FITTED)
@@ -315,9 +317,17 @@ PROFILES = {
 }
 
 
+#: versions of other software an engine text may state beside the engine's own
+#: ("TensorRT 10.2", "CUDA 12.9", "ROCm 6.3"): never the engine's version
+_OTHER_VERSION = re.compile(r"\b(?:tensorrt|cuda|rocm|python|torch|pytorch|cudnn|nccl|driver)"
+                            r"\s*v?\d+(?:\.\d+)*", re.IGNORECASE)
+
+
 def _version(text: str) -> tuple[int, int] | None:
     """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
-    (0, 17); ``"v1.0"`` -> (1, 0)), or None."""
+    (0, 17); ``"v1.0"`` -> (1, 0)), or None; a TensorRT / CUDA / ROCm / PyTorch version
+    (``"trtllm (TensorRT 10.2, ...)"``) is not the engine's (:data:`_OTHER_VERSION`)."""
+    text = _OTHER_VERSION.sub(" ", text)
     m = re.search(r"\bv?(\d+)\.(\d+)", text)
     if m:
         return int(m.group(1)), int(m.group(2))
@@ -325,12 +335,34 @@ def _version(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), 0) if m else None
 
 
+FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays
+
+
+def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--") -> list[int]:
+    """Every value of the launch flag ``flag`` (a regex of its name, after ``dashes``, a
+    regex: ``(?:--)?`` where the leading ``--`` is optional) in ``text``: ``--flag N`` or
+    ``--flag=N``, N a positive integer <= FLAG_MAX
+    (trailing sentence punctuation allowed: "... --max_num_tokens 16384.").  A flag with a
+    missing, negative, fractional, exponent or non-numeric value raises
+    :class:`InputError` rather than being read as its leading digits or skipped."""
+    out = []
+    for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?(\S*)", text,
+                         re.IGNORECASE):
+        raw = m.group(2).rstrip(".,;:)]")
+        if not (raw.isdigit() and 0 < int(raw) <= FLAG_MAX):
+            got = repr(raw or m.group(2)) if m.group(2) else "no value"
+            raise InputError(where, field, f"--{m.group(1)} must be a positive integer <= "
+                             f"{FLAG_MAX}, but got {got}")
+        out.append(int(raw))
+    return out
+
+
 def engine_profile(text: str) -> tuple[EngineProfile, str]:
     """The profile an ``engine`` text names (``"trtllm (v0.13.0, trtllm-bench)"``,
     ``"vllm (v0.6.0, --num-scheduler-steps 10)"``, ``"nemo (..., TensorRT-LLM backend)"``),
     and "" -- or the reason it cannot be expressed."""
     t = str(text).strip().lower()
-    steps = re.search(r"num-scheduler-steps\s+(\d+)", t)
+    steps = flag_values(t, r"num[-_]scheduler[-_]steps", "row", "engine", dashes="(?:--)?")
     if t.startswith("nemo"):
         return PROFILES["nemo"], ""
     if t.startswith("trtllm") or "tensorrt-llm" in t:
@@ -347,8 +379,11 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
         p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
+        if len(set(steps)) > 1:
+            raise InputError("row", "engine", f"--num-scheduler-steps must be stated once, but "
+                             f"got {steps}")
         if steps:
-            p = EngineProfile(**{**p.__dict__, "scheduler_steps": max(int(steps.group(1)), 1)})
+            p = EngineProfile(**{**p.__dict__, "scheduler_steps": steps[0]})
         return p, ""
     if t.startswith("sglang"):
         return PROFILES["sglang"], ""

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
-from dse.infer.engines import EngineProfile, engine_profile
+from dse.infer.engines import EngineProfile, engine_profile, flag_values
 from dse.infer.lockstep import lockstep_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -152,18 +152,28 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
-_LAUNCH = {"max_num_tokens": re.compile(r"--max[-_]num[-_](?:batched[-_])?tokens[= ]+(\d+)"),
-           "max_batch": re.compile(r"--max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)[= ]+(\d+)"),
-           "max_model_len": re.compile(r"--max[-_]model[-_]len[= ]+(\d+)")}
+_LAUNCH = {"max_num_tokens": r"max[-_]num[-_](?:batched[-_])?tokens",
+           "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)",
+           "max_model_len": r"max[-_]model[-_]len"}
 
 
 def launch_settings(row, eng: EngineProfile) -> tuple[EngineProfile, float | None]:
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
     ``--max-running-requests`` in ``engine`` or ``notes``) replace the profile's defaults;
-    also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`)."""
-    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
-    got = {k: int(m.group(1)) for k, r in _LAUNCH.items() if (m := r.search(text))}
+    also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
+    Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
+    limit stated twice must agree."""
+    got = {}
+    for k, flag in _LAUNCH.items():
+        vals = {c: flag_values(str(row.get(c, "")), flag, "row", c) for c in ("engine", "notes")}
+        seen = sorted({v for vs in vals.values() for v in vs})
+        if len(seen) > 1:
+            col = next(c for c, vs in vals.items() if vs)
+            raise InputError("row", col, f"--{k.replace('_', '-')} must be stated once (one "
+                             f"launch command), but got {seen}")
+        if seen:
+            got[k] = seen[0]
     mml = got.pop("max_model_len", None)
     if got:
         eng = EngineProfile(**{**eng.__dict__, **got})
@@ -252,6 +262,10 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O, o2 = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
+    if max_model_len is not None and S + O > max_model_len:
+        return {**out, **chosen, "status": f"infeasible: `input_len + output_len <= "
+                f"--max-model-len` must hold (the engine rejects longer requests), but got "
+                f"(input_len={S:g}, output_len={O:g}, max_model_len={max_model_len:g})"}
     if not _blank(row.get("disagg")):
         return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
                            gpus, S, O, med_O)
@@ -407,8 +421,9 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     for i, row in enumerate(df.to_dict("records")):
         try:
             rows.append(predict_inference_row(row))
-        except InputError as e:
-            rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {e.field}: {e.rule}"})
+        except InputError as e:        # a model / hardware file the row names: say which
+            at = "" if e.where in ("row", "model", "hardware") else f"{e.where}: "
+            rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {at}{e.field}: {e.rule}"})
     out = pd.concat([df.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
     if intervals:
         from dse.intervals import add_serving_band

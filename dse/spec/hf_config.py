@@ -94,9 +94,11 @@ HF_FIELDS: tuple[Field, ...] = (
                                                   "qk_nope_head_dim", "v_head_dim")),
     _hf_int("sliding_window", "-> sliding_window (keys of a sliding-window layer)", lo=0),
     _hf_int("attention_chunk_size", "Llama 4: -> attention_chunk_size", lo=0),
-    _hf_int("no_rope_layer_interval", "Llama 4: every n-th layer NoPE (full attention)", lo=0),
+    _hf_int("no_rope_layer_interval", "Llama 4: every n-th layer NoPE (full attention; HF "
+            "divides by it, so 0 is invalid)"),
     _hf_int("max_window_layers", "Qwen: layers below this index attend in full", lo=0),
-    _hf_int("sliding_window_pattern", "Gemma 3: every n-th layer full", lo=0),
+    _hf_int("sliding_window_pattern", "Gemma 3: every n-th layer full (HF divides by it, so "
+            "0 is invalid)"),
     Field("use_sliding_window", kind="bool", doc="Qwen: false ignores sliding_window"),
     Field("layer_types", kind="list", item="string", doc="per layer: full_attention / "
           "sliding_attention / chunked_attention"),
@@ -268,6 +270,9 @@ def window_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
         require(size > 0, where, key, f"must be a positive integer when layer_types has windowed "
                 f"layers, but got {c.get(key)!r}")
         return {key: size, "window_layers": sum(t != "full_attention" for t in types)}
+    require(not (chunk and window), where, "sliding_window",
+            f"must be null or 0 when attention_chunk_size is set without layer_types (one "
+            f"windowed layer kind), but got (sliding_window={window}, attention_chunk_size={chunk})")
     if chunk:                                         # Llama 4: the RoPE layers are chunked
         rope = c.get("no_rope_layers")
         if rope:

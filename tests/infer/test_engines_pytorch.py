@@ -15,6 +15,13 @@ from dse.infer.engines import PROFILES, TRTLLM_PY_SEQ_S, engine_profile
     ("trtllm (0.17.post1.dev, trtllm-serve PyTorch backend)", "trtllm_pytorch_eager"),
     ("trtllm (v0.13.0, trtllm-bench, C++ engine)", "trtllm"),
     ("trtllm (TensorRT 10.11 / CUDA 12.9, NVIDIA MLPerf harness)", "trtllm_mlperf"),
+    # another package's version is not the engine's: TensorRT 10.2 is no TRT-LLM >= 1.0
+    ("trtllm (TensorRT 10.2, trtllm-bench)", "trtllm"),
+    ("trtllm (CUDA 12.9, v0.20)", "trtllm"),
+    ("trtllm (v0.13.0, TensorRT 10.4)", "trtllm"),
+    ("trtllm (PyTorch 2.5, v0.18, PyTorch backend)", "trtllm_pytorch_eager"),
+    ("trtllm (v, PyTorch backend)", "trtllm_pytorch"),
+    ("trtllm (v1.x.y)", "trtllm_pytorch"),
 ])
 def test_engine_routing(text, name):
     assert engine_profile(text)[0].name == name
@@ -33,3 +40,10 @@ def test_overlap_hides_host_until_it_exceeds_gpu():
 def test_trtllm_bench_caps():
     e = PROFILES["trtllm_pytorch"]
     assert (e.max_batch, e.max_num_tokens, e.cuda_graphs, e.graph_max_batch) == (4096, 32768, True, 8192)
+
+
+@pytest.mark.parametrize("text,steps", [("vllm (v0.6.0, --num-scheduler-steps 10)", 10),
+                                        ("vllm (v0.6.0, num-scheduler-steps 10)", 10),
+                                        ("vllm (--num_scheduler_steps=4)", 4)])
+def test_scheduler_steps_spellings(text, steps):
+    assert engine_profile(text)[0].scheduler_steps == steps

@@ -1,13 +1,16 @@
 """Closed-loop waves with fixed lengths (dse.infer.lockstep) and the engine settings a
-row's launch command states (dse.infer.predict_rows.launch_settings)."""
+row's launch command states (dse.infer.predict_rows.launch_settings), and bad launch flags
+as one row's invalid status."""
 
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from dse.infer.engines import PROFILES, engine_profile
 from dse.infer.lockstep import lockstep_concurrency, pass_tokens, wave_prefill
-from dse.infer.predict_rows import launch_settings
+from dse.infer.predict_rows import launch_settings, predict_inference_frame
 from dse.infer.serving import Deployment, iteration_s, kv_slots, prefill_s
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model
@@ -87,3 +90,55 @@ def test_early_pytorch_backend_of_tensorrt_llm_runs_eager():
     assert engine_profile("trtllm (v0.13.0, trtllm-bench, C++ engine)")[0].name == "trtllm"
     d_eager = Deployment(L8, H100, e, 1, 1, 1, 2.0)
     assert iteration_s(d_eager, 4, 1000.0) > iteration_s(dep("trtllm"), 4, 1000.0)
+
+
+BASE_ROW = {"id": "r", "model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm-80gb", "gpus": 1,
+            "tp": 1, "pp": 1, "precision": "bf16", "engine": "trtllm (v1.0, trtllm-bench)",
+            "scenario": "concurrency", "batch_or_concurrency": 8, "input_len": 128, "output_len": 128,
+            "notes": ""}
+
+
+@pytest.mark.parametrize("col, text, rule", [
+    # a value the old `(\d+)` read as its leading digits ('1e30' -> 1) or skipped ('-5', 'abc')
+    ("notes", "--max_num_tokens 0", "--max_num_tokens must be a positive integer <= 2147483647, but got '0'"),
+    ("notes", "--max_num_tokens -5", "but got '-5'"),
+    ("notes", "--max_num_tokens 1e30", "but got '1e30'"),
+    ("notes", "--max_num_tokens 1.5", "but got '1.5'"),
+    ("notes", "--max_num_tokens abc", "but got 'abc'"),
+    ("notes", f"--max_batch_size {2**70}", f"but got '{2**70}'"),
+    ("notes", "--max_batch_size=0", "but got '0'"),
+    ("notes", "--max-model-len 0", "--max-model-len must be a positive integer"),
+    ("notes", "--max-num-seqs", "but got no value"),
+    ("notes", "--max_num_tokens 8192 --max_num_tokens 16", "must be stated once"),
+    ("engine", "vllm (v0.6.0, --num-scheduler-steps 0)", "--num-scheduler-steps must be a positive integer"),
+    ("engine", f"vllm (v0.6.0, --num-scheduler-steps {2**70})", "--num-scheduler-steps must be a positive"),
+])
+def test_bad_launch_flags_make_that_row_invalid_and_the_others_predict(col, text, rule):
+    df = pd.DataFrame([BASE_ROW, {**BASE_ROW, "id": "bad", col: text}])
+    out = predict_inference_frame(df, "rows.csv", intervals=False)
+    assert out["status"][0] == "ok" and out["predicted_output_tok_s"][0] > 0
+    assert out["status"][1].startswith(f"invalid: {col}: ") and rule in out["status"][1], out["status"][1]
+    assert np.isnan(out["predicted_output_tok_s"][1])
+
+
+def test_launch_flags_read_with_equals_and_trailing_punctuation():
+    row = {"engine": "vllm (v0.6.0, --num-scheduler-steps=10)",
+           "notes": "Launch: --max-num-seqs=256, --max-model-len 32768)."}
+    eng, mml = launch_settings(row, engine_profile(row["engine"])[0])
+    assert (eng.scheduler_steps, eng.max_batch, mml) == (10, 256, 32768.0)
+
+
+def test_requests_longer_than_max_model_len_are_infeasible():
+    df = pd.DataFrame([{**BASE_ROW, "notes": "--max-model-len 200"}])
+    status = predict_inference_frame(df, "rows.csv", intervals=False)["status"][0]
+    assert status.startswith("infeasible: `input_len + output_len <= --max-model-len` must hold")
+
+
+def test_a_bad_model_file_a_row_names_is_its_status_naming_the_file(tmp_path):
+    bad = tmp_path / "m.toml"
+    bad.write_text("[m]\nnum_layers = 8\nhidden_size = 512\nffn_hidden_size = 1024\n"
+                   "num_attention_heads = 8\nnum_kv_heads = 2\nvocab_size = 1000\nsliding_window = -1\n")
+    df = pd.DataFrame([BASE_ROW, {**BASE_ROW, "id": "bad", "model": str(bad)}])
+    out = predict_inference_frame(df, "rows.csv", intervals=False)
+    assert out["status"][0] == "ok"
+    assert out["status"][1].startswith(f"invalid: {bad}: m.sliding_window: must be a non-negative"), out["status"][1]

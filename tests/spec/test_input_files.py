@@ -180,3 +180,53 @@ def test_later_problems_do_not_repeat_the_allowed_keys():
     with pytest.raises(InputError) as e:
         validate_table({"n": 1, "aa": 1, "bb": 2}, SCHEMA, "f.toml")
     assert str(e.value).count("allowed keys are") == 1 and "bb: unknown key" in str(e.value)
+
+
+HF_BASE = {"num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 1024,
+           "hidden_act": "silu", "rms_norm_eps": 1e-5}
+
+
+@pytest.mark.parametrize("kw, field, rule", [
+    # HF divides the layer index by these (Llama4TextConfig, Gemma3 layer kinds): 0 is no
+    # "absent" but a config transformers cannot load, and must not become the default
+    ({"model_type": "llama4_text", "attention_chunk_size": 64, "no_rope_layer_interval": 0},
+     "no_rope_layer_interval", "must be a positive integer"),
+    ({"model_type": "gemma3_text", "sliding_window": 128, "sliding_window_pattern": 0},
+     "sliding_window_pattern", "must be a positive integer"),
+    # two window kinds and no layer_types to say which layer has which: not one silently
+    ({"sliding_window": 128, "attention_chunk_size": 64}, "sliding_window",
+     "must be null or 0 when attention_chunk_size is set"),
+    ({"sliding_window": -1}, "sliding_window", "must be 0 (= absent) or a positive integer"),
+    ({"sliding_window": 4096.0}, "sliding_window", "must be 0 (= absent) or a positive integer"),
+    ({"sliding_window": 128, "layer_types": ["full_attention", "foo"] + ["full_attention"] * 6},
+     "layer_types", "must hold full_attention and one of"),
+    ({"sliding_window": 128, "layer_types": ["sliding_attention", "chunked_attention"]
+      + ["full_attention"] * 6, "attention_chunk_size": 64}, "layer_types", "must hold full_attention"),
+    ({"layer_types": ["sliding_attention"] * 8}, "sliding_window", "must be a positive integer"),
+])
+def test_bad_hf_window_keys_are_one_clean_line(kw, field, rule, tmp_path, monkeypatch, capsys):
+    import json
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**HF_BASE, **kw}))
+    assert main(["estimate", "--model", "config.json", "--hardware", "h100-sxm-80gb", *TRAIN]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: config.json: {field}: {rule}"), err
+
+
+@pytest.mark.parametrize("extra, field", [
+    ("sliding_window = -1", "m.sliding_window"), ("sliding_window = 1e30", "m.sliding_window"),
+    ('sliding_window = "abc"', "m.sliding_window"), ("sliding_window = true", "m.sliding_window"),
+    ("sliding_window = inf", "m.sliding_window"), ("sliding_window = nan", "m.sliding_window"),
+    ("sliding_window = 4096\nwindow_layers = 9", "window_layers"),
+    ("sliding_window = 4096\nattention_chunk_size = 8192", "attention_chunk_size"),
+    ("window_layers = 4", "window_layers"),
+])
+def test_bad_toml_window_fields_are_one_clean_line(extra, field, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.toml").write_text("[m]\nnum_layers = 8\nhidden_size = 512\nffn_hidden_size = 1024\n"
+                                     "num_attention_heads = 8\nnum_kv_heads = 2\nvocab_size = 1000\n"
+                                     + extra + "\n")
+    assert main(["estimate", "--model", "m.toml", "--hardware", "h100-sxm-80gb", *TRAIN]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: m.toml: {field}: "), err
