@@ -141,9 +141,13 @@ def test_throttled_variant_never_faster_than_unthrottled_twin():
     t = df[df["feasible"]].pivot_table(index=["tp", "pp", "dp", "cp", "mbs", "vpp", "recompute", "zero", "sp"],
                                        columns="hardware", values="step_time_s")
     assert len(t) > 10
+    # step times are float32 sums of thousands of op times: where the throttle leaves a
+    # layout compute-bound the two programs round differently by up to ~5e-5 relative
+    # (pp 4, cp 16, ZeRO-3 layouts of ~3,000 s); a physical slow-down is far larger
+    rtol = 1e-4
     for hot in ("D", "Dclk", "Dmax"):
-        assert np.all(t[hot].to_numpy() >= t["C"].to_numpy() * (1 - 1e-6)), hot
-    assert np.all(t["Dclk"].to_numpy() >= t["D"].to_numpy() * (1 - 1e-6))
+        assert np.all(t[hot].to_numpy() >= t["C"].to_numpy() * (1 - rtol)), hot
+    assert np.all(t["Dclk"].to_numpy() >= t["D"].to_numpy() * (1 - rtol))
     assert (t["D"] > t["C"]).any()
 
 
