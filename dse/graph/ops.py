@@ -349,6 +349,9 @@ def _group_key(op):
     return cls, static, kinds
 
 
+_LAX_STACK = getattr(lax, "stack", None)
+
+
 def _stacked_field(values):
     """One field of a group: the constant itself where every op has the same Python
     constant (the per-op arithmetic on it is unchanged), else the float32 vector."""
@@ -360,7 +363,10 @@ def _stacked_field(values):
            for v in values):
         # float32 leaves and constants: the stack jnp.stack records, without its promotion
         # pass (a third of the cost of tracing it)
-        return lax.stack([v if isinstance(v, jax.core.Tracer) else np.float32(v) for v in values])
+        leaves = [v if isinstance(v, jax.core.Tracer) else np.float32(v) for v in values]
+        # ``lax.stack`` is new in jax 0.7; older jax (the Python 3.10 install) stacks with
+        # ``jnp.stack``, the same float32 vector
+        return _LAX_STACK(leaves) if _LAX_STACK is not None else jnp.stack(leaves)
     return jnp.stack([jnp.asarray(v, jnp.float32) if not isinstance(v, jax.core.Tracer) else v
                       for v in values])
 
