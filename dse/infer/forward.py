@@ -51,6 +51,9 @@ The routing passes around the grouped GEMMs -- top-k, expert sort, permute, fina
 are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
 ``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
 
+* A checkpoint with MXFP4 experts and bf16 elsewhere (``Model.mxfp4_experts``, gpt-oss)
+  served quantized runs its experts W4A8 (Blackwell) / W4A16 (Hopper) and its other
+  linears in bf16 (:func:`dse.infer.moe_serving.mxfp4_expert_rates`, sources there).
 * Expert GEMMs run at ``MOE_GROUPED_GEMM_EFF`` of a dense GEMM's compute efficiency
   (grouped GEMM over the permuted tokens; the constant's comment has the sources and
   the fit).
@@ -107,7 +110,8 @@ from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
-from dse.infer.moe_serving import MOE_ROUTING_KERNELS, ep_load_factor, routing_bytes
+from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, ep_load_factor,
+                                   mxfp4_cast_bytes, mxfp4_expert_rates, routing_bytes)
 
 EW_KERNELS_PER_LAYER = 5.0
 # NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
@@ -216,6 +220,9 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     q = linear_el_bytes(precision, el)
     mla_in = select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
     fp8_cast = jnp.where(precision >= PRECISION_FP8, (2.0 + q) * tokens * (2.0 * h + o_in + ffn + mla_in), 0.0)
+    if not _zero(model.mxfp4_experts):                 # bf16 linears, mxfp8 expert inputs
+        fp8_cast = jnp.where((model.mxfp4_experts > 0) & (precision >= PRECISION_FP8),
+                             mxfp4_cast_bytes(tokens, h, ffn, el), fp8_cast)
     act = tokens * h * el
     a2a = moe & (dp > 1)                                   # attention DP: all-to-all
     qkv = lin("qkv", tokens, (heads + 2.0 * kv) * d, h)
@@ -335,8 +342,13 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
     rest = tuple(op for op in g.layer if not isinstance(op, Gemm))
     experts = g.layer[2:4]                                 # fc1, fc2 (the experts of an MoE)
     dense = tuple(op for op in gemms if not any(op is e for e in experts))
-    r_exp = r_lin._replace(eff_linear=r.eff_linear * jnp.where(model.num_experts > 1,
-                                                               MOE_GROUPED_GEMM_EFF, 1.0))
+    if not _zero(model.mxfp4_experts):                 # MXFP4-expert checkpoint (gpt-oss)
+        r_exp = mxfp4_expert_rates(r_lin, hw, precision, model.mxfp4_experts)
+        r_lin = bf16_linear_rates(r_lin, hw, precision, model.mxfp4_experts)
+    else:
+        r_exp = r_lin
+    r_exp = r_exp._replace(eff_linear=r_exp.eff_linear * jnp.where(model.num_experts > 1,
+                                                                   MOE_GROUPED_GEMM_EFF, 1.0))
     per_layer = (op_times(dense, hw, r_lin).plus(op_times(rest, hw, r))
                  .plus(op_times(experts, hw, r_exp)))
     head = op_times(g.head[:1], hw, r_lin).plus(op_times(g.head[1:], hw, r))

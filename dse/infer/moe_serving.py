@@ -47,12 +47,42 @@ small batch: N = 512 pairs over 8 ranks gives 1.19) and tends to 1 for big batch
 uses uniform routing: real routers are skewed (DeepSeek-V3 rebalances with EPLB,
 arXiv:2412.19437 §3.4), which this lower bound does not carry.
 
+**MXFP4-expert checkpoints** (``Model.mxfp4_experts``: gpt-oss ships its routed experts
+in MXFP4 and every other weight in bf16, HF ``quantization_config`` ``modules_to_not_convert``
+= attention, router, embeddings, LM head).  Served quantized (precision fp8 or fp4: the
+published tables label these runs "FP4" on Blackwell and "FP8" on Hopper), the engine does
+not requantize the checkpoint; TensorRT-LLM ``examples/models/core/gpt_oss/README.md``
+("MoE Support Matrix"): "the weights are pre-quantized to mxfp4.  The activation can be in
+either bf16 (Hopper) or mxfp8 (Blackwell)" -- Hopper bf16 x mxfp4 (TRITON / CUTLASS
+backends: the 4-bit weights are dequantized to bf16 in the GEMM main loop, W4A16),
+Blackwell mxfp8 x mxfp4 (CUTLASS / TRTLLM backends, ``W4A8MXFP4MXFP8`` in
+``tensorrt_llm/_torch/modules/fused_moe/quantization.py``).  A tensor-core MMA runs at the
+rate of its wider operand (Blackwell ``tcgen05.mma`` kind ``f8f6f4`` at the FP8 rate;
+Hopper has no 4-bit MMA, so bf16 ``wgmma``), hence :func:`mxfp4_expert_rates`:
+
+* expert GEMMs: weights ``MXFP4_BYTES`` (0.5 + 1/32) per element, peak = the fp8 peak on a
+  GPU with fp4 tensor cores (W4A8), else the bf16 peak (W4A16), with that path's GEMM
+  efficiency (``eff_gemm_fp8`` / ``eff_gemm``);
+* every other linear (QKV, out projection, router): bf16 (2-byte weights, bf16 peak,
+  ``eff_gemm``) -- :func:`bf16_linear_rates`;
+* their inputs are not cast (no fp8 / fp4 quantize pass) except the experts' inputs, the
+  MoE input and the intermediate, cast to mxfp8 (:func:`mxfp4_cast_bytes`).
+
+``dse.cost.gemm`` prices A, B and C at one element size; the experts use the weights'
+(their decode cost is the weight stream), which undercounts the 1- or 2-byte activation
+reads of prefill-sized passes (compute-bound there).  A bf16 serving row (precision 1)
+keeps the dequantized bf16 model: nothing changes.
+
 Units: bytes, tokens; pure JAX on scalars (vmapped with the rest of the graph).
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+from dse.cost.rates import MXFP4_BYTES, Rates
+from dse.spec.hardware import Hardware, effective
+from dse.spec.layout import PRECISION_FP8
 
 MOE_ROUTING_KERNELS = 4.0      # top-k, expert sort / offsets, permute, finalize (docstring)
 ROUTER_LOGIT_BYTES = 4.0       # the router's logits are read in fp32 by the top-k kernel
@@ -73,3 +103,39 @@ def routing_bytes(tokens, local_pairs, hidden, experts, el_bytes, q_bytes):
     ``local_pairs`` P of its experts, ``q_bytes`` the GEMM input element size."""
     return ((q_bytes + el_bytes) * hidden * (tokens + local_pairs)
             + ROUTER_LOGIT_BYTES * tokens * experts)
+
+
+def _pick(cond, a: Rates, b: Rates) -> Rates:
+    """``a`` where ``cond`` else ``b``, field by field."""
+    return Rates(*(jnp.where(cond, x, y) for x, y in zip(a, b)))
+
+
+def mxfp4_expert_rates(r: Rates, hw: Hardware, precision, mxfp4_experts) -> Rates:
+    """Rates of the expert GEMMs of an MXFP4-expert checkpoint served quantized (module
+    docstring): W4A8 (fp8 peak, ``eff_gemm_fp8``) where the GPU has fp4 tensor cores, else
+    W4A16 (bf16 peak, ``eff_gemm``), weights ``MXFP4_BYTES``; ``r`` unchanged unless
+    ``mxfp4_experts`` and ``precision`` >= fp8."""
+    w4a8 = hw.peak_fp4_flops_per_s > 0
+    peak_fp8, _, _ = effective(hw, hw.peak_fp8_flops_per_s)
+    mx = r._replace(peak_linear_flops_per_s=jnp.where(w4a8, peak_fp8, r.peak_16_flops_per_s),
+                    eff_linear=jnp.where(w4a8, hw.eff_gemm_fp8, hw.eff_gemm) * jnp.ones_like(r.eff_linear),
+                    linear_bytes=MXFP4_BYTES * jnp.ones_like(r.linear_bytes))
+    return _pick((mxfp4_experts > 0) & (precision >= PRECISION_FP8), mx, r)
+
+
+def bf16_linear_rates(r: Rates, hw: Hardware, precision, mxfp4_experts) -> Rates:
+    """Rates of the non-expert linears of an MXFP4-expert checkpoint served quantized:
+    bf16 (peak, ``eff_gemm``, 2-byte weights; module docstring); ``r`` unchanged otherwise."""
+    bf = r._replace(peak_linear_flops_per_s=r.peak_16_flops_per_s,
+                    eff_linear=hw.eff_gemm * jnp.ones_like(r.eff_linear),
+                    linear_bytes=r.act_bytes * jnp.ones_like(r.linear_bytes))
+    return _pick((mxfp4_experts > 0) & (precision >= PRECISION_FP8), bf, r)
+
+
+def mxfp4_cast_bytes(tokens, hidden, ffn, el_bytes):
+    """Quantize-pass bytes of an MXFP4-expert checkpoint's layer (module docstring): the
+    MoE input (``h``) and the experts' intermediate (``ffn``, k/tp wide) cast to mxfp8,
+    read ``el``, write 1 + 1/32 scale bytes per element.  Charged on every GPU (the
+    operator graph does not see the hardware): on Hopper, whose W4A16 path keeps bf16
+    activations, it over-counts a pass of ``~3 T (h + ffn)`` bytes."""
+    return (el_bytes + 1.0 + 1.0 / 32.0) * tokens * (hidden + ffn)

@@ -23,6 +23,8 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * MLA (DeepseekV2Config / DeepseekV3Config): ``kv_lora_rank``, ``q_lora_rank`` (null =
   a plain q projection, DeepSeek-V2-Lite), ``qk_rope_head_dim``, ``qk_nope_head_dim``,
   ``v_head_dim``.
+* Checkpoint format: ``quantization_config.quant_method == "mxfp4"`` (gpt-oss: the routed
+  experts in MXFP4, ``modules_to_not_convert`` the rest, bf16) -> ``mxfp4_experts``.
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
   ``text_config`` is read when the top level has no ``hidden_size``.
 
@@ -144,6 +146,13 @@ def text_config(c: dict) -> dict:
     return c
 
 
+def _mxfp4_experts(top: dict) -> bool:
+    """Whether the checkpoint ships MXFP4 experts (``quantization_config.quant_method ==
+    "mxfp4"``, gpt-oss; the MoE experts only, the rest bf16: ``modules_to_not_convert``)."""
+    q = top.get("quantization_config")
+    return isinstance(q, dict) and str(q.get("quant_method", "")).lower() == "mxfp4"
+
+
 def hf_config_table(path: Path) -> tuple[dict, str]:
     """(catalog-schema table, model name) of a Hugging Face ``config.json`` (module
     docstring for the keys)."""
@@ -190,6 +199,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         "num_experts": experts,
         "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
         "top_k": top_k,
+        "mxfp4_experts": _mxfp4_experts(top),
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(top.get("_name_or_path") or c.get("_name_or_path")
                            or model_type or Path(path).parent.name),

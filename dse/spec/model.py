@@ -32,6 +32,12 @@ only the last ``sliding_window`` keys (gpt-oss, Mistral, Gemma) or only the keys
 own ``attention_chunk_size``-token chunk (Llama 4); the rest attend the whole causal
 prefix.  These three fields are static (pytree aux data: structural, they pick which
 operators a layer has), so a model without a window traces exactly the graph it had.
+
+Checkpoint format: ``mxfp4_experts`` marks a checkpoint that ships its routed experts in
+MXFP4 and every other weight in bf16 (gpt-oss: HF ``quantization_config`` ``quant_method
+"mxfp4"`` with ``modules_to_not_convert`` = attention, router, embeddings, LM head;
+TensorRT-LLM ``examples/models/core/gpt_oss/README.md``).  Only the serving cost reads it
+(:func:`dse.infer.moe_serving.mxfp4_expert_rates`); 0 = absent.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ class Model:
     sliding_window: int = 0                 # keys a sliding-window layer attends; 0 = none
     attention_chunk_size: int = 0           # chunk of a chunked-attention layer; 0 = none
     window_layers: int = 0                  # layers with the window / chunk (the rest full)
+    mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
     description: str = ""
     norm: str = "layernorm"
@@ -174,6 +181,8 @@ MODEL_FIELDS: tuple[Field, ...] = (
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
     Field("dropout", kind="bool", default=False, doc="trained with dropout"),
     Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
+    Field("mxfp4_experts", kind="bool", default=False,
+          doc="checkpoint ships the routed experts in MXFP4, the rest in bf16 (gpt-oss)"),
     Field("norm", kind="string", default="layernorm", choices=("layernorm", "rmsnorm"),
           doc="normalization layer"),
     Field("description", kind="string", default=None, doc="free text (default: the table name)"),
@@ -183,7 +192,7 @@ MODEL_FIELDS: tuple[Field, ...] = (
           doc="Hugging Face repo ids with this architecture (catalog)"),
     Field("aliases", kind="list", item="string", default=(), doc="other short names of this table"),
 )
-_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings")
+_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
