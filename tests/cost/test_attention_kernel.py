@@ -113,3 +113,23 @@ def test_blackwell_keeps_no_fp8_transpose():
     r_b = STEP(MODEL, w, lay, b200)
     r_b1 = STEP(MODEL, w, lay, b200.replace(fp8_transpose=1.0))
     assert float(r_b1.mem_bytes - r_b.mem_bytes) == pytest.approx(linear * (1 + FRAGMENTATION), rel=1e-3)
+
+
+def test_predict_reads_a_stated_kernel(tmp_path):
+    """The ``attention`` column takes fa2 / fa3 / cudnn: an llm-foundry H100 row stating
+    cuDNN attention is predicted faster than the framework's FA2-class default."""
+    import pandas as pd
+
+    from pathlib import Path
+
+    from dse.predict import predict_frame, read_csv
+    src = Path(__file__).parents[1] / "data" / "published_fsdp.csv"
+    row = pd.read_csv(src).query("id == 'mpt7b_h100_8gpu_32768'")
+    rows = pd.concat([row.assign(attention=a) for a in ("", "fa2", "cudnn", "fa3")])
+    rows["id"] = ["blank", "fa2", "cudnn", "fa3"]
+    path = tmp_path / "rows.csv"
+    rows.to_csv(path, index=False)
+    p = predict_frame(read_csv(str(path)), str(path)).set_index("id")["predicted_iter_time_s"]
+    assert p["blank"] == pytest.approx(p["fa2"], rel=1e-9)
+    assert p["cudnn"] == pytest.approx(p["fa3"], rel=1e-9)
+    assert p["cudnn"] < p["fa2"]
