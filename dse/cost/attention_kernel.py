@@ -49,4 +49,5 @@ def attention_eff(hw, kernel: int):
 def with_attention_kernel(hw, wl):
     """``hw`` with ``eff_attn`` = :func:`attention_eff` of ``wl``'s kernel and
     ``eff_attn_fa2`` = 1 (idempotent)."""
-    return hw.replace(eff_attn=attention_eff(hw, attention_kernel(wl)), eff_attn_fa2=1.0 + 0.0 * hw.eff_attn_fa2)
+    return hw.replace(eff_attn=attention_eff(hw, attention_kernel(wl)),
+                      eff_attn_fa2=1.0 + 0.0 * hw.eff_attn_fa2)

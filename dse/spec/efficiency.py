@@ -130,11 +130,11 @@ class GenerationEfficiency:
 
 GENERATIONS: dict[str, GenerationEfficiency] = {
     "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
-                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=256, tile_n=128, cluster=1),
+                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
+                                   kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1),
     "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
-                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=128, tile_n=256, cluster=2),
+                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
+                                   kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
     # 0.45: hipBLASLt bf16 GEMMs reach ~620-700 of 1307 TFLOP/s and fp8 ~1100-1200 of 2615
     # (SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1: Training", Dec 2024; AMD
@@ -144,14 +144,17 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     # bus bandwidth ~310 of 448 GB/s per direction (RCCL tests on 8x MI300X, 0.70);
     # launch ~6 us (HIP launch overhead above CUDA's).  Tiles 256x128 (hipBLASLt MT256x128).
     "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
-                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
-                                  tile_m=256, tile_n=128, cluster=1),
+                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
+                                  kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
+    # Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no
+    # Blackwell calibration row; no published B200 GEMM-efficiency figure found), except
+    # fp8_transpose = 0 (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
     "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
-                                      hbm=0.90, fp8_transpose=0.0, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                      tile_m=128, tile_n=256, cluster=2),
+                                      hbm=0.90, fp8_transpose=0.0, nvlink=0.80, nic=0.90,
+                                      kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X
     # fractions above) until MI355X measurements exist
     "cdna4": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
-                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
-                                  tile_m=256, tile_n=128, cluster=1),
+                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
+                                  kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }
