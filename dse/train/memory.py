@@ -178,7 +178,12 @@ def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, p
 
     * 16-bit (4 B in fp32 training), plus with TE fp8 the cached fp8 copy of each
       linear's weight (1 B) -- Transformer Engine casts the weights on a step's first
-      micro-batch and reuses the copy (``is_first_microbatch``);
+      micro-batch and reuses the copy (``is_first_microbatch``) -- and, where
+      ``fp8_transpose`` is 1, its transposed fp8 copy (1 B: TE 1.x
+      ``module/linear.py`` ``get_fp8_weights_scratchpad`` returns ``[weight_fp8,
+      weight_t_fp8]``; TE 2.x caches a ``Float8Tensor`` whose ``_transpose`` exists
+      unless ``is_non_tn_fp8_gemm_supported()``):
+      ``per_linear = base + 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``;
     * fp8 primary weights (framework profile ``fp8_primary_weights``, Megatron-Core
       ``--fp8-param-gather``): the linears' parameters *are* TE ``Float8Tensor``s, 1 B of
       data plus, where ``fp8_transpose`` is 1 (Hopper), the 1 B column-wise copy
@@ -194,7 +199,7 @@ def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, p
     if profile(wl.framework).fp8_primary_weights:
         per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose) + (1.0 - fp8) * base
     else:
-        per_linear = base + fp8 * 1.0
+        per_linear = base + fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose)
     return (base * (params - linear) + per_linear * linear) / params
 
 
