@@ -98,6 +98,7 @@ _LEAVES = {
     "eff_gemm_fp8": ("efficiency", "", 1.0, ""),
     "eff_attn": ("efficiency", "", 1.0, ""),
     "eff_attn_bwd": ("efficiency", "", 1.0, ""),
+    "eff_attn_fa2": ("efficiency", "", 1.0, "FA2-class kernel speed relative to eff_attn's"),
     "eff_hbm": ("efficiency", "", 1.0, ""),
     "eff_nvlink": ("efficiency", "", 1.0, ""),
     "eff_nic": ("efficiency", "", 1.0, ""),
@@ -106,7 +107,7 @@ _LEAVES = {
     "tile_n": ("discrete", "", 1.0, ""),
     "gemm_cluster": ("discrete", "SMs", 1.0, ""),
 }
-_SKIP = {"throttle", "throttle_clock", "power_clock"}
+_SKIP = {"throttle", "throttle_clock", "power_clock", "fp8_transpose"}   # fp8_transpose: a 0/1 flag
 
 KNOBS: tuple[Knob, ...] = tuple(
     [Knob(f, (f,), *_LEAVES[f]) for f in Hardware._leaf_fields if f not in _SKIP]

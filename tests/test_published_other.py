@@ -85,4 +85,6 @@ def test_fsdp_runs_a100_and_h100():
     a100 = ok[ok["gpu"].str.startswith("a100")]
     h100 = ok[ok["gpu"].str.startswith("h100")]
     assert a100["ape"].mean() <= 0.06, a100[["id", "ape"]].round(3).to_string()
-    assert h100["ape"].mean() <= 0.25, h100[["id", "ape"]].round(3).to_string()
+    # llm-foundry runs FlashAttention-2-class kernels (dse.cost.attention_kernel): 18 % ->
+    # 13.2 % once H100 charged them as such; still predicted too fast at long sequence
+    assert h100["ape"].mean() <= 0.15, h100[["id", "ape"]].round(3).to_string()

@@ -21,14 +21,52 @@ means and where it comes from:
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
     Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
 ``attn``
-    Fraction of tensor peak reached by the fused attention kernel's matmuls.
-    FlashAttention-2 (Dao 2023, arXiv:2307.08691, Fig. 5-6): forward ~70 % of A100 peak,
-    backward ~60 %; on H100 the cuDNN/FA3 kernels Megatron-Core uses reach ~55-75 %
-    (Shah et al. 2024, arXiv:2407.08608).  The backward pass uses ``attn`` x ``attn_bwd``.
-    Ampere 0.70 from the FA2 paper (not fitted: the A100 calibration runs predate
-    FlashAttention).  Hopper 0.45, FA2-class throughput on H100 (~350-450 of 989
-    TFLOP/s forward), chosen jointly with ``gemm`` on the H100 calibration rows whose
-    attention share (s/6h) ranges from 2 % to 33 % (scan in docs/accuracy.md).
+    Fraction of tensor peak reached by the matmuls of the generation's *native* fused
+    attention kernel -- the one Megatron-Core / Transformer Engine runs: TE's
+    ``get_attention_backend`` (transformer_engine/pytorch/attention/dot_product_attention/
+    utils.py) disables FlashAttention "to give FusedAttention preference on Hopper+", so
+    on sm90 / sm100 it is cuDNN's fused SDPA (FA3-class: wgmma / tcgen05, TMA, warp
+    specialisation), on Ampere FlashAttention-2.  The backward pass uses ``attn`` x
+    ``attn_bwd``.  Ampere 0.70: FlashAttention-2 (Dao 2023, arXiv:2307.08691, Fig. 4-5),
+    forward ~70 % of A100 peak, backward ~60 % (not fitted: the A100 calibration runs
+    predate FlashAttention).  Hopper 0.50, chosen jointly with ``gemm`` on the H100
+    calibration rows (all ``framework = megatron``, i.e. cuDNN fused attention) whose
+    attention share (s/6h) ranges from 2 % to 33 % (scan in docs/accuracy.md); the
+    microbenchmark value is ~0.55-0.62 (Shah et al. 2024, FlashAttention-3,
+    arXiv:2407.08608, Fig. 5 head dim 128: cuDNN forward 595-617 of 989 TFLOP/s
+    non-causal at 2k-16k tokens, 518-539 causal at 4k-16k).  Blackwell: Hopper's 0.50,
+    carried over, NOT FITTED (no Blackwell calibration row); the one published sm100
+    figure found agrees with it as a fraction of peak: FlashAttention-4 (Zadouri, Dao
+    et al. 2026, arXiv:2603.05451, abstract) reaches 1613 TFLOP/s = 71 % of B200's 2250
+    dense bf16 and is "up to 1.3x" faster than cuDNN 9.13, so cuDNN reaches >= 1613/1.3
+    = 1240 TFLOP/s (>= 55 %) there -- the Hopper cuDNN range above.
+``attn_fa2``
+    Speed of a FlashAttention-2-class kernel (``mma.sync`` tensor-core instructions, no
+    wgmma / TMA: flash-attn 2.x, PyTorch SDPA's flash backend, llm-foundry's Triton
+    kernel) *relative to* ``attn``'s native kernel, on the same shapes; the
+    framework profile says which kernel a run uses (:mod:`dse.cost.attention_kernel`).
+    A ratio, so a measured ``eff_attn`` (``dse calibrate``) carries over to it.
+    Hopper 0.62, from FlashAttention-3's figures on H100 SXM5, head dim 128, at 4k-16k
+    tokens (the plateau): Fig. 5 forward non-causal FA2 368 / 370 / 370 vs cuDNN
+    609 / 600 / 595 TFLOP/s (0.60-0.62), forward causal FA2 319 / 333 / 335 vs cuDNN
+    518 / 529 / 539 (0.62); Fig. 6 backward FA2 310 / 318 / 322 vs cuDNN 499 / 518 / 516
+    (0.62).  In absolute terms FA2 reaches 335-370 / 989 = 0.34-0.37 of H100 peak.
+    Ampere and CDNA 1.0 (FA2 / CK FA2 *is* the native kernel).  Blackwell: Hopper's
+    0.62, NOT MEASURED (no published FA2-on-sm100 figure was found; FA2's ``mma.sync``
+    path cannot use tcgen05, so the true ratio is likely lower).
+``fp8_transpose``
+    1 where Transformer Engine keeps a *transposed* fp8 copy of each fp8 GEMM operand
+    that the backward reads column-wise (weights for dgrad, inputs and output gradients
+    for wgrad), 0 where it does not.  TE ``transformer_engine/pytorch/utils.py``
+    ``is_non_tn_fp8_gemm_supported()``: ``(100 <= compute capability < 120) or >= 130``
+    -- cuBLAS fp8 GEMMs on sm89 / sm90 take only the TN layout (Hopper wgmma reads fp8
+    operands K-major only), so ``Float8Tensor`` materialises ``_transpose``
+    (``tensor/float8_tensor.py``); datacenter Blackwell (sm100 / sm103: tcgen05) runs
+    fp8 GEMMs in any layout and TE skips the transpose.  (MXFP8 keeps a column-wise copy
+    on Blackwell too -- its block scales run along the other dimension -- but dse's
+    ``fp8`` precision is per-tensor scaling.)  Read by :mod:`dse.train.memory` (the fp8
+    primary weights' bytes).  Ampere / CDNA: 1 (no TE fp8 path on sm80; ROCm TE keeps
+    the transpose -- carried, not measured).
 ``hbm``
     Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy;
     ~0.9 on A100/H100 per the "Dissecting the Ampere/Hopper GPU architecture"
@@ -79,7 +117,9 @@ class GenerationEfficiency:
     gemm_fp8: float
     attn: float
     attn_bwd: float
+    attn_fa2: float
     hbm: float
+    fp8_transpose: float
     nvlink: float
     nic: float
     kernel_launch_s: float
@@ -89,12 +129,12 @@ class GenerationEfficiency:
 
 
 GENERATIONS: dict[str, GenerationEfficiency] = {
-    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85,
-                                   hbm=0.90, nvlink=0.77, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
-                                   hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                   tile_m=128, tile_n=256, cluster=2),
+    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
+                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
+                                   kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1),
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
+                                   hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
+                                   kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
     # 0.45: hipBLASLt bf16 GEMMs reach ~620-700 of 1307 TFLOP/s and fp8 ~1100-1200 of 2615
     # (SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1: Training", Dec 2024; AMD
@@ -103,15 +143,18 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     # streaming kernels (Chips and Cheese, "Testing AMD's Giant MI300X"); xGMI all-reduce
     # bus bandwidth ~310 of 448 GB/s per direction (RCCL tests on 8x MI300X, 0.70);
     # launch ~6 us (HIP launch overhead above CUDA's).  Tiles 256x128 (hipBLASLt MT256x128).
-    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85,
-                                  hbm=0.80, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
-                                  tile_m=256, tile_n=128, cluster=1),
-    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85,
-                                      hbm=0.90, nvlink=0.80, nic=0.90, kernel_launch_s=4e-6,
-                                      tile_m=128, tile_n=256, cluster=2),
+    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
+                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
+                                  kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
+    # Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no
+    # Blackwell calibration row; no published B200 GEMM-efficiency figure found), except
+    # fp8_transpose = 0 (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
+    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
+                                      hbm=0.90, fp8_transpose=0.0, nvlink=0.80, nic=0.90,
+                                      kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X
     # fractions above) until MI355X measurements exist
-    "cdna4": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85,
-                                  hbm=0.80, nvlink=0.70, nic=0.90, kernel_launch_s=6e-6,
-                                  tile_m=256, tile_n=128, cluster=1),
+    "cdna4": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
+                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
+                                  kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }

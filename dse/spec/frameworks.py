@@ -103,6 +103,11 @@ class FrameworkProfile:
     # gradient buffer in fp8 runs (dse.train.memory, dse.graph.train.dp_ops)
     fp8_primary_weights: bool = False
     fp8_main_grad_bytes: float = 4.0
+    # fused attention kernel class the framework runs (dse.cost.attention_kernel): "native"
+    # = the GPU generation's own kernel (cuDNN fused SDPA / FA3 class on Hopper and
+    # Blackwell, FA2 on Ampere; efficiency ``eff_attn``), "fa2" = a FlashAttention-2-class
+    # mma.sync kernel (``eff_attn`` x ``eff_attn_fa2``)
+    attention_kernel: str = "native"
     sources: tuple = ()
 
 
@@ -127,7 +132,13 @@ MEGATRON = FrameworkProfile(
     # ``set_precision_configs``; Megatron-Bridge perf_recipes/_common.py
     # ``_benchmark_common`` / ``_perf_precision``): bf16 main gradients
     fp8_primary_weights=True, fp8_main_grad_bytes=2.0,
+    # attention: Megatron-Core's ``TEDotProductAttention`` (transformer_engine
+    # DotProductAttention); TE's ``get_attention_backend`` (transformer_engine/pytorch/
+    # attention/dot_product_attention/utils.py) disables FlashAttention "to give
+    # FusedAttention preference on Hopper+", i.e. cuDNN fused attention on sm90 / sm100
+    attention_kernel="native",
     sources=("NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py",
+             "NVIDIA/TransformerEngine transformer_engine/pytorch/attention/dot_product_attention/utils.py",
              "NVIDIA/NeMo nemo/collections/llm/recipes/precision/mixed_precision.py",
              "NVIDIA/NeMo scripts/performance/helpers.py",
              "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/mixed_precision.py",
@@ -154,7 +165,13 @@ DEEPSPEED = FrameworkProfile(
     # ``param.grad`` -- there is no Megatron ``main_grad`` for a fused wgrad GEMM to
     # accumulate into -- and ``zero_grad`` sets ``.grad`` to None after each step
     grad_accum_tensors="all", grad_accum_first_microbatch=False,
+    # attention: Megatron-DeepSpeed ``--use-flash-attn-v1 / -v2 / -triton``
+    # (megatron/arguments.py) run flash-attn 1.x / 2.x or its Triton kernel
+    # (megatron/model/transformer.py ``FlashSelfAttention`` / ``FlashSelfAttentionTriton``):
+    # mma.sync kernels on every architecture
+    attention_kernel="fa2",
     sources=("deepspeedai/DeepSpeed deepspeed/runtime/zero/config.py",
+             "deepspeedai/Megatron-DeepSpeed megatron/model/transformer.py, megatron/arguments.py",
              "deepspeedai/DeepSpeed deepspeed/runtime/zero/stage3.py",
              "deepspeedai/DeepSpeed deepspeed/runtime/zero/partitioned_param_coordinator.py",
              "deepspeedai/DeepSpeed deepspeed/runtime/engine.py"))
@@ -169,7 +186,17 @@ FSDP1 = FrameworkProfile(
     # fp32 sharded FlatParameter 4 + fp32 sharded grad 4 + Adam m, v 8; the bf16 copy
     # exists only for gathered units
     z3_state_bytes_per_param=16.0,
+    # attention: llm-foundry MPT's ``attn_config.attn_impl`` (llmfoundry/models/layers/
+    # attention.py): ``flash`` = flash-attn 2.x ``flash_attn_varlen_func`` (the
+    # benchmarking script's default today, scripts/train/benchmarking/
+    # submit_benchmarks.py ``--attn_impl flash``, ``pip install .[gpu-flash2]``);
+    # the Oct 2023 H100 benchmark tables (commit b2a43a1) ran ``--attn_impl triton``
+    # (``flash_attn_triton.py`` on the ``triton-pre-mlir`` sm90 fork, setup.py).  Both
+    # are mma.sync kernels without wgmma / TMA: FA2 class
+    attention_kernel="fa2",
     sources=("pytorch/pytorch torch/distributed/fsdp/fully_sharded_data_parallel.py",
+             "mosaicml/llm-foundry llmfoundry/models/layers/attention.py",
+             "mosaicml/llm-foundry scripts/train/benchmarking/submit_benchmarks.py",
              "pytorch/pytorch torch/distributed/fsdp/_limiter_utils.py",
              "pytorch/pytorch torch/distributed/fsdp/_runtime_utils.py",
              "mosaicml/composer composer/utils/parallelism.py"))
@@ -182,6 +209,14 @@ FSDP2 = FrameworkProfile(
     z3_grad_sync_every_microbatch=True, z3_root_regather_in_bwd=True,
     z3_copy_out_bytes_per_param=4.0,
     z3_state_bytes_per_param=16.0,
+    # attention: torchtitan calls ``F.scaled_dot_product_attention``; PyTorch's SDPA
+    # priority order (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
+    # ``priority_order``) puts the flash backend (vendored FlashAttention-2) first and
+    # cuDNN last since cuDNN SDPA was made opt-in after 2.5 (pytorch/pytorch#138522);
+    # ``check_prefer_cudnn_attention`` prefers cuDNN on sm90 / sm100 only with a bundled
+    # cuDNN > 9.15 (torch >= 2.11): FA2 class for the releases torchtitan's published
+    # runs used (a run on a newer torch states ``attention = cudnn``)
+    attention_kernel="fa2",
     sources=("pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py",
              "pytorch/pytorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
              "pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py (apply_fsdp)"))

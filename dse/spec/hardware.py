@@ -62,6 +62,7 @@ class Hardware:
     eff_gemm_fp8: float = 0.7
     eff_attn: float = 0.6
     eff_attn_bwd: float = 0.85
+    eff_attn_fa2: float = 1.0     # FA2-class kernel speed / native kernel's (a ratio)
     eff_hbm: float = 0.9
     eff_nvlink: float = 0.8
     eff_nic: float = 0.9
@@ -69,6 +70,7 @@ class Hardware:
     tile_m: float = 128.0
     tile_n: float = 128.0
     gemm_cluster: float = 1.0
+    fp8_transpose: float = 1.0    # 1: TE keeps transposed fp8 copies (TN-only fp8 GEMMs)
     name: str = ""
     generation: str = ""
     description: str = ""
@@ -87,8 +89,8 @@ def _nonneg(key, attr, scale, unit, doc):
 
 # measured efficiencies a calibrated file may set for its own machine (``dse calibrate``),
 # in (0, 1]; absent keys take the generation's constants (dse.spec.efficiency)
-EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_hbm", "eff_nvlink",
-            "eff_nic")
+EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_attn_fa2", "eff_hbm",
+            "eff_nvlink", "eff_nic")
 
 # The hardware file schema (human units; docs/architecture.md "Bad input").
 HARDWARE_FIELDS: tuple[Field, ...] = (
@@ -157,11 +159,13 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
                                         kw["clock_hz"], where, name)
     e = GENERATIONS[gen]
     defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
-                    eff_attn_bwd=e.attn_bwd, eff_hbm=e.hbm, eff_nvlink=e.nvlink, eff_nic=e.nic)
+                    eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
+                    eff_nvlink=e.nvlink, eff_nic=e.nic)
     for k, val in defaults.items():
         kw.setdefault(k, val)
     kw.update(kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
-              tile_n=float(e.tile_n), gemm_cluster=float(e.cluster))
+              tile_n=float(e.tile_n), gemm_cluster=float(e.cluster),
+              fp8_transpose=float(e.fp8_transpose))
     return Hardware(name=name, generation=gen, description=str(v["description"] or name), **kw)
 
 

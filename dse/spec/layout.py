@@ -11,8 +11,11 @@ FSDP); ``sp`` sequence parallelism 0/1.
 
 Workload: ``global_batch`` sequences per step, ``seq_len`` tokens per sequence,
 ``precision`` 0 = fp32 (tf32 tensor cores), 1 = bf16/fp16, 2 = fp8 (Transformer Engine);
-``attention`` 1 = FlashAttention (fused, the default of every current framework), 0 = the
-unfused path of Megatron-LM before 2022 (materialised scores, fused softmax);
+``attention`` 1 = FlashAttention (fused, the default of every current framework) with the
+kernel the framework runs on that GPU (:mod:`dse.cost.attention_kernel`), 2 = a
+FlashAttention-2-class kernel (``fa2``), 3 = the architecture's native fused kernel
+(``cudnn`` / ``fa3``: cuDNN fused SDPA or FlashAttention-3 on Hopper), where a run states
+it; 0 = the unfused path of Megatron-LM before 2022 (materialised scores, fused softmax);
 ``framework`` 0 = Megatron-LM / Megatron-Core / NeMo (the default), 1 = DeepSpeed
 (Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers), 2 = PyTorch FSDP1
 (llm-foundry / Composer), 3 = PyTorch FSDP2 (torchtitan): it changes how model states are
@@ -32,7 +35,7 @@ from dse.spec.pytree import pytree_dataclass
 # Enumerations: the named constants the cost code compares against (never bare integers)
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_BLOCK = 0, 1, 2, 3
 PRECISION_FP32, PRECISION_16, PRECISION_FP8 = 0, 1, 2
-ATTENTION_UNFUSED, ATTENTION_FLASH = 0, 1
+ATTENTION_UNFUSED, ATTENTION_FLASH, ATTENTION_FA2, ATTENTION_NATIVE = 0, 1, 2, 3
 FRAMEWORK_MEGATRON, FRAMEWORK_DEEPSPEED, FRAMEWORK_FSDP, FRAMEWORK_FSDP2 = 0, 1, 2, 3
 
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
@@ -77,8 +80,10 @@ class Workload:
     tp_overlap: int = 0
 
 
-ATTENTION = {"flash": 1, "unfused": 0}
-ATTENTION_NAMES = {v: k for k, v in ATTENTION.items()}
+# flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:
+# the kernel a run states (fa3 and cudnn: the same native-kernel efficiency)
+ATTENTION = {"flash": 1, "unfused": 0, "fa2": 2, "fa3": 3, "cudnn": 3}
+ATTENTION_NAMES = {0: "unfused", 1: "flash", 2: "fa2", 3: "cudnn"}
 # fsdp = PyTorch FSDP1 (llm-foundry / Composer, FullyShardedDataParallel); fsdp2 =
 # fully_shard (torchtitan); profiles in dse.spec.frameworks
 FRAMEWORK = {"megatron": 0, "deepspeed": 1, "fsdp": 2, "fsdp1": 2, "fsdp2": 3, "torchtitan": 3}

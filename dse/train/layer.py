@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.cost.attention_kernel import with_attention_kernel
 from dse.cost.collectives import tp_overlap_cost_s
 from dse.graph.ops import Attention, Collective, Gemm, P2P, flops, host_kernels, map_ops, time_s, times_s
 from dse.graph.train import layer_ops
@@ -83,7 +84,9 @@ def is_compute(op) -> bool:
 
 
 def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> LayerCost:
-    """The :class:`LayerCost` of one layer's operator list (module docstring)."""
+    """The :class:`LayerCost` of one layer's operator list (module docstring); attention
+    at the run's kernel efficiency (:func:`dse.cost.attention_kernel.with_attention_kernel`)."""
+    hw = with_attention_kernel(hw, wl)
     times = times_s(ops, hw, r)
     pick = lambda cond: _sum(t for op, t in zip(ops, times) if cond(op))
     fwd = pick(lambda op: is_compute(op) and op.phase == "fwd")

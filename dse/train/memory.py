@@ -171,41 +171,49 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     return replicated + tp_region, scores
 
 
-def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, params):
+def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, params,
+                           fp8_transpose=1.0):
     """Mean bytes per local parameter of the weights a GPU holds (``params`` of them; the
     embedding and LM head, :func:`embedding_params_per_gpu`, always 16-bit):
 
     * 16-bit (4 B in fp32 training), plus with TE fp8 the cached fp8 copy of each
       linear's weight (1 B) -- Transformer Engine casts the weights on a step's first
-      micro-batch and reuses the copy (``is_first_microbatch``);
+      micro-batch and reuses the copy (``is_first_microbatch``) -- and, where
+      ``fp8_transpose`` is 1, its transposed fp8 copy (1 B: TE 1.x
+      ``module/linear.py`` ``get_fp8_weights_scratchpad`` returns ``[weight_fp8,
+      weight_t_fp8]``; TE 2.x caches a ``Float8Tensor`` whose ``_transpose`` exists
+      unless ``is_non_tn_fp8_gemm_supported()``):
+      ``per_linear = base + 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``;
     * fp8 primary weights (framework profile ``fp8_primary_weights``, Megatron-Core
       ``--fp8-param-gather``): the linears' parameters *are* TE ``Float8Tensor``s, 1 B of
-      data plus, on Hopper, the 1 B column-wise copy (``_transpose``) the backward's
-      dgrad GEMM reads (TransformerEngine transformer_engine/pytorch/tensor/
-      float8_tensor.py ``inner_tensor_specs``: a transpose is materialised unless
-      ``is_non_tn_fp8_gemm_supported()``, i.e. below sm100).  Blackwell needs no
-      transpose; the model charges it everywhere (the hardware spec carries no
-      architecture flag), 1 B/param too much on B200 / GB200."""
+      data plus, where ``fp8_transpose`` is 1 (Hopper), the 1 B column-wise copy
+      (``_transpose``) the backward's dgrad GEMM reads (TransformerEngine
+      transformer_engine/pytorch/tensor/float8_tensor.py: a transpose is materialised
+      unless ``is_non_tn_fp8_gemm_supported()``, transformer_engine/pytorch/utils.py:
+      compute capability 10.x / 11.x or >= 13); datacenter Blackwell keeps none
+      (``Hardware.fp8_transpose`` = 0, :mod:`dse.spec.efficiency`):
+      ``per_linear = 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``."""
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
     fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
     linear = params - embedding_params_per_gpu(model, lay)
     if profile(wl.framework).fp8_primary_weights:
-        per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES) + (1.0 - fp8) * base
+        per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose) + (1.0 - fp8) * base
     else:
-        per_linear = base + fp8 * 1.0
+        per_linear = base + fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose)
     return (base * (params - linear) + per_linear * linear) / params
 
 
-def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf) -> MemoryBreakdown:
+def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf,
+                   fp8_transpose=1.0) -> MemoryBreakdown:
     """Peak bytes per GPU (module docstring).  ``hbm_bytes`` is only used by block
     recompute, which recomputes the fewest whole layers (at least one) that bring the
-    total under it."""
+    total under it; ``fp8_transpose`` is the hardware's (:func:`weight_bytes_per_param`)."""
     P = params_per_gpu(model, lay)
     shard = lay.dp * lay.cp * 1.0
     # one GPU's shard: dense parameters over dp*cp, routed experts over edp (MoE)
     Ps = sharded_params(P, expert_params_per_gpu(model, lay), lay)
     prof = profile(wl.framework)
-    weights = P * weight_bytes_per_param(model, wl, lay, act_bytes, P)
+    weights = P * weight_bytes_per_param(model, wl, lay, act_bytes, P, fp8_transpose)
     weight_b = weights / P
     L_st = layers_per_stage(model, lay)
     per_layer_w = (P / L_st) * weight_b

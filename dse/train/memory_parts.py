@@ -46,7 +46,7 @@ class MemoryParts(NamedTuple):
 def memory_parts(model, wl, lay, hw) -> MemoryParts:
     """The breakdown of one design point (vmappable; same numerics boundary as the step)."""
     model, wl, lay = as_float(model, wl, lay)
-    m = memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes)
+    m = memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes, hw.fp8_transpose)
     allocated = m.weights_bytes + m.grads_bytes + m.optimizer_bytes + m.activations_bytes
     return MemoryParts(m.weights_bytes, m.grads_bytes, m.optimizer_bytes, m.activations_bytes,
                        m.total_bytes - allocated, m.total_bytes)

@@ -22,6 +22,7 @@ from dse.graph.ops import (BOUNDS, P2P, Attention, Collective, Gemm, MemPass, bo
                            bytes_moved, flops, op_kind, time_s)
 from dse.spec.numerics import as_float
 from dse.spec.pytree import pytree_dataclass
+from dse.cost.attention_kernel import with_attention_kernel
 from dse.cost.rates import rates
 from dse.train.layer import reduce_layer
 from dse.train.step import step_and_schedule
@@ -46,6 +47,7 @@ class Row:
 def _rows(model, wl, lay, hw) -> tuple:
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
     res, sc, g = step_and_schedule(model, wl, lay, hw)
+    hw = with_attention_kernel(hw, wl)             # as the step costs attention
     r = rates(hw, wl.precision)
     out = []
 

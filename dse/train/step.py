@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.cost.attention_kernel import with_attention_kernel
 from dse.cost.collectives import comm_sm_fraction, interleaved_overlap_cost_s, overlapped_cost_s
 from dse.graph.ops import flops as flops_of
 from dse.graph.ops import time_s
@@ -81,7 +82,8 @@ BREAKDOWN = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
 def memory_bytes(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     """Peak bytes per GPU (the sweep's first, cheap pass)."""
     model, wl, lay = as_float(model, wl, lay)
-    return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes).total_bytes
+    return memory_per_gpu(model, wl, lay, rates(hw, wl.precision).act_bytes, hw.hbm_bytes,
+                          hw.fp8_transpose).total_bytes
 
 
 class StepSchedule(NamedTuple):
@@ -119,9 +121,10 @@ def train_step(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> StepRes
 def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     """(:class:`StepResult`, :class:`StepSchedule`, the step's operator graph)."""
     model, wl, lay = as_float(model, wl, lay)      # the numerics boundary
+    hw = with_attention_kernel(hw, wl)             # the run's fused attention kernel
     r = rates(hw, wl.precision)
     el = r.act_bytes
-    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes)
+    mem = memory_per_gpu(model, wl, lay, el, hw.hbm_bytes, hw.fp8_transpose)
     P = mem.params_per_gpu
     L_st = layers_per_stage(model, lay)
     graph = step_graph(model, wl, lay, el, P, embedding_params_per_gpu(model, lay), L_st,

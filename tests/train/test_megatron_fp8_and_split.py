@@ -34,11 +34,17 @@ def test_megatron_fp8_weights_are_fp8_with_transpose_and_grads_bf16():
 
 
 def test_other_frameworks_keep_the_16_bit_weights_and_fp8_copy():
+    """16-bit weights plus TE's cached fp8 copy and, where fp8 GEMMs are TN-only
+    (Hopper: ``fp8_transpose`` 1, the default), its transposed fp8 copy (TE 1.x
+    ``weight_t_fp8``); Blackwell (``fp8_transpose`` 0) keeps none."""
     assert not profile(FRAMEWORK["deepspeed"]).fp8_primary_weights
     m = _mem(2, "deepspeed")
     P = float(m.params_per_gpu)
     emb = float(embedding_params_per_gpu(llama70b(), LAY))
-    assert float(m.weights_bytes) == pytest.approx(3.0 * (P - emb) + 2.0 * emb, rel=1e-6)
+    assert float(m.weights_bytes) == pytest.approx(4.0 * (P - emb) + 2.0 * emb, rel=1e-6)
+    wl = Workload(global_batch=128, seq_len=8192, precision=2, framework=FRAMEWORK["deepspeed"])
+    bw = memory_per_gpu(llama70b(), wl, LAY, 2.0, fp8_transpose=0.0)
+    assert float(bw.weights_bytes) == pytest.approx(3.0 * (P - emb) + 2.0 * emb, rel=1e-6)
 
 
 def test_fp8_dp_collectives_move_bf16_grads_and_fp8_params():
