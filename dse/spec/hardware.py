@@ -71,6 +71,7 @@ class Hardware:
     tile_n: float = 128.0
     gemm_cluster: float = 1.0
     fp8_transpose: float = 1.0    # 1: TE keeps transposed fp8 copies (TN-only fp8 GEMMs)
+    host_cpu_slowdown: float = 1.0  # host (Python) time / an x86 DGX host's (dse.spec.host_cpu)
     name: str = ""
     generation: str = ""
     description: str = ""
@@ -125,6 +126,10 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     Field("gpu_power_w", "", 1.0, "W", lo=0.0, lo_open=True, default=None,
           doc="power the GPU itself sustains under load, where a module's TDP also feeds a CPU "
               "(default: tdp_w); sets the power-limited clock (dse.spec.power)"),
+    Field("host_cpu_slowdown", "host_cpu_slowdown", 1.0, "ratio", lo=0.0, lo_open=True, hi=100.0,
+          default=1.0,
+          doc="host CPU time of the framework's Python work relative to an x86 DGX host "
+              "(Xeon 8480C = 1); Grace-hosted systems ~2.5-2.75 (dse.spec.host_cpu)"),
     Field("throttle", "throttle", 1.0, "fraction", lo=0.0, hi=1.0, hi_open=True, default=0.0,
           doc="thermal derate: effective = nominal x (1 - throttle); 1 would leave no bandwidth"),
     Field("throttle_clock", "throttle_clock", kind="bool", default=False,
