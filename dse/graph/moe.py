@@ -121,15 +121,38 @@ def expert_dp_size(lay):
     return lay.tp * lay.cp * lay.dp * 1.0 / (expert_tp(lay) * lay.ep)
 
 
-def expert_dp_ops(lay, expert_params) -> tuple:
+def dp_shard_params(params_per_gpu, expert_params, lay):
+    """Parameters of one GPU's distributed-optimizer / ZeRO shard when ``params_per_gpu``
+    local parameters, ``expert_params`` of them routed experts, are sharded:
+    ``(P - Pe) / (dp cp) + Pe / edp`` (:func:`expert_dp_size`).  Megatron-Core's
+    ``DistributedOptimizer`` shards each gradient buffer over that buffer's own
+    data-parallel group (``megatron/core/optimizer/distrib_optimizer.py``
+    ``_build_model_gbuf_range``: ``data_parallel_world_size =
+    param_and_grad_buffer.data_parallel_group.size()``; the expert buffers carry
+    ``intra_expt_dp_group``, ``distributed/distributed_data_parallel.py``,
+    ``parallel_state.get_expert_data_parallel_world_size``); DeepSpeed MoE likewise
+    shards the expert parameters over the expert-data-parallel group
+    (``deepspeed/moe/utils.py``).  A dense model (``Pe`` 0): ``P / (dp cp)``."""
+    return (params_per_gpu - expert_params) / (lay.dp * lay.cp * 1.0) + expert_params / expert_dp_size(lay)
+
+
+def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0) -> tuple:
     """The expert parameters' data-parallel collectives over the ``edp`` ranks
     (:func:`expert_dp_size`, ``etp*ep`` apart), whole local expert buffer, in the order of
-    :func:`dse.graph.train.dp_ops`: the fp32 gradient all-reduce (ZeRO-0) or
-    reduce-scatter (ZeRO >= 1) and the bf16 parameter all-gather (ZeRO >= 1).  Zero-sized
+    :func:`dse.graph.train.dp_ops`: the main-gradient all-reduce (ZeRO-0) or
+    reduce-scatter (ZeRO >= 1) of ``grad_bytes`` per element and the parameter
+    all-gather (ZeRO >= 1) of ``param_bytes`` per element -- the dense buffer's bytes
+    (:func:`dse.graph.train.main_grad_bytes`: fp32 main gradients, or the framework's
+    ``fp8_main_grad_bytes`` in fp8 runs; :func:`dse.graph.train.gather_bytes_per_param`):
+    Megatron-Core groups every parameter, expert or not, by ``(param_dtype, grad_dtype,
+    is_expert_parallel)`` with the one ``grad_reduce_in_fp32`` of its
+    ``DistributedDataParallelConfig`` (``megatron/core/distributed/distributed_data_parallel.py``
+    ``group_params_for_buffers``), so the expert buffers (on ``intra_expt_dp_group``)
+    hold main gradients of the dense buffers' dtype.  Zero-sized
     for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
     n = expert_dp_size(lay)
     stride = expert_tp(lay) * lay.ep
-    grad, param = 4.0 * expert_params, 2.0 * expert_params
+    grad, param = grad_bytes * expert_params, param_bytes * expert_params
     on = jnp.where(expert_params > 0, 1.0, 0.0)
     return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
                        kind="all_reduce", group="dp"),
