@@ -240,7 +240,7 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
-    if moe_a2a_overlap(wl.framework):
+    if moe_a2a_overlap(wl.framework) or wl.moe_a2a_overlap:
         # MoE 1F1B A2A overlap (dse.train.moe_overlap): one more micro-batch's activations
         # live -- the forward of the next beside the backward of the current, and the
         # extra warm-up micro-batch of the interleaved schedule (schedules.py)
