@@ -86,7 +86,7 @@ from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import map_ops, time_s
 from dse.graph.train import dp_bucket_ops, gather_bytes_per_param, main_grad_bytes
-from dse.spec.frameworks import profile
+from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
@@ -248,9 +248,14 @@ def pipeline_order(pp: int, vpp: int, m: int, stage: int) -> list[tuple[bool, in
 def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> TraceSet:
     """One training step of ``lay`` as a trace set (module docstring); roles
     ``stage<s>``, one per pipeline stage.  TP comm/GEMM overlap (``wl.tp_overlap``) is
-    not represented in traces and is refused."""
+    not represented in traces and is refused, as is the MoE 1F1B all-to-all overlap
+    (``Workload.moe_a2a_overlap`` or the framework switch): the trace's EP all-to-alls
+    run serially on stream 0."""
     require(not wl.tp_overlap, "trace", "tp_overlap",
             "must be off: traces keep TP collectives as their own nodes (drop --tp-overlap)")
+    require(not (wl.moe_a2a_overlap or moe_a2a_overlap(wl.framework)), "trace", "moe_a2a_overlap",
+            "must be off: traces keep the EP all-to-alls serial on the compute stream "
+            "(the 1F1B A2A overlap of dse.train.moe_overlap is not expanded)")
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1

@@ -110,3 +110,15 @@ def test_optimizer_step_updates_the_edp_shard_of_the_experts():
     gd, md, _ = _graph(dense, wl, Layout(tp=1, pp=1, dp=64, mbs=1, zero=1))
     assert float(gd.optimizer[0].bytes_moved) == pytest.approx(
         ADAM_BYTES_PER_PARAM * float(md.params_per_gpu) / 64, rel=1e-6)
+
+
+def test_trace_refuses_the_a2a_overlap_it_does_not_expand():
+    """The trace keeps the EP all-to-alls serial on the compute stream, so a run with the
+    1F1B A2A overlap (``Workload.moe_a2a_overlap``) is refused with a one-line input
+    error naming the field, as ``tp_overlap`` is."""
+    import dataclasses
+    from dse.errors import InputError
+    lay = Layout(tp=1, pp=1, dp=16, ep=8, mbs=1, zero=1)
+    wl = dataclasses.replace(Workload(global_batch=16, seq_len=1024), moe_a2a_overlap=1)
+    with pytest.raises(InputError, match="moe_a2a_overlap"):
+        generate_trace_set(MIX, wl, lay, HW)
