@@ -122,3 +122,24 @@ def test_trace_refuses_the_a2a_overlap_it_does_not_expand():
     wl = dataclasses.replace(Workload(global_batch=16, seq_len=1024), moe_a2a_overlap=1)
     with pytest.raises(InputError, match="moe_a2a_overlap"):
         generate_trace_set(MIX, wl, lay, HW)
+
+
+def test_moe_trace_with_cp_replays_exactly_on_the_expert_grid():
+    """A two-layer Mixtral, TP 1 x PP 2 x CP 2 x DP 4, EP 4: the EP group spans the CP
+    and DP ranks (Megatron's expert grid), the experts' gradient buckets run over the
+    edp = 2 ranks 4 apart; the replay finishes, and simulating one rank per symmetry
+    class gives the exact (every-rank) step time."""
+    import dataclasses
+    from dse.sim import simulate
+    from dse.sim.topology import topology_for_hardware
+    small = dataclasses.replace(MIX, num_layers=2)
+    lay = Layout(tp=1, pp=2, cp=2, dp=4, ep=4, mbs=1, zero=1)
+    wl = Workload(global_batch=8, seq_len=1024)
+    ts = generate_trace_set(small, wl, lay, HW)
+    grid = rank_grid(lay)
+    assert grid.group(0, "ep") == (0, 1, 2, 3) and grid.group(0, "edp") == (0, 4)
+    assert any(n.group_dim == "edp" for n in ts.roles["stage0"].nodes)
+    topo = topology_for_hardware(HW, 16)
+    res = simulate(ts, topo, grid=grid, record_timeline=False)
+    exact = simulate(ts, topo, grid=grid, coalesce=False, record_timeline=False)
+    assert res.blocked is None and exact.step_time_s == pytest.approx(res.step_time_s)
