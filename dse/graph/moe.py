@@ -37,10 +37,16 @@ routing; the Megatron-Bridge MoE benchmarks force it, ``moe_router_force_load_ba
   values), and forward only the all-gather of the per-expert token counts over the
   TP x EP group (``preprocess``: ``gather_from_sequence_parallel_region`` of E int64).
 
+With the flex dispatcher (DeepEP / HybridEP backend, ``Workload.moe_dispatcher``) the
+dispatch and combine all-to-alls keep their bytes but each token crosses to a remote
+node only once (:func:`dse.cost.collectives.node_dedup_cross_bytes`); its fused permute
+kernels are still counted as the all-to-all dispatcher's.
+
 Not modelled here: the dispatcher's device-to-host sync of the split sizes
 (``_maybe_dtoh_and_synchronize``, one per layer forward), which stops the host running
 ahead across layers; CUDA graphs of the router / preprocess (``cuda_graph_scope``) or of
-the whole iteration, which remove host launches; DeepEP / HybridEP fused dispatch.
+the whole iteration (a full-iteration graph is ``Workload.cuda_graphs``,
+:func:`dse.train.layer.reduce_layer`), which remove host launches.
 """
 
 from __future__ import annotations
@@ -209,10 +215,13 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     a2a = Tks * h * el
     probs = Tks * PROB_BYTES
     etp_on = jnp.where(e > 1, 1.0, 0.0) * on
+    # DeepEP / HybridEP (Workload.moe_dispatcher): each token sent once per remote node
+    dd_k, dd_E = (k, E) if wl.moe_dispatcher else (0.0, 0.0)
     comm = []
     for phase in ("fwd", "bwd"):
         comm += [Collective(a2a, lay.ep * 1.0, e, calls=2.0 * on, name="ep all-to-all",
-                            phase=phase, kind="all_to_all", group="ep"),
+                            phase=phase, kind="all_to_all", group="ep",
+                            dedup_topk=dd_k, dedup_experts=dd_E),
                  Collective(probs, lay.ep * 1.0, e, calls=on, name="ep probs all-to-all",
                             phase=phase, kind="all_to_all", group="ep"),
                  # expert TP > 1: the received tokens all-gathered over the expert-TP

@@ -30,7 +30,11 @@ iteration is captured and replayed as one CUDA graph (Megatron-Core
 ``cuda_graph_impl="full_iteration"``, ``megatron/core/full_cuda_graph.py``
 ``FullCudaGraphWrapper``): no per-kernel host launch, so no host-bound floor
 (:func:`dse.train.layer.reduce_layer`); 0 = eager launches (partial, per-module graphs
-are not represented).
+are not represented).  ``moe_dispatcher`` 0 = Megatron-Core's ``alltoall`` token
+dispatcher (NCCL all-to-all: every routed copy of a token sent), 1 = the ``flex``
+dispatcher with a DeepEP or HybridEP backend (``moe_flex_dispatcher_backend``): each
+token crosses to a remote node once and is forwarded over NVLink there
+(:func:`dse.cost.collectives.node_dedup_cross_bytes`).
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("attention", "framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs"))
+@pytree_dataclass(static=("attention", "framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
+                          "moe_dispatcher"))
 class Workload:
     global_batch: int
     seq_len: int
@@ -86,6 +91,7 @@ class Workload:
     tp_overlap: int = 0
     moe_a2a_overlap: int = 0
     cuda_graphs: int = 0
+    moe_dispatcher: int = 0
 
 
 ATTENTION = {"flash": 1, "unfused": 0}
