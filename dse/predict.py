@@ -19,7 +19,16 @@ llm-foundry, Composer) | ``fsdp2`` or ``torchtitan`` (PyTorch ``fully_shard``); 
 megatron) says which framework profile (:mod:`dse.spec.frameworks`: memory accounting,
 pipeline transfers, ZeRO-3 gathers) applies; an optional
 ``tp_comm_overlap`` column (true | false; blank = false, Megatron's default) whether TP
-collectives were overlapped with GEMMs (``--tp-comm-overlap``).
+collectives were overlapped with GEMMs (``--tp-comm-overlap``); an optional
+``moe_a2a_overlap`` column (true | false; blank = the framework profile's default, off)
+whether the run used Megatron-Core's 1F1B expert-parallel all-to-all overlap
+(Megatron-Bridge ``moe_a2a_overlap=True``: ``overlap_moe_expert_parallel_comm`` +
+``delay_wgrad_compute``; :mod:`dse.train.moe_overlap`); an optional ``cuda_graphs``
+column (``none`` | ``full_iteration``; blank = none) whether the whole iteration was one
+CUDA graph (Megatron-Core ``--cuda-graph-impl full_iteration``: no host launch floor);
+an optional ``moe_dispatcher`` column (``alltoall`` | ``deepep`` | ``hybridep``; blank =
+alltoall) which token dispatcher ran (the flex dispatcher's DeepEP / HybridEP backends
+send each token once per remote node).
 
 Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
 (weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
@@ -53,7 +62,8 @@ CHUNK = 1 << 14
 # optional columns read by predict / validate (any other column is carried through,
 # unless its name is a near-miss of one of these: then it is an error, not ignored)
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
-              "attention", "framework", "tp_comm_overlap", "measured_iter_time_s",
+              "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
+              "moe_dispatcher", "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
@@ -149,6 +159,29 @@ def _run_facts(row, where) -> tuple[str, str, str]:
     return att, fw, ov
 
 
+CUDA_GRAPHS = {"none": 0, "full_iteration": 1}
+MOE_DISPATCHERS = {"alltoall": 0, "deepep": 1, "hybridep": 1}
+
+
+def _schedule_facts(row, where) -> tuple[int, int, int]:
+    """The optional ``moe_a2a_overlap`` (true | false | blank), ``cuda_graphs``
+    (none | full_iteration | blank) and ``moe_dispatcher`` (alltoall | deepep | hybridep |
+    blank) columns, as ``Workload`` codes."""
+    a2a = row.get("moe_a2a_overlap")
+    a2a = "false" if _blank(a2a) else str(a2a).strip().lower()
+    require(a2a in ("true", "false"), where, "moe_a2a_overlap",
+            f"must be true, false or blank, but got {a2a!r}")
+    cg = row.get("cuda_graphs")
+    cg = "none" if _blank(cg) else str(cg).strip().lower()
+    require(cg in CUDA_GRAPHS, where, "cuda_graphs",
+            f"must be one of {sorted(CUDA_GRAPHS)} or blank, but got {cg!r}")
+    disp = row.get("moe_dispatcher")
+    disp = "alltoall" if _blank(disp) else str(disp).strip().lower()
+    require(disp in MOE_DISPATCHERS, where, "moe_dispatcher",
+            f"must be one of {sorted(MOE_DISPATCHERS)} or blank, but got {disp!r}")
+    return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
+
+
 def _layout_conflict(model: Model, gpus: int, fixed: dict) -> str:
     """The first rule the row's given layout fields break, naming the field (or "")."""
     tp = fixed.get("tp")
@@ -190,6 +223,7 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     seq = _int(row, "seq_length", where)
     opt, fixed = row_options(row, where)
     att, fw, ov = _run_facts(row, where)
+    a2a, graphs, dispatcher = _schedule_facts(row, where)
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
             f"but got (global_batch_size={gbs}, seq_length={seq})")
@@ -210,7 +244,8 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)"}
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
-                  framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"))
+                  framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"),
+                  moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True
     if not df["feasible"].any() and mem_margin > 0:

@@ -62,18 +62,18 @@ def test_nemo_blackwell_and_h100_fp8_runs():
 def test_nemo_mixture_of_experts_runs():
     """Mixtral 8x7B/8x22B and Qwen3 30B-A3B/235B-A22B from the same tables (optional
     num_experts/top_k columns).  The graph launches the grouped experts eagerly, one
-    GEMM per local expert (dse.graph.moe), as the releases up to 26.04 ran them (CUDA
-    graphs of attention/router/preprocess only, Megatron-Bridge
-    scripts/performance/configs/qwen); the 26.06 GB200 recipe's full-iteration CUDA
-    graph removes those host launches and is predicted too slow (a documented gap,
-    docs/accuracy.md).  Rows whose expert parallelism spans TP ranks (MoE parallel
-    folding, expert TP 1: dse.graph.moe.expert_tp) are predicted too."""
+    GEMM per local expert (dse.graph.moe); the rows whose Megatron-Bridge recipe runs
+    the 1F1B all-to-all overlap, a full-iteration CUDA graph or the DeepEP / HybridEP
+    dispatcher say so in their ``moe_a2a_overlap`` / ``cuda_graphs`` / ``moe_dispatcher``
+    columns (tests/data/published_nemo_gb200_moe.md: overlap on the H100 Qwen3-235B rows,
+    the 25.11 B200 235B and 25.11 / 26.02 H100 30B rows and the 26.06 GB200 rows).  Rows whose expert parallelism spans TP ranks (MoE parallel folding, expert
+    TP 1: dse.graph.moe.expert_tp) are predicted too.  A regression guard: 14.1 % mean
+    today (B200 10.9, GB200 8.4, H100 25.2 %)."""
     p = _predict("published_moe.csv")
     ok = p[p["status"] == "ok"]
     assert len(ok) == len(p), p.loc[p["status"] != "ok", ["id", "status"]].to_string()
-    assert ok["ape"].mean() <= 0.20, ok[["id", "ape"]].round(3).to_string()
-    eager = ok[~ok["id"].str.startswith("mb2606") & ~ok["id"].str.startswith("mb260601")]
-    assert eager.loc[eager["gpu"] != "h100-sxm-80gb", "ape"].mean() <= 0.10
+    assert ok["ape"].mean() <= 0.15, ok[["id", "ape"]].round(3).to_string()
+    assert ok.loc[ok["gpu"] != "h100-sxm-80gb", "ape"].mean() <= 0.10
 
 
 @pytest.mark.validation

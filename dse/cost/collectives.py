@@ -32,6 +32,7 @@ architecture).  Latency per inter-node step is the NIC latency.
 from __future__ import annotations
 
 import jax.numpy as jnp
+from jax.scipy.special import gammaln
 
 
 def ring_allreduce_s(size_bytes, n, bw, alpha):
@@ -159,7 +160,45 @@ def _alpha_beta_terms(kind: str, size_bytes, local, inter, nv_bw, nic_bw, a_nv, 
     raise ValueError(f"unknown collective {kind!r}")
 
 
-def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool = False):
+DEDUP_PRODUCT_TERMS = 32   # top-k choices :func:`node_dedup_cross_bytes` multiplies out exactly
+
+
+def node_dedup_cross_bytes(size_bytes, inter, topk, experts):
+    """Bytes one rank sends across nodes in a DeepEP / HybridEP dispatch (or receives in
+    the combine) whose all-to-all buffer of ``size_bytes`` holds ``topk`` copies of each
+    of its tokens, the ``experts`` experts spread evenly over the ``inter`` nodes of the
+    EP group: each token crosses to a remote node once, whatever number of that node's
+    experts it was routed to, and is forwarded over NVLink inside it -- DeepEP's
+    internode kernels send one RDMA token per destination node carrying the bitmask of
+    its NVLink ranks (deepseek-ai/DeepEP ``csrc/kernels/internode.cu`` ``SourceMeta``:
+    ``src_rdma_rank``, ``is_token_in_nvl_rank_bits``; ``get_dispatch_layout`` ->
+    ``num_tokens_per_rdma_rank``, as Megatron-Core's flex dispatcher calls it,
+    ``megatron/core/transformer/moe/fused_a2a.py``); the combine reduces a token's
+    partial outputs inside the node before sending them back once.  With routing
+    uniform over the experts (the force-balanced benchmarks), a remote node holding
+    ``E/inter`` experts receives a token unless all ``k`` choices miss it:
+
+      ``q = C(E - E/inter, k) / C(E, k)``,  cross = ``size / k * (inter - 1) * (1 - q)``
+
+    against plain NCCL all-to-all's ``size * (inter - 1) / inter`` (every copy sent)."""
+    k = jnp.maximum(topk, 1.0)
+    e = jnp.maximum(experts, k)
+    rest = e - e / jnp.maximum(inter, 1.0)
+    # q as the product prod_{i<k} (rest - i) / (E - i) (exact in float32) up to
+    # DEDUP_PRODUCT_TERMS choices, via log-gamma beyond
+    i = jnp.arange(DEDUP_PRODUCT_TERMS, dtype=jnp.float32)
+    col = lambda x: jnp.expand_dims(jnp.asarray(x, jnp.float32), -1)   # broadcast over i
+    terms = jnp.where(i < col(k), jnp.clip((col(rest) - i) / jnp.maximum(col(e) - i, 1.0), 0.0, 1.0), 1.0)
+    q_prod = jnp.prod(terms, axis=-1)
+    log_q = (gammaln(rest + 1.0) - gammaln(jnp.maximum(rest - k + 1.0, 1.0))
+             - gammaln(e + 1.0) + gammaln(e - k + 1.0))
+    q_gamma = jnp.where(rest >= k, jnp.exp(log_q), 0.0)
+    q = jnp.where(k <= DEDUP_PRODUCT_TERMS, q_prod, q_gamma)
+    return size_bytes / k * jnp.maximum(inter - 1.0, 0.0) * (1.0 - q)
+
+
+def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool = False,
+                           dedup_topk=0.0, dedup_experts=0.0):
     """``(t_nvlink, t_nic)``: the intra-domain and inter-domain phases of collective
     ``kind`` ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") on a group of
     ``n`` ranks ``stride`` apart (hierarchical decomposition of NCCL across nodes):
@@ -168,6 +207,10 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool
       RS / AG     = RS/AG(local, NVLink) on S, then RS/AG(inter, NIC) on S/local
       all-to-all  = the (inter-1)/inter share of the data crosses the NIC, the rest
                     NVLink; the two phases overlap (:func:`group_collective_s` takes the max).
+                    With ``dedup_experts > 0`` (a DeepEP / HybridEP dispatch or combine of
+                    ``dedup_topk`` copies per token over that many experts) the NIC carries
+                    :func:`node_dedup_cross_bytes` and NVLink the whole buffer (the local
+                    copies and the forwarding of the received tokens inside each node).
     All-reduce, reduce-scatter and all-gather run under the NCCL protocol (LL, LL128,
     Simple) whose total time is least, each with its own base latency, per-hop latency
     and bandwidth (NCCL ``src/graph/tuning.cc``, the constants above): small collectives
@@ -187,8 +230,12 @@ def group_collective_terms(kind: str, size_bytes, n, stride, hw, protocols: bool
     a_nv, a_nic = hw.nvlink_latency_s, hw.nic_latency_s
     if kind == "all_to_all":
         cross = size_bytes * (inter - 1.0) / jnp.maximum(inter, 1.0)
+        dedup = dedup_experts > 0
+        nv_bytes = jnp.where(dedup, size_bytes, size_bytes - cross)
+        cross = jnp.where(dedup, jnp.minimum(node_dedup_cross_bytes(size_bytes, inter, dedup_topk, dedup_experts),
+                                             cross), cross)
         t_nic = jnp.where(inter > 1, cross / nic_bw + (inter - 1.0) * a_nic, 0.0)
-        t_nv = scatter_gather_s(size_bytes - cross, local, nv_bw, a_nv)
+        t_nv = scatter_gather_s(nv_bytes, local, nv_bw, a_nv)
         return t_nv, t_nic
     if not protocols:
         return _alpha_beta_terms(kind, size_bytes, local, inter, nv_bw, nic_bw, a_nv, a_nic)

@@ -37,10 +37,16 @@ routing; the Megatron-Bridge MoE benchmarks force it, ``moe_router_force_load_ba
   values), and forward only the all-gather of the per-expert token counts over the
   TP x EP group (``preprocess``: ``gather_from_sequence_parallel_region`` of E int64).
 
+With the flex dispatcher (DeepEP / HybridEP backend, ``Workload.moe_dispatcher``) the
+dispatch and combine all-to-alls keep their bytes but each token crosses to a remote
+node only once (:func:`dse.cost.collectives.node_dedup_cross_bytes`); its fused permute
+kernels are still counted as the all-to-all dispatcher's.
+
 Not modelled here: the dispatcher's device-to-host sync of the split sizes
 (``_maybe_dtoh_and_synchronize``, one per layer forward), which stops the host running
 ahead across layers; CUDA graphs of the router / preprocess (``cuda_graph_scope``) or of
-the whole iteration, which remove host launches; DeepEP / HybridEP fused dispatch.
+the whole iteration (a full-iteration graph is ``Workload.cuda_graphs``,
+:func:`dse.train.layer.reduce_layer`), which remove host launches.
 """
 
 from __future__ import annotations
@@ -121,15 +127,38 @@ def expert_dp_size(lay):
     return lay.tp * lay.cp * lay.dp * 1.0 / (expert_tp(lay) * lay.ep)
 
 
-def expert_dp_ops(lay, expert_params) -> tuple:
+def dp_shard_params(params_per_gpu, expert_params, lay):
+    """Parameters of one GPU's distributed-optimizer / ZeRO shard when ``params_per_gpu``
+    local parameters, ``expert_params`` of them routed experts, are sharded:
+    ``(P - Pe) / (dp cp) + Pe / edp`` (:func:`expert_dp_size`).  Megatron-Core's
+    ``DistributedOptimizer`` shards each gradient buffer over that buffer's own
+    data-parallel group (``megatron/core/optimizer/distrib_optimizer.py``
+    ``_build_model_gbuf_range``: ``data_parallel_world_size =
+    param_and_grad_buffer.data_parallel_group.size()``; the expert buffers carry
+    ``intra_expt_dp_group``, ``distributed/distributed_data_parallel.py``,
+    ``parallel_state.get_expert_data_parallel_world_size``); DeepSpeed MoE likewise
+    shards the expert parameters over the expert-data-parallel group
+    (``deepspeed/moe/utils.py``).  A dense model (``Pe`` 0): ``P / (dp cp)``."""
+    return (params_per_gpu - expert_params) / (lay.dp * lay.cp * 1.0) + expert_params / expert_dp_size(lay)
+
+
+def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0) -> tuple:
     """The expert parameters' data-parallel collectives over the ``edp`` ranks
     (:func:`expert_dp_size`, ``etp*ep`` apart), whole local expert buffer, in the order of
-    :func:`dse.graph.train.dp_ops`: the fp32 gradient all-reduce (ZeRO-0) or
-    reduce-scatter (ZeRO >= 1) and the bf16 parameter all-gather (ZeRO >= 1).  Zero-sized
+    :func:`dse.graph.train.dp_ops`: the main-gradient all-reduce (ZeRO-0) or
+    reduce-scatter (ZeRO >= 1) of ``grad_bytes`` per element and the parameter
+    all-gather (ZeRO >= 1) of ``param_bytes`` per element -- the dense buffer's bytes
+    (:func:`dse.graph.train.main_grad_bytes`: fp32 main gradients, or the framework's
+    ``fp8_main_grad_bytes`` in fp8 runs; :func:`dse.graph.train.gather_bytes_per_param`):
+    Megatron-Core groups every parameter, expert or not, by ``(param_dtype, grad_dtype,
+    is_expert_parallel)`` with the one ``grad_reduce_in_fp32`` of its
+    ``DistributedDataParallelConfig`` (``megatron/core/distributed/distributed_data_parallel.py``
+    ``group_params_for_buffers``), so the expert buffers (on ``intra_expt_dp_group``)
+    hold main gradients of the dense buffers' dtype.  Zero-sized
     for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
     n = expert_dp_size(lay)
     stride = expert_tp(lay) * lay.ep
-    grad, param = 4.0 * expert_params, 2.0 * expert_params
+    grad, param = grad_bytes * expert_params, param_bytes * expert_params
     on = jnp.where(expert_params > 0, 1.0, 0.0)
     return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
                        kind="all_reduce", group="dp"),
@@ -186,10 +215,13 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     a2a = Tks * h * el
     probs = Tks * PROB_BYTES
     etp_on = jnp.where(e > 1, 1.0, 0.0) * on
+    # DeepEP / HybridEP (Workload.moe_dispatcher): each token sent once per remote node
+    dd_k, dd_E = (k, E) if wl.moe_dispatcher else (0.0, 0.0)
     comm = []
     for phase in ("fwd", "bwd"):
         comm += [Collective(a2a, lay.ep * 1.0, e, calls=2.0 * on, name="ep all-to-all",
-                            phase=phase, kind="all_to_all", group="ep"),
+                            phase=phase, kind="all_to_all", group="ep",
+                            dedup_topk=dd_k, dedup_experts=dd_E),
                  Collective(probs, lay.ep * 1.0, e, calls=on, name="ep probs all-to-all",
                             phase=phase, kind="all_to_all", group="ep"),
                  # expert TP > 1: the received tokens all-gathered over the expert-TP

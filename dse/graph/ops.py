@@ -184,6 +184,10 @@ class Collective:
     kind: str = "all_reduce"
     group: str = "tp"
     protocols: bool = False
+    # all-to-all of a DeepEP / HybridEP dispatcher: copies per token and experts
+    # (0: plain NCCL all-to-all; dse.cost.collectives.node_dedup_cross_bytes)
+    dedup_topk: float = 0.0
+    dedup_experts: float = 0.0
     replace = _replace
 
 
@@ -292,7 +296,8 @@ def unit_time_s(op, hw, r):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols,
+                                             op.dedup_topk, op.dedup_experts)
         return jnp.maximum(t_nv, t_nic) if op.kind == "all_to_all" else t_nv + t_nic
     if isinstance(op, P2P):
         return group_p2p_s(op.size_bytes, op.stride, hw)
@@ -506,7 +511,8 @@ def bound_terms(op, hw, r):
     if isinstance(op, MemPass):
         return (z, op.bytes_moved / r.hbm_bw_bytes_per_s, z, op.kernels * launch, z, z)
     if isinstance(op, Collective):
-        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols)
+        t_nv, t_nic = group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols,
+                                             op.dedup_topk, op.dedup_experts)
         return (z, z, z, z, t_nv, t_nic)
     if isinstance(op, P2P):
         inside = op.stride < hw.nvlink_domain_gpus

@@ -66,7 +66,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
-from dse.graph.moe import expert_dp_ops, moe_ops
+from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -295,8 +295,11 @@ def p2p_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                        kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS))
 
 
-def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embedding_params) -> tuple:
-    """Once per step: Adam over the local shard (``P/(dp*cp)`` with ZeRO >= 1,
+def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embedding_params,
+                  expert_params=0.0) -> tuple:
+    """Once per step: Adam over the local shard (with ZeRO >= 1 the dense parameters over
+    ``dp*cp`` and the ``expert_params`` routed-expert ones over the expert-data-parallel
+    group, :func:`dse.graph.moe.dp_shard_params`;
     :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM`), plus, with Transformer Engine
     fp8, the once-per-step re-quantisation of the layers' linear weights (TE casts weights
     on the first micro-batch and reuses them; the embedding and LM head stay bf16): read
@@ -307,11 +310,14 @@ def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embed
     TE rebuilds each linear's transpose (read 1, write 1; :data:`FP8_PRIMARY_CAST_BYTES`).
     The delayed-scaling amax all-reduce is latency only (not charged)."""
     from dse.spec.frameworks import profile
-    shard = jnp.where(lay.zero >= 1, params_per_gpu / (lay.dp * lay.cp), params_per_gpu)
+    shard = jnp.where(lay.zero >= 1, dp_shard_params(params_per_gpu, expert_params, lay), params_per_gpu)
     fp8_params = jnp.where(wl.precision == PRECISION_FP8, params_per_gpu - embedding_params, 0.0)
     cast = FP8_WEIGHT_CAST_BYTES * fp8_params
     if profile(wl.framework).fp8_primary_weights:
-        fp8_shard = fp8_params * shard / params_per_gpu
+        # the shard's linear (non-embedding) elements: the dense share of the embedding
+        # parameters is sharded over dp*cp
+        emb_shard = jnp.where(lay.zero >= 1, embedding_params / (lay.dp * lay.cp), embedding_params)
+        fp8_shard = jnp.where(wl.precision == PRECISION_FP8, shard - emb_shard, 0.0)
         cast = FP8_PRIMARY_CAST_BYTES[0] * fp8_shard + FP8_PRIMARY_CAST_BYTES[1] * fp8_params
     return (MemPass(ADAM_BYTES_PER_PARAM * shard + cast, 4.0,
                     name="optimizer step", phase="step"),)
@@ -343,18 +349,31 @@ def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0) -> tupl
             Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
 
 
-def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str) -> list:
-    """One layer's bucket of DP collective ``kind`` (fp32 gradients for all-reduce and
-    reduce-scatter, bf16 parameters for all-gather), as the trace tier issues it: over the
-    ``cp`` ranks of one DP coordinate on the whole bucket, then over the ``dp`` groups on
-    ``1/cp`` of it (the hierarchical split), as ``[(dim, Collective)]``."""
-    per_param = 2.0 if kind == "all_gather" else 4.0
-    size = per_param * params_per_gpu / layers_per_stage
+def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str, grad_bytes=4.0,
+                  param_bytes=2.0, expert_params=0.0) -> list:
+    """One layer's buckets of DP collective ``kind`` as the trace tier issues them, the
+    bytes of :func:`dp_ops` and :func:`dse.graph.moe.expert_dp_ops` split over the
+    stage's layers: the dense parameters' bucket (``params_per_gpu - expert_params``
+    local parameters; ``grad_bytes`` per element for all-reduce and reduce-scatter,
+    ``param_bytes`` for all-gather) over the ``cp`` ranks of one DP coordinate on the
+    whole bucket, then over the ``dp`` groups on ``1/cp`` of it (the hierarchical split),
+    and the routed experts' bucket (``expert_params``) over the expert-data-parallel
+    group (``edp``, :func:`dse.graph.moe.expert_dp_size`, ``etp*ep`` ranks apart; the
+    trace's ``edp`` grid axis) in the same bytes per element: Megatron-Core keeps the
+    expert parameters in their own buffers reduced over ``intra_expt_dp_group``
+    (``megatron/core/distributed/distributed_data_parallel.py``
+    ``expert_parallel_buffers``).  Returns ``[(dim, Collective)]`` for dims ``cp``,
+    ``dp``, ``edp``; the expert step has ``calls`` 0 for a dense model."""
+    per_param = param_bytes if kind == "all_gather" else grad_bytes
+    size = per_param * (params_per_gpu - expert_params) / layers_per_stage
     inner = Collective(size, lay.cp * 1.0, lay.tp * 1.0, name=f"dp {kind} cp", phase="step",
                        kind=kind, group="cp")
     outer = Collective(size / lay.cp, lay.dp * 1.0, lay.tp * lay.cp * 1.0, name=f"dp {kind}",
                        phase="step", kind=kind, group="dp")
-    return [("cp", inner), ("dp", outer)]
+    expert = Collective(per_param * expert_params / layers_per_stage, expert_dp_size(lay),
+                        expert_tp(lay) * lay.ep, calls=jnp.where(expert_params > 0, 1.0, 0.0),
+                        name=f"edp {kind}", phase="step", kind=kind, group="dp")
+    return [("cp", inner), ("dp", outer), ("edp", expert)]
 
 
 def zero3_ops(wl: Workload, lay: Layout, params_per_gpu, embedding_params, layers_per_stage,
@@ -403,13 +422,17 @@ def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_pa
     """Bytes per parameter the distributed optimizer's all-gather moves: the 16-bit
     weights, or with fp8 primary weights (profile ``fp8_primary_weights``, Megatron-Core
     ``--fp8-param-gather``) the linears' fp8 data (1 B; the Hopper transpose is rebuilt
-    after the gather) and the 16-bit embedding / LM head."""
+    after the gather) and the 16-bit embedding / LM head (so 1 B for a buffer of linears
+    only, ``embedding_params`` 0, e.g. the routed experts')."""
     from dse.spec.frameworks import profile
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
     if not profile(wl.framework).fp8_primary_weights:
         return base
     fp8 = wl.precision == PRECISION_FP8
-    return jnp.where(fp8, (base * embedding_params + (params_per_gpu - embedding_params)) / params_per_gpu, base)
+    safe_P = jnp.where(params_per_gpu > 0, params_per_gpu, 1.0)
+    mixed = jnp.where(params_per_gpu > 0,
+                      (base * embedding_params + (params_per_gpu - embedding_params)) / safe_P, 1.0)
+    return jnp.where(fp8, mixed, base)
 
 
 class StepGraph(NamedTuple):
@@ -431,15 +454,18 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
     """The operator graph of one training step (module docstring); ``expert_params`` the
     routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
+    gb = main_grad_bytes(wl)
     return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
                      head=head_ops(model, wl, lay, act_bytes),
                      embedding=embedding_ops(model, wl, lay, act_bytes),
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),
-                     optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params),
-                     dp=dp_ops(lay, params_per_gpu - expert_params, main_grad_bytes(wl),
+                     optimizer=optimizer_ops(model, wl, lay, params_per_gpu, embedding_params,
+                                             expert_params),
+                     dp=dp_ops(lay, params_per_gpu - expert_params, gb,
                                gather_bytes_per_param(wl, act_bytes, params_per_gpu - expert_params,
                                                       embedding_params)),
-                     expert_dp=expert_dp_ops(lay, expert_params),
+                     expert_dp=expert_dp_ops(lay, expert_params, gb,
+                                             gather_bytes_per_param(wl, act_bytes, expert_params, 0.0)),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

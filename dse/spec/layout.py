@@ -24,7 +24,20 @@ held in memory, how pipeline activations are sent and how ZeRO-3 gathers and red
 its own cost function.  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
 (Transformer Engine userbuffers: TP collectives pipelined with the GEMMs that consume or
 produce them; needs sequence parallelism), 0 = TP collectives on the critical path
-(Megatron-LM's default).
+(Megatron-LM's default).  ``moe_a2a_overlap`` 1 = the run uses Megatron-Core's 1F1B
+expert-parallel all-to-all overlap (``overlap_moe_expert_parallel_comm`` with
+``delay_wgrad_compute``; Megatron-Bridge recipes' ``moe_a2a_overlap=True``,
+:mod:`dse.train.moe_overlap`), 0 = the framework profile's default
+(:func:`dse.spec.frameworks.moe_a2a_overlap`).  ``cuda_graphs`` 1 = the whole training
+iteration is captured and replayed as one CUDA graph (Megatron-Core
+``cuda_graph_impl="full_iteration"``, ``megatron/core/full_cuda_graph.py``
+``FullCudaGraphWrapper``): no per-kernel host launch, so no host-bound floor
+(:func:`dse.train.layer.reduce_layer`); 0 = eager launches (partial, per-module graphs
+are not represented).  ``moe_dispatcher`` 0 = Megatron-Core's ``alltoall`` token
+dispatcher (NCCL all-to-all: every routed copy of a token sent), 1 = the ``flex``
+dispatcher with a DeepEP or HybridEP backend (``moe_flex_dispatcher_backend``): each
+token crosses to a remote node once and is forwarded over NVLink there
+(:func:`dse.cost.collectives.node_dedup_cross_bytes`).
 """
 
 from __future__ import annotations
@@ -70,7 +83,8 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("attention", "framework", "tp_overlap"))
+@pytree_dataclass(static=("attention", "framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
+                          "moe_dispatcher"))
 class Workload:
     global_batch: int
     seq_len: int
@@ -78,6 +92,9 @@ class Workload:
     attention: int = 1
     framework: int = 0
     tp_overlap: int = 0
+    moe_a2a_overlap: int = 0
+    cuda_graphs: int = 0
+    moe_dispatcher: int = 0
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:

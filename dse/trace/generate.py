@@ -64,6 +64,10 @@ multi-second XLA compile) -- no cost arithmetic here.  Ops per micro-batch and s
   (``StepSchedule.zero3_calls``, a test).
 * With CP the DP group is the dp x cp ranks of one TP coordinate: a "cp" collective on
   the full buffer plus a "dp" collective on ``1/cp`` of it (the hierarchical split).
+  A MoE model's routed-expert parameters are their own bucket, reduced (and gathered)
+  over the expert-data-parallel ranks (group_dim "edp", :class:`~dse.trace.graph.RankGrid`)
+  in the bytes per element of the dense buffer -- the model's ``expert_dp`` ops
+  (:func:`dse.graph.train.dp_bucket_ops`, Megatron-Core ``expert_parallel_buffers``).
 * optimizer step (compute) after the last gradient collective.
 
 Durations of communication nodes are the cost model's uncontended estimates; the
@@ -81,8 +85,8 @@ import numpy as np
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import map_ops, time_s
-from dse.graph.train import dp_bucket_ops
-from dse.spec.frameworks import profile
+from dse.graph.train import dp_bucket_ops, gather_bytes_per_param, main_grad_bytes
+from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
@@ -90,7 +94,7 @@ from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.trace.host_eval import host_call
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
-from dse.train.memory import layers_per_stage
+from dse.train.memory import embedding_params_per_gpu, layers_per_stage
 from dse.train.outer_ops import p2p_bytes
 from dse.train.step import step_and_schedule
 
@@ -99,6 +103,7 @@ AR, RS, AG, A2A = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
 
 
 DP_KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+DP_DIMS = ("cp", "dp", "edp")    # dse.graph.train.dp_bucket_ops order
 Z3_OPS = ("unit_ag", "unit_rs", "root_ag", "root_rs")    # dse.graph.train.zero3_ops order
 
 
@@ -121,13 +126,22 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     units = {k: op[name, "fwd"].replace(calls=1.0) for k, name in (
         ("ep_a2a", "ep all-to-all"), ("tp_ar", "tp all-reduce"), ("tp_ag", "sp all-gather"),
         ("tp_rs", "sp reduce-scatter"))}
-    dp = {(kind, dim): o for kind in DP_KINDS for dim, o in dp_bucket_ops(lay, P, L_st, kind)}
+    # the DP buckets in the bytes of the step's dp / expert_dp ops (dse.graph.train.step_graph)
+    Pe = mem.expert_params_per_gpu
+    gb = main_grad_bytes(wl)
+    pb = gather_bytes_per_param(wl, r.act_bytes, P - Pe, embedding_params_per_gpu(model, lay))
+    pbe = gather_bytes_per_param(wl, r.act_bytes, Pe, 0.0)
+    dp = {}
+    for kind in DP_KINDS:
+        dense = dp_bucket_ops(lay, P, L_st, kind, gb, pb, Pe)
+        expert = dp_bucket_ops(lay, P, L_st, kind, gb, pbe, Pe)
+        dp.update({(kind, "cp"): dense[0][1], (kind, "dp"): dense[1][1], (kind, "edp"): expert[2][1]})
     z3 = {(name, dim): o for name, o0 in zip(Z3_OPS, g.zero3[:4])
           for dim, o in _z3_steps(o0, lay)}
     comm = [cp_fwd, g.zero3[4], *units.values(), *dp.values(), *z3.values()]
     t = dict(zip(["cp", "copy_out", *units, *dp, *z3], map_ops(time_s, comm, hw, r)))
-    dp_steps = {kind: {dim: (dp[kind, dim].size_bytes, t[kind, dim]) for dim in ("cp", "dp")}
-                for kind in DP_KINDS}
+    dp_steps = {kind: {dim: (dp[kind, dim].size_bytes * dp[kind, dim].calls, t[kind, dim])
+                       for dim in DP_DIMS} for kind in DP_KINDS}
     z3_steps = {name: {dim: (z3[name, dim].size_bytes * z3[name, dim].calls, t[name, dim])
                        for dim in ("cp", "dp")} for name in Z3_OPS}
     z3_steps["copy_out"] = t["copy_out"]
@@ -234,9 +248,14 @@ def pipeline_order(pp: int, vpp: int, m: int, stage: int) -> list[tuple[bool, in
 def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> TraceSet:
     """One training step of ``lay`` as a trace set (module docstring); roles
     ``stage<s>``, one per pipeline stage.  TP comm/GEMM overlap (``wl.tp_overlap``) is
-    not represented in traces and is refused."""
+    not represented in traces and is refused, as is the MoE 1F1B all-to-all overlap
+    (``Workload.moe_a2a_overlap`` or the framework switch): the trace's EP all-to-alls
+    run serially on stream 0."""
     require(not wl.tp_overlap, "trace", "tp_overlap",
             "must be off: traces keep TP collectives as their own nodes (drop --tp-overlap)")
+    require(not (wl.moe_a2a_overlap or moe_a2a_overlap(wl.framework)), "trace", "moe_a2a_overlap",
+            "must be off: traces keep the EP all-to-alls serial on the compute stream "
+            "(the 1F1B A2A overlap of dse.train.moe_overlap is not expanded)")
     tp, pp, dp, cp, ep = (_int(lay.tp), _int(lay.pp), _int(lay.dp), _int(lay.cp), _int(lay.ep))
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
@@ -253,14 +272,17 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
+    sizes = {"cp": cp, "dp": dp, "edp": len(grid.group(0, "edp")) if moe else 1}
+
     def dp_colls(kind: str) -> list[tuple[str, str, float, float]]:
-        """(dim, kind, bytes, duration) steps of one layer's DP collective over the dp x cp
-        ranks (:func:`dse.graph.train.dp_bucket_ops`)."""
+        """(dim, kind, bytes, duration) steps of one layer's DP collective: the dense
+        bucket over the dp x cp ranks, the experts' over the edp ranks
+        (:func:`dse.graph.train.dp_bucket_ops`)."""
         steps = [(dim, kind, size, dur) for dim, size, dur in dp_steps[kind]
-                 if (dp if dim == "dp" else cp) > 1]
+                 if sizes[dim] > 1 and size > 0]
         return steps[::-1] if kind == "all_gather" else steps
 
-    has_dp = dp * cp > 1
+    has_dp = dp * cp > 1 or sizes["edp"] > 1
     vpp = _int(lay.vpp)
     # ZeRO-3 / FSDP schedule of the framework (dse.spec.frameworks, dse.train.zero3)
     prof = profile(int(wl.framework))

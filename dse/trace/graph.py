@@ -54,7 +54,7 @@ class TraceNode:
     comm_kind: CollectiveKind | None = None
     comm_bytes: float = 0.0
     group: tuple[int, ...] = ()
-    group_dim: str = ""        # "tp" | "cp" | "dp" | "ep" | "pp": which RankGrid axis
+    group_dim: str = ""        # "tp" | "cp" | "dp" | "ep" | "edp" | "pp": which RankGrid axis
     peer: int = -1
     peer_delta: int = 0        # SEND/RECV: peer = neighbour along group_dim by this step
     tag: int = 0
@@ -170,9 +170,17 @@ class TraceSet:
 @dataclass(frozen=True)
 class RankGrid:
     """Megatron-LM's rank order: tensor-parallel fastest, then context, data, pipeline
-    (``megatron/core/parallel_state.py``, order "tp-cp-ep-dp-pp"; EP is folded inside DP
-    for the expert layers).  Rank r has coordinates
+    (``megatron/core/parallel_state.py``, order "tp-cp-ep-dp-pp").  Rank r has coordinates
     ``tp = r % TP, cp = (r // TP) % CP, dp = (r // (TP*CP)) % DP, pp = r // (TP*CP*DP)``.
+
+    The expert layers tile the same ``tp x cp x dp`` ranks of a stage with their own
+    grid (MoE parallel folding: ``expert_decoder_rank_generator``, a ``RankGenerator``
+    with ``tp = etp``, ``ep``, ``dp = edp``, ``cp = 1``, the same order): the ``ep``
+    ranks of one expert group are ``etp`` apart, the ``edp`` ranks of one expert shard
+    (the expert parameters' gradient reduce and optimizer shard,
+    ``get_expert_data_parallel_world_size``) ``etp*ep`` apart,
+    ``edp = TP*CP*DP / (etp*ep)``.  ``etp`` 0 means the default of
+    :func:`dse.graph.moe.expert_tp`: ``tp`` where ``ep`` divides ``dp*cp``, else 1.
     """
 
     tp: int
@@ -180,29 +188,32 @@ class RankGrid:
     dp: int
     pp: int
     ep: int = 1
+    etp: int = 0
 
     @property
     def size(self) -> int:
         return self.tp * self.cp * self.dp * self.pp
 
+    @property
+    def expert_tp(self) -> int:
+        if self.etp:
+            return self.etp
+        return self.tp if (self.dp * self.cp) % self.ep == 0 else 1
+
     def _strides(self) -> dict[str, tuple[int, int]]:
         t, c, d = self.tp, self.cp, self.dp
+        e = self.expert_tp
         return {"tp": (1, t), "cp": (t, c), "dp": (t * c, d), "pp": (t * c * d, self.pp),
-                "ep": (t * c, self.ep)}
+                "ep": (e, self.ep), "edp": (e * self.ep, max(t * c * d // (e * self.ep), 1))}
 
     def coord(self, rank: int, dim: str) -> int:
         stride, n = self._strides()[dim]
         return (rank // stride) % n
 
     def group(self, rank: int, dim: str) -> tuple[int, ...]:
-        """All ranks that differ from ``rank`` only in coordinate ``dim`` (EP groups are
-        the first ``ep`` DP coordinates of each aligned block)."""
+        """All ranks that differ from ``rank`` only in coordinate ``dim`` (for ``ep`` and
+        ``edp`` the coordinate of the expert grid)."""
         stride, n = self._strides()[dim]
-        if dim == "ep":
-            dp_stride, _ = self._strides()["dp"]
-            dpc = self.coord(rank, "dp")
-            base = rank - (dpc % self.ep) * dp_stride
-            return tuple(base + i * dp_stride for i in range(self.ep))
         base = rank - self.coord(rank, dim) * stride
         return tuple(base + i * stride for i in range(n))
 

@@ -103,8 +103,11 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
                       if isinstance(op, Gemm) and op.name.split(" ")[0] in ("qkv", "out", "fc1", "fc2"))
         tp_exposed = jnp.where(on, tp_overlap_cost_s(tp_comm, window, lay.tp * 1.0, hw.num_sms), tp_comm)
     # host-bound floor: a pass cannot run faster than the CPU issues its kernels; the
-    # stall is charged to compute (the GPU idles between kernels)
-    host_op_s = HOST_OP_S.get(wl.framework, HOST_OP_S[0])
+    # stall is charged to compute (the GPU idles between kernels); a full-iteration CUDA
+    # graph (Workload.cuda_graphs: Megatron-Core cuda_graph_impl="full_iteration",
+    # megatron/core/full_cuda_graph.py) replays the step's kernels from one graph launch,
+    # so the host issues none of them one by one: no floor
+    host_op_s = 0.0 if wl.cuda_graphs else HOST_OP_S.get(wl.framework, HOST_OP_S[0])
     kernels = map_ops(host_kernels, ops)
     host = lambda phase: host_op_s * _sum(op.calls * k for op, k in zip(ops, kernels) if op.phase == phase)
     tp_share = jnp.where(tp_comm > 0, tp_raw_fwd / jnp.where(tp_comm > 0, tp_comm, 1.0), 0.5)

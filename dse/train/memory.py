@@ -58,7 +58,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
-from dse.graph.moe import expert_dp_size, expert_tp
+from dse.graph.moe import dp_shard_params, expert_tp
 from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
@@ -131,8 +131,9 @@ def sharded_params(P, Pe, lay):
     experts, are sharded by the distributed optimizer / ZeRO: the dense ones over
     ``dp*cp``, the expert ones over ``edp`` (Megatron-Core ``DistributedOptimizer``
     shards each buffer over its own data-parallel group; DeepSpeed MoE likewise over
-    the expert-data-parallel group, ``deepspeed/moe/utils.py``)."""
-    return (P - Pe) / (lay.dp * lay.cp * 1.0) + Pe / expert_dp_size(lay)
+    the expert-data-parallel group, ``deepspeed/moe/utils.py``): the one formula,
+    :func:`dse.graph.moe.dp_shard_params`, that the optimizer step's graph op uses."""
+    return dp_shard_params(P, Pe, lay)
 
 
 def embedding_params_per_gpu(model: Model, lay: Layout):
@@ -247,7 +248,7 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     m = wl.global_batch / (lay.dp * lay.mbs)
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
-    if moe_a2a_overlap(wl.framework):
+    if moe_a2a_overlap(wl.framework) or wl.moe_a2a_overlap:
         # MoE 1F1B A2A overlap (dse.train.moe_overlap): one more micro-batch's activations
         # live -- the forward of the next beside the backward of the current, and the
         # extra warm-up micro-batch of the interleaved schedule (schedules.py)

@@ -247,11 +247,11 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
 
 def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
     """A layer's EP all-to-all seconds on the critical path per micro-batch: all of them
-    (serial, the default), or under the framework's 1F1B A2A overlap where Megatron-Core
-    allows it (:mod:`dse.train.moe_overlap`) the paired passes' exposed part, the
+    (serial, the default), or under the 1F1B A2A overlap -- the framework profile's, or
+    the run's own ``Workload.moe_a2a_overlap`` -- where Megatron-Core allows it (:mod:`dse.train.moe_overlap`) the paired passes' exposed part, the
     unpaired warm-up / cool-down passes' in full."""
     from dse.spec.frameworks import moe_a2a_overlap
-    if not moe_a2a_overlap(wl.framework):
+    if not (moe_a2a_overlap(wl.framework) or wl.moe_a2a_overlap):
         return lc.ep_comm_s
     from dse.train.moe_overlap import overlap_allowed, paired_ep_exposed_s, unpaired_share
     selective = (lay.recompute == RECOMPUTE_SELECTIVE) * lc.selective_recompute_s

@@ -202,3 +202,60 @@ def test_expert_gradients_reduce_over_edp_ranks_ep_apart():
     folded = expert_dp_ops(as_float(_lay(2, 16, 32)), 1e9)
     assert all(float(time_s(op, hw, r)) == 0.0 for op in folded)
     assert all(float(op.calls) == 0.0 for op in expert_dp_ops(lay, 0.0))
+
+
+# --- DeepEP / HybridEP: each token crosses to a remote node once ---------------------
+
+from dse.cost.collectives import group_collective_terms, node_dedup_cross_bytes  # noqa: E402
+
+
+def test_node_dedup_bytes_bounds_and_limits():
+    """One copy per token (k = 1) is plain all-to-all's ``(inter-1)/inter`` share; inside
+    one node nothing crosses; Qwen3's top-8 of 128 experts over 2 nodes sends a token to
+    the other node with probability ``1 - C(64, 8)/C(128, 8)`` -- about a quarter of plain
+    all-to-all's four copies -- and never more than plain."""
+    from math import comb
+    S = 1e8
+    assert float(node_dedup_cross_bytes(S, 4.0, 1.0, 128.0)) == pytest.approx(S * 3 / 4, rel=1e-5)
+    assert float(node_dedup_cross_bytes(S, 1.0, 8.0, 128.0)) == 0.0
+    p_remote = 1.0 - comb(64, 8) / comb(128, 8)
+    assert float(node_dedup_cross_bytes(S, 2.0, 8.0, 128.0)) == pytest.approx(S / 8 * p_remote, rel=1e-4)
+    for inter in (2.0, 4.0, 8.0):
+        for k, E in ((2.0, 8.0), (8.0, 128.0), (8.0, 256.0)):
+            assert float(node_dedup_cross_bytes(S, inter, k, E)) <= S * (inter - 1) / inter * (1 + 1e-6)
+
+
+def test_flex_dispatcher_cuts_the_nic_term_of_the_ep_all_to_all_only_across_nodes():
+    """Qwen3-30B-A3B, EP 16 over two 8-GPU H100 nodes: with the flex dispatcher
+    (``Workload.moe_dispatcher``, the recipes' HybridEP) the all-to-all's NIC phase falls
+    to about a quarter; with EP 8 inside one node the time is unchanged."""
+    hw = h100()
+
+    def a2a(ep, disp):
+        m, wl, lay = as_float(get_model("qwen3-30b-a3b"),
+                              Workload(global_batch=64, seq_len=4096, precision=PRECISION_FP8, moe_dispatcher=disp),
+                              Layout(tp=1, pp=1, dp=16, ep=ep, mbs=1, zero=1, sp=0))
+        op = {(o.name, o.phase): o for o in layer_ops(m, wl, lay, 2.0)}[("ep all-to-all", "fwd")]
+        return group_collective_terms(op.kind, op.size_bytes, op.n, op.stride, hw, op.protocols,
+                                      op.dedup_topk, op.dedup_experts)
+
+    (nv0, nic0), (nv1, nic1) = a2a(16, 0), a2a(16, 1)
+    assert 0.2 < float(nic1) / float(nic0) < 0.3
+    assert float(nv1) >= float(nv0)                      # forwarding inside the node
+    assert [float(x) for x in a2a(8, 1)] == pytest.approx([float(x) for x in a2a(8, 0)], rel=1e-6)
+
+
+def test_predict_reads_the_dispatcher_column():
+    import pandas as pd
+    from dse.predict import predict_frame
+    row = dict(id=1, source="T", model="Qwen3-30B-A3B", num_layers=8, hidden_size=2048, ffn_hidden_size=768,
+               num_attention_heads=32, num_kv_heads=4, head_dim=128, vocab_size=151936, seq_length=4096,
+               global_batch_size=64, micro_batch_size=1, gpu="h100-sxm-80gb", num_gpus=16, tp=1, pp=1,
+               dp=16, cp=1, ep=16, vpp=None, sequence_parallel=None, recompute="none", zero_stage=1,
+               precision="fp8", measured_iter_time_s=1.0, num_experts=128, top_k=8)
+    out = predict_frame(pd.DataFrame([row, dict(row, id=2, moe_dispatcher="hybridep"),
+                                      dict(row, id=3, moe_dispatcher="deepep"),
+                                      dict(row, id=4, moe_dispatcher="nccl")]), "t.csv")
+    t = out["predicted_iter_time_s"]
+    assert t[1] < t[0] and t[2] == t[1]
+    assert out.loc[3, "status"].startswith("invalid: moe_dispatcher: ")

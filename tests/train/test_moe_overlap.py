@@ -89,3 +89,73 @@ def test_switch_keeps_one_more_micro_batch_of_activations(overlap_on):
     off = memory_per_gpu(m, wl, lay, 2.0)
     assert float(on.activations_bytes) > float(off.activations_bytes)
     assert float(on.optimizer_bytes) == float(off.optimizer_bytes)
+
+
+# --- the run's own schedule facts (Workload.moe_a2a_overlap, Workload.cuda_graphs) -------
+
+import dataclasses                                      # noqa: E402
+
+import pandas as pd                                     # noqa: E402
+
+from dse.cost.rates import rates                        # noqa: E402
+from dse.predict import predict_frame                   # noqa: E402
+from dse.train.layer import layer_cost                  # noqa: E402
+
+
+def test_run_flag_turns_on_the_overlap_as_the_framework_switch_does(overlap_on):
+    """``Workload.moe_a2a_overlap = 1`` (a row's ``moe_a2a_overlap`` column: the
+    Megatron-Bridge recipe's ``moe_a2a_overlap=True``) gives the step time and memory of
+    the framework switch, with the switch off."""
+    m, wl, lay = _qwen235_h100()
+    hw = h100()
+    by_switch = train_step(m, wl, lay, hw)
+    mem_switch = memory_per_gpu(m, wl, lay, 2.0)
+    F.MOE_A2A_OVERLAP[0] = False
+    flagged = dataclasses.replace(wl, moe_a2a_overlap=1)
+    by_flag = train_step(m, flagged, lay, hw)
+    serial = train_step(m, wl, lay, hw)
+    assert float(by_flag.step_time_s) == pytest.approx(float(by_switch.step_time_s), rel=1e-6)
+    assert float(by_flag.step_time_s) < float(serial.step_time_s)
+    assert float(memory_per_gpu(m, flagged, lay, 2.0).activations_bytes) == \
+        pytest.approx(float(mem_switch.activations_bytes), rel=1e-6)
+
+
+def test_full_iteration_cuda_graph_removes_exactly_the_host_stall():
+    """Qwen3-30B-A3B, EP 8, 16 local experts of 768 (one GEMM launch each): eager, the
+    host's launches outlast the GPU's work (a host stall); replayed as one full-iteration
+    CUDA graph (Megatron-Core ``cuda_graph_impl="full_iteration"``) the pass costs the
+    GPU work alone -- the eager time less its stall -- and the step is faster."""
+    m, wl, lay = as_float(get_model("qwen3-30b-a3b"), Workload(global_batch=64, seq_len=4096, precision=PRECISION_FP8),
+                          Layout(tp=1, pp=1, dp=8, ep=8, mbs=1, zero=1))
+    hw = h100()
+    r = rates(hw, wl.precision)
+    eager = layer_cost(m, wl, lay, hw, r)
+    graphed_wl = dataclasses.replace(wl, cuda_graphs=1)
+    graphed = layer_cost(m, graphed_wl, lay, hw, r)
+    assert float(eager.host_stall_fwd_s) > 0.0
+    assert float(graphed.host_stall_fwd_s) == 0.0 and float(graphed.host_stall_bwd_s) == 0.0
+    assert float(graphed.fwd_compute_s) == pytest.approx(
+        float(eager.fwd_compute_s) - float(eager.host_stall_fwd_s), rel=1e-6)
+    assert float(train_step(m, graphed_wl, lay, hw).step_time_s) < float(train_step(m, wl, lay, hw).step_time_s)
+
+
+MOE_ROW = dict(id=1, source="T", model="Qwen3-30B-A3B", num_layers=8, hidden_size=2048, ffn_hidden_size=768,
+               num_attention_heads=32, num_kv_heads=4, head_dim=128, vocab_size=151936, seq_length=4096,
+               global_batch_size=64, micro_batch_size=1, gpu="h100-sxm-80gb", num_gpus=16, tp=1, pp=1,
+               dp=16, cp=1, ep=16, vpp=None, sequence_parallel=None, recompute="none", zero_stage=1,
+               precision="fp8", measured_iter_time_s=1.0, num_experts=128, top_k=8)
+
+
+def test_predict_reads_the_schedule_columns_and_rejects_bad_values():
+    """``moe_a2a_overlap`` (true | false | blank) and ``cuda_graphs`` (none |
+    full_iteration | blank): each one only speeds the row up; a bad value is the row's
+    ``invalid: <column>: <rule>`` status while the other rows are still predicted."""
+    rows = [MOE_ROW, dict(MOE_ROW, id=2, moe_a2a_overlap="true"), dict(MOE_ROW, id=3, cuda_graphs="full_iteration"),
+            dict(MOE_ROW, id=4, moe_a2a_overlap="maybe"), dict(MOE_ROW, id=5, cuda_graphs="partial"),
+            dict(MOE_ROW, id=6, moe_a2a_overlap="false", cuda_graphs="none")]
+    out = predict_frame(pd.DataFrame(rows), "t.csv")
+    t = out["predicted_iter_time_s"]
+    assert (out.loc[[0, 1, 2, 5], "status"] == "ok").all()
+    assert t[1] < t[0] and t[2] < t[0] and t[5] == t[0]
+    assert out.loc[3, "status"].startswith("invalid: moe_a2a_overlap: ")
+    assert out.loc[4, "status"].startswith("invalid: cuda_graphs: ")
