@@ -148,7 +148,8 @@ Profiles (constants and where they come from):
     of trtllm-bench (1500-3000 requests; the last partial wave of cohorts costs <= 3.4 %
     except RTX Pro PP4 / PP8, 9 %); host time (overlapped: <= 5 ms against 18-37 ms
     steps); the KV batch (GUARANTEED_NO_EVICT reserves S + O per request: 87 on B200 at
-    1024 + 8192, below ``tuning.py``'s max_batch_size: 98.8 estimated requests -> 128).  KV: 32-token blocks (LLM API
+    1024 + 8192, below ``tuning.py``'s max_batch_size: 98.8 estimated requests -> 128).
+    KV: 32-token blocks (LLM API
     ``KvCacheConfig.tokens_per_block`` default), guaranteed-no-evict admission (the
     capacity scheduler's default policy), fp8 KV with fp8 / NVFP4 checkpoints as ``trtllm``;
     linears via TRT-LLM's own tuned GEMM ops (autotuner), ``linear_bw_eff`` 1.
