@@ -105,7 +105,8 @@ def test_pytorch_profile_limits(hw, n, S, O, scale, bench_tuned):
         return
     B = float(r.admitted)
     sl = slots(rep(M70, hw, 1, 1, prec, 1.0), e, float(S), float(O))
-    kv_read = B * (S + O / 2.0) * float(SV.kv_bytes_per_token(SV.Deployment(M70, hw, e, 1, 1, prec, 1.0)))
+    dep = SV.Deployment(M70, hw, e, 1, 1, prec, 1.0)
+    kv_read = B * (S + O / 2.0) * float(SV.kv_bytes_per_token(dep))
     floor = (float(sl.weights_bytes) + kv_read) / float(hw.hbm_bw_bytes_per_s)
     assert float(r.tpot_s) >= max(floor, e.host_s(B)) * (1 - 1e-6)
     fast = hw.replace(hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s * scale)
