@@ -32,7 +32,14 @@ flight (closed loop: a finished request is replaced at once):
   Decode-only passes up to the engine's captured batch launch as CUDA graphs
   (``GRAPH_LAUNCH_S`` per kernel), everything else at the hardware's launch cost, and
   an eager pass takes at least the engine's host issue time, ``eager_op_s`` per kernel
-  (:func:`dse.infer.forward.host_bound_s`).
+  (:func:`dse.infer.forward.host_bound_s`).  The host time of a pass is
+  :meth:`dse.infer.engines.EngineProfile.with_host_s`: serial (``t + host``) or, with an
+  overlap scheduler (TensorRT-LLM >= 1.0 PyTorch executor), ``max(t, host)``.  Where the
+  engine packs a cohort's prompts into one pass (``bench_tuned_tokens``: trtllm-bench's
+  token budget, :func:`bench_max_num_tokens`), the prompt tokens ride a share ``p`` of
+  mixed passes and the rest are decode-only graph replays, ``p t_mix + (1 - p) t_dec``
+  (:func:`prefill_share`, :func:`cycle`; the scalar twin is
+  :func:`dse.infer.serving.prefill_share`).
   TPOT = t.
 * **Time to first token** (:func:`first_token_s`): the wait for a KV slot (closed loop,
   Little's law: ``N`` requests cycle through ``B`` slots each held for ``e2e_run``, so a
@@ -45,8 +52,9 @@ flight (closed loop: a finished request is replaced at once):
   change the service rate).
 
 Where ``N <= B*`` and the prompt fits one chunk this is exactly
-:func:`dse.infer.serving.concurrency` with one replica (tests/infer/test_continuous.py
-compares them); beyond ``B*`` the scalar model reports the served rate without the queue
+:func:`dse.infer.serving.concurrency` with one replica, to float32 rounding, for every
+engine profile (tests/infer/test_continuous.py compares them, the host-overlap and
+prefill-share profile included); beyond ``B*`` the scalar model reports the served rate without the queue
 wait, this one adds it.  Expert parallelism and attention DP are not axes of the sweep
 (``ep = dp = 1``).  Units: seconds, tokens, bytes.
 """
@@ -174,8 +182,8 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
                             r.act_bytes, rep.ep, rep.dp, prompt_layers)
-    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_op_s))
-    return t * rep.pp + (eng.host_s(b) if overhead else 0.0)
+    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_op_s)) * rep.pp
+    return eng.with_host_s(t, b) if overhead else t
 
 
 def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
@@ -190,23 +198,92 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
                    rep.dp, eng.linear_bw_eff).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
                             rep.ep, rep.dp)
-    t = host_bound_s(t, kernels, eng.eager_op_s)
-    return t * (micro + rep.pp - 1.0) + (eng.overhead_per_iter_s if overhead else 0.0)
+    t = host_bound_s(t, kernels, eng.eager_op_s) * (micro + rep.pp - 1.0)
+    return eng.with_host_s(t, 0.0) if overhead else t
 
 
-def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S):
-    """One decode iteration of ``b`` sequences with ``q`` new prompts (a mean):
-    :func:`dse.infer.serving._cycle`."""
+class Cycle(NamedTuple):
+    """Iteration times of the steady state (:class:`dse.infer.serving.Cycle`), seconds."""
+    mean_s: object      # mean iteration: what TPOT averages and throughput divides by
+    first_s: object     # the pass that carries a given new prompt
+
+
+def bench_max_num_tokens(rep: Replica, eng: EngineProfile, S, O):
+    """The token budget ``trtllm-bench`` builds for S-token prompts and O-token outputs,
+    :func:`dse.infer.serving.bench_max_num_tokens` on traced leaves
+    (``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``: ``raw_bs = min(KV
+    requests at S + O, 4096) / pp``, ``raw = min(raw_bs (1 + S/O), 32768)``, rounded up to
+    256 (at least 2048) below 4096 tokens, to 512 below 8192, else to 1024; never above
+    the profile's ``max_num_tokens``)."""
+    S = S * 1.0
+    O = jnp.maximum(O * 1.0, 1.0)
+    pool, _ = _pool_bytes(rep, eng, S)
+    held = jnp.ceil((S + O) / eng.block_tokens) * eng.block_tokens
+    per_seq = kv_cache_bytes(rep.model, 1.0, held, rep.tp, rep.pp, rep.kv_bytes)
+    kv = jnp.maximum(jnp.where(pool > 0, jnp.floor(pool / per_seq), 0.0), 1.0)
+    raw = jnp.minimum(jnp.minimum(kv, 4096.0) / rep.pp * (1.0 + S / O), 32768.0)
+    tok = jnp.where(raw < 4096.0, jnp.maximum(2048.0, 256.0 * jnp.ceil(raw / 256.0)),
+                    jnp.where(raw < 8192.0, 512.0 * jnp.ceil(raw / 512.0),
+                              1024.0 * jnp.ceil(raw / 1024.0)))
+    return jnp.minimum(tok, eng.max_num_tokens * 1.0)
+
+
+def prefill_share(rep: Replica, eng: EngineProfile, b, q, S, O):
+    """``(p, w)``: the share of iterations that carry prompt tokens and the prompt tokens
+    of such a pass, :func:`dse.infer.serving.prefill_share` on traced leaves (TensorRT-LLM
+    ``MicroBatchScheduler``: the waiting prompts of a cohort enter one pass up to the token
+    budget, ``w = max(k S, q S)`` with ``k = min(B, max(1, floor((budget - B) / S)))``
+    (chunked: ``min(budget - B, B S)``), ``p = q S / w``).  Engines without
+    ``bench_tuned_tokens`` spread the mean load over every pass: ``(1, q S)``."""
+    u = jnp.maximum(q * 1.0, 0.0) * S
+    if not eng.bench_tuned_tokens:
+        return jnp.ones_like(u), u
+    room = jnp.maximum(bench_max_num_tokens(rep, eng, S, O) - b, 0.0)
+    if eng.chunked_prefill:
+        w = jnp.minimum(room, jnp.maximum(b, 1.0) * S)
+    else:
+        w = jnp.minimum(jnp.maximum(b, 1.0), jnp.maximum(1.0, jnp.floor(room / S))) * S
+    w = jnp.maximum(w, u)
+    return jnp.where(u > 0, u / jnp.maximum(w, 1e-30), 0.0), w
+
+
+def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
+    """One steady-state iteration of ``b`` sequences with ``q`` new prompts per iteration
+    (a mean) under deterministic load: :func:`dse.infer.serving.cycle` with ``spread``
+    False.  Mixing engines: ``p t_iter(b, w) + (1 - p) t_iter(b, 0)`` with ``(p, w)`` of
+    :func:`prefill_share` (the mixed pass is the one a new prompt rides:
+    ``first_s``); the others: the decode iteration plus a separate prefill pass in a share
+    ``min(q, 1)`` of the iterations, ``min(q, 1) t_prefill(max(q, 1))``, and the prompt's
+    own pass ``t_prefill(max(q, 1))``."""
     if eng.mixed_batches:
-        return iteration_s(rep, eng, b, context, q * S, S)
+        if not eng.bench_tuned_tokens:
+            t = iteration_s(rep, eng, b, context, q * S, S)
+            return Cycle(t, t)
+        share, w = prefill_share(rep, eng, b, q, S, O)
+        t_mix = iteration_s(rep, eng, b, context, w, S)
+        t_dec = iteration_s(rep, eng, b, context)
+        mean = jnp.where(share > 0, share * t_mix + (1.0 - share) * t_dec, t_dec)
+        return Cycle(mean, jnp.where(share > 0, t_mix, t_dec))
     decode = iteration_s(rep, eng, b, context)
-    sep = decode + jnp.minimum(q, 1.0) * prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
-    return jnp.where(q > 0, sep, decode)
+    pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
+    sep = decode + jnp.minimum(q, 1.0) * pf
+    return Cycle(jnp.where(q > 0, sep, decode), pf)
+
+
+def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S, O=None):
+    """The mean iteration of :func:`cycle` (:func:`dse.infer.serving._cycle`)."""
+    return cycle(rep, eng, b, context, q, S, O).mean_s
+
+
+def steady_cycle(rep: Replica, eng: EngineProfile, b, S, O) -> Cycle:
+    """Continuous batching's iteration with ``b`` running and ``b / O`` new prompts each
+    (:func:`dse.infer.serving._steady`, deterministic admission)."""
+    return cycle(rep, eng, b, S + O / 2.0, b / jnp.maximum(O, 1.0), S, O)
 
 
 def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):
-    """Continuous batching's iteration with ``b`` running and ``b / O`` new prompts each."""
-    return cycle_s(rep, eng, b, S + O / 2.0, b / jnp.maximum(O, 1.0), S)
+    """The mean of :func:`steady_cycle`."""
+    return steady_cycle(rep, eng, b, S, O).mean_s
 
 
 def weights_bytes(rep: Replica):
@@ -271,14 +348,15 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
     return Slots(pool, n_slots, cap, tuned, weights_bytes(rep), per_seq)
 
 
-def first_token_s(rep: Replica, eng: EngineProfile, t_iter, q, S):
+def first_token_s(rep: Replica, eng: EngineProfile, c: Cycle, q, S):
     """TTFT without the slot wait (module docstring; :func:`dse.infer.serving.first_token_s`
-    with the prompt's chunk count on chunking engines)."""
-    half = 0.5 * eng.scheduler_steps * t_iter
+    with the prompt's chunk count on chunking engines): half the running scheduling pass
+    of mean iterations, then the pass(es) carrying the prompt (``c.first_s``)."""
+    half = 0.5 * eng.scheduler_steps * c.mean_s
     if eng.mixed_batches:
         chunks = jnp.ceil(S / eng.max_num_tokens) if eng.chunked_prefill else 1.0
-        return half + chunks * t_iter
-    return half + prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
+        return half + chunks * c.first_s
+    return half + c.first_s
 
 
 class Admitted(NamedTuple):
@@ -302,9 +380,10 @@ def admitted_point(rep: Replica, eng: EngineProfile, B, S, O, sl: Slots) -> Admi
     docstring): the expensive, ``n``-independent part of :func:`concurrency_point`."""
     S = S * 1.0
     O = O * 1.0
-    t = steady_iteration_s(rep, eng, B, S, O)
+    c = steady_cycle(rep, eng, B, S, O)
+    t = c.mean_s
     q = B / jnp.maximum(O, 1.0)
-    ttft0 = first_token_s(rep, eng, t, q, S)
+    ttft0 = first_token_s(rep, eng, c, q, S)
     e2e_run = ttft0 + (O - 1.0) * t
     _, acts = _pool_bytes(rep, eng, S)
     mem = (sl.weights_bytes + B * sl.kv_bytes_per_seq + acts) * (1.0 + FRAGMENTATION) + RESERVE_BYTES

@@ -135,7 +135,21 @@ Profiles (constants and where they come from):
     now: switched on, the long-output trtllm-bench rows of the out-of-sample suite move
     from -36..-44 % to +27..+43 % (Llama-3.3-70B FP4 B200 / GB200, 1024 in / 8192 out)
     and the suite's row mean from 38.6 to 42.9 %: the eager floor on every pass was
-    hiding decode-only (graph) passes that the model predicts too fast.  KV: 32-token blocks (LLM API
+    hiding decode-only (graph) passes that the model predicts too fast.  With it on, the
+    Hopper fp8 rows (H100 TP2 / H200 TP1, 12 rows) are within -6..+11 % and RTX Pro 6000
+    PP1 / PP2 within +-2.3 %, while the 24 Blackwell NVFP4 rows are +0..+47 % (mean +23 %),
+    and that excess follows the output length (decode-only share), not the KV-read share
+    of the step: 128/2048 B200 +47 % (attention 42 % of the step), 1024/8192 +43 % (59 %),
+    8192/1024 +17 % (70 %).  The implied B200 decode-only step is ~1.5x the model's
+    (37.2 vs 24.4 ms at 369 sequences, 26.8 vs 18.3 ms at 87), everything in it, and GB200
+    / GB300 (1200 / 1400 W) run those rows ~19 % faster than B200 / B300 (1000 / 1100 W) at
+    the same HBM bandwidth (the model: +4 %) -- a clock- or power-bound part of the Blackwell
+    decode step, not found in a published figure yet.  Ruled out: the finite request count
+    of trtllm-bench (1500-3000 requests; the last partial wave of cohorts costs <= 3.4 %
+    except RTX Pro PP4 / PP8, 9 %); host time (overlapped: <= 5 ms against 18-37 ms
+    steps); the KV batch (GUARANTEED_NO_EVICT reserves S + O per request: 87 on B200 at
+    1024 + 8192, below ``tuning.py``'s max_batch_size: 98.8 estimated requests -> 128).
+    KV: 32-token blocks (LLM API
     ``KvCacheConfig.tokens_per_block`` default), guaranteed-no-evict admission (the
     capacity scheduler's default policy), fp8 KV with fp8 / NVFP4 checkpoints as ``trtllm``;
     linears via TRT-LLM's own tuned GEMM ops (autotuner), ``linear_bw_eff`` 1.

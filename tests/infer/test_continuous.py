@@ -3,6 +3,7 @@ model of dse/infer/serving.py, vmapped == scalar loop, the sweep's continuous mo
 the limits of the closed-loop scenario (throughput rises then saturates, TTFT grows
 once requests queue, TPOT above the roofline and the host time)."""
 
+import dataclasses
 import math
 
 import jax
@@ -61,6 +62,56 @@ def test_agrees_with_scalar_serving_model(eng, hw, tp, pp, prec, kvb, model):
         assert float(r.e2e_s) == pytest.approx(s.e2e_s + wait, rel=0.02)
     assert float(slots(rep(M70, hw, tp, pp, prec, kvb), e, S, O).kv_slots) == \
         pytest.approx(SV.kv_slots(dep, S, O), abs=1.0)
+
+
+B200 = get_hardware("b200")
+# the TensorRT-LLM >= 1.0 PyTorch profile: host time beside the GPU pass (overlap
+# scheduler, ``EngineProfile.with_host_s``) and, with ``bench_tuned_tokens``, the
+# cohort prefill share of ``serving.prefill_share`` -- (hardware, tp, pp, precision, KV bytes)
+PYTORCH_CASES = [(B200, 1, 1, 3, 1.0), (H200, 2, 1, 2, 1.0), (H100, 4, 2, 1, 2.0)]
+
+
+@pytest.mark.parametrize("bench_tuned", [False, True])
+@pytest.mark.parametrize("hw, tp, pp, prec, kvb", PYTORCH_CASES)
+def test_host_overlap_and_prefill_share_agree_with_scalar_model(hw, tp, pp, prec, kvb, bench_tuned):
+    """One point through both paths (the vectorized search and the per-row predictor)
+    agrees to float32 tolerance, long and short outputs, below and at the tuned batch."""
+    e = dataclasses.replace(PROFILES["trtllm_pytorch"], bench_tuned_tokens=bench_tuned)
+    assert e.host_overlap
+    dep = SV.Deployment(M70, hw, e, tp, pp, prec, kvb)
+    for S, O in ((1024.0, 8192.0), (1024.0, 1024.0), (128.0, 2048.0)):
+        B_star = SV.tuned_batch(dep, S, O)
+        assert B_star >= 1
+        for n in (1.0, 16.0, max(B_star - 1.0, 1.0), B_star):
+            s = SV.concurrency(dep, n, S, O, 1)
+            r = ONE(rep(M70, hw, tp, pp, prec, kvb), e, n, S, O)
+            assert float(r.slots) == pytest.approx(B_star, rel=1e-6)
+            for f in ("tpot_s", "ttft_s", "e2e_s", "tokens_per_s"):
+                assert float(getattr(r, f)) == pytest.approx(getattr(s, f), rel=2e-5), (S, O, n, f)
+
+
+@settings(max_examples=10, deadline=None)
+@given(hw=st.sampled_from([B200, H200, H100]), n=st.integers(1, 512),
+       S=st.integers(16, 4096), O=st.integers(16, 8192), scale=st.floats(1.05, 3.0),
+       bench_tuned=st.booleans())
+def test_pytorch_profile_limits(hw, n, S, O, scale, bench_tuned):
+    """Overlap-scheduler physics of the vectorized path: a decode step is at least the
+    host time of its batch and at least the weight + KV bytes over the HBM bandwidth
+    (max, not sum, of the two), and more HBM bandwidth never lowers tokens/s."""
+    e = dataclasses.replace(PROFILES["trtllm_pytorch"], bench_tuned_tokens=bench_tuned)
+    prec = 3 if hw is B200 else 2
+    r = ONE(rep(M70, hw, 1, 1, prec, 1.0), e, float(n), float(S), float(O))
+    if not float(r.slots) >= 1:
+        return
+    B = float(r.admitted)
+    sl = slots(rep(M70, hw, 1, 1, prec, 1.0), e, float(S), float(O))
+    dep = SV.Deployment(M70, hw, e, 1, 1, prec, 1.0)
+    kv_read = B * (S + O / 2.0) * float(SV.kv_bytes_per_token(dep))
+    floor = (float(sl.weights_bytes) + kv_read) / float(hw.hbm_bw_bytes_per_s)
+    assert float(r.tpot_s) >= max(floor, e.host_s(B)) * (1 - 1e-6)
+    fast = hw.replace(hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s * scale)
+    r2 = ONE(rep(M70, fast, 1, 1, prec, 1.0), e, float(n), float(S), float(O))
+    assert float(r2.tokens_per_s) >= float(r.tokens_per_s) * (1 - 1e-5)
 
 
 @pytest.fixture(scope="module")
