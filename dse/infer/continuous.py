@@ -182,8 +182,8 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
                             r.act_bytes, rep.ep, rep.dp, prompt_layers)
-    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_op_s)) * rep.pp
-    return eng.with_host_s(t, b) if overhead else t
+    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw))) * rep.pp
+    return eng.with_host_s(t, b, eng.host_scale(rep.hw)) if overhead else t
 
 
 def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
@@ -198,8 +198,8 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
                    rep.dp, eng.linear_bw_eff).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
                             rep.ep, rep.dp)
-    t = host_bound_s(t, kernels, eng.eager_op_s) * (micro + rep.pp - 1.0)
-    return eng.with_host_s(t, 0.0) if overhead else t
+    t = host_bound_s(t, kernels, eng.eager_floor_s(rep.hw)) * (micro + rep.pp - 1.0)
+    return eng.with_host_s(t, 0.0, eng.host_scale(rep.hw)) if overhead else t
 
 
 class Cycle(NamedTuple):

@@ -122,8 +122,8 @@ Profiles (constants and where they come from):
     (34 us per request on Grace), and NVIDIA/TransformerEngine issue #2053 measures the
     same PyTorch host work 37.08 us on GB200's Grace vs 13.48 us on an H100 DGX's Xeon
     8480C; scaled to an x86 host: 8.8 ms / 256 x 13.48 / 37.08 = 12.5 us per sequence
-    (``TRTLLM_PY_SEQ_S``; the hardware catalog has no host-CPU field, so Grace systems get
-    the x86 figure too).  Mixed (context + generation) passes are not graph-captured and
+    (``TRTLLM_PY_SEQ_S``; Grace-hosted systems multiply it back by their
+    ``host_cpu_slowdown``, :mod:`dse.spec.host_cpu`: 34 us on GB200).  Mixed (context + generation) passes are not graph-captured and
     run the Python model eagerly: ``eager_op_s`` = ``EAGER_OP_S``.  Batch limits of
     ``trtllm-bench`` (``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``): max
     batch ``min(KV requests, 4096)``, max tokens ``min(batch (1 + ISL/OSL), 32768)`` --
@@ -281,25 +281,46 @@ class EngineProfile:
     linear_bw_eff: float = 1.0     # achieved / STREAM bandwidth of the weight stream of linears
     host_overlap: bool = False     # host time runs beside the GPU pass (overlap scheduler)
     bench_tuned_tokens: bool = False  # trtllm-bench sets max_num_tokens from ISL/OSL
+    python_host: bool = False      # host work is Python: scales with the host CPU (dse.spec.host_cpu)
 
     @property
     def overhead_per_iter_s(self) -> float:
         return self.step_overhead_s / self.scheduler_steps
 
-    def host_s(self, sequences) -> float:
-        """Host time of one iteration that is serial with the GPU: the per-pass part
-        (:attr:`overhead_per_iter_s`) plus ``seq_overhead_s`` per running sequence."""
-        return self.overhead_per_iter_s + self.seq_overhead_s * sequences
+    def host_scale(self, hw):
+        """Factor on this engine's host constants for ``hw``'s host CPU: the hardware's
+        ``host_cpu_slowdown`` (Grace-hosted GH200 / GB200 / GB300, :mod:`dse.spec.host_cpu`)
+        where the host work is Python (``python_host``), else 1 (the constants are per
+        x86 DGX host; C++ executors are not scaled)."""
+        return hw.host_cpu_slowdown if self.python_host else 1.0
 
-    def with_host_s(self, gpu_s, sequences):
+    def eager_floor_s(self, hw):
+        """Host issue time per kernel of an eager pass on ``hw``'s host: ``eager_op_s``,
+        NOT scaled by :meth:`host_scale`.  ``EAGER_OP_S`` (40 us) is a floor estimated for
+        vLLM / SGLang's Python modules on x86, not a measured per-kernel cost of each
+        engine's model code; scaled by Grace's 2.75 it would make every mixed pass of a
+        70B model on GB200 host-bound (~960 kernels x 110 us = 105 ms against ~40 ms of GPU
+        time) and put GB200 below B200, where the published TensorRT-LLM tables put it
+        above -- evidence that the floor is too high for that engine's fused custom ops,
+        not a reason to scale it.  Open item; the per-iteration and per-sequence host
+        loops (:meth:`host_s`), measured on Grace in the first place, are scaled."""
+        return self.eager_op_s
+
+    def host_s(self, sequences, host_scale=1.0) -> float:
+        """Host time of one iteration that is serial with the GPU: the per-pass part
+        (:attr:`overhead_per_iter_s`) plus ``seq_overhead_s`` per running sequence, times
+        ``host_scale`` (:meth:`host_scale`; 1 = an x86 DGX host)."""
+        return (self.overhead_per_iter_s + self.seq_overhead_s * sequences) * host_scale
+
+    def with_host_s(self, gpu_s, sequences, host_scale=1.0):
         """Seconds of one iteration whose GPU pass takes ``gpu_s``, with the host time of
         ``sequences`` running sequences (:meth:`host_s`): serial, ``gpu_s + host``, or,
         with an overlap scheduler (``host_overlap``: the CPU prepares iteration n+1 and
         processes the results of n-1 while the GPU runs n), ``max(gpu_s, host)``."""
-        host = self.host_s(sequences)
+        host = self.host_s(sequences, host_scale)
         if self.host_overlap:
-            if isinstance(gpu_s, (int, float)):
-                return max(float(gpu_s), host)
+            if isinstance(gpu_s, (int, float)) and isinstance(host, (int, float)):
+                return max(float(gpu_s), float(host))
             return jnp.maximum(gpu_s, host)      # traced callers (the vectorized sweep)
         return gpu_s + host
 
@@ -310,24 +331,25 @@ PROFILES = {
     "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
                                    8192, False, fp8_kv_with_fp8=True),
     "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
-                                          True, 2048, 8192, False, eager_op_s=EAGER_OP_S),
+                                          True, 2048, 8192, False, eager_op_s=EAGER_OP_S,
+                                          python_host=True),
     "trtllm_pytorch": EngineProfile("trtllm_pytorch", True, 8192, 0.5e-3, 1, 0.90, True, 32, True,
                                     4096, 32768, False, fp8_kv_with_fp8=True,
                                     seq_overhead_s=TRTLLM_PY_SEQ_S, eager_op_s=EAGER_OP_S,
-                                    host_overlap=True),
+                                    host_overlap=True, python_host=True),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
-                          False),
+                          False, python_host=True),
     "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False, eager_op_s=EAGER_OP_S,
-                          linear_bw_eff=TORCH_LINEAR_BW_EFF),
+                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
     "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 1 << 20,
                                  8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S,
-                                 linear_bw_eff=TORCH_LINEAR_BW_EFF),
+                                 linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
-                            linear_bw_eff=TORCH_LINEAR_BW_EFF),
+                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
 }
 
 

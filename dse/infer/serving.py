@@ -191,9 +191,9 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
-                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_op_s,
+                      dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_floor_s(dep.hw),
                       dep.engine.linear_bw_eff)) * dep.pp
-    return dep.engine.with_host_s(t, b) if overhead else t
+    return dep.engine.with_host_s(t, b, dep.engine.host_scale(dep.hw)) if overhead else t
 
 
 def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
@@ -205,9 +205,9 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp, dep.engine.eager_op_s, dep.engine.linear_bw_eff))
+                      dep.ep, dep.dp, dep.engine.eager_floor_s(dep.hw), dep.engine.linear_bw_eff))
     t = t * (micro + dep.pp - 1.0)
-    return dep.engine.with_host_s(t, 0.0) if overhead else t
+    return dep.engine.with_host_s(t, 0.0, dep.engine.host_scale(dep.hw)) if overhead else t
 
 
 def kv_bytes_per_token(dep: Deployment) -> float:

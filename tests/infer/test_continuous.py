@@ -68,7 +68,8 @@ B200 = get_hardware("b200")
 # the TensorRT-LLM >= 1.0 PyTorch profile: host time beside the GPU pass (overlap
 # scheduler, ``EngineProfile.with_host_s``) and, with ``bench_tuned_tokens``, the
 # cohort prefill share of ``serving.prefill_share`` -- (hardware, tp, pp, precision, KV bytes)
-PYTORCH_CASES = [(B200, 1, 1, 3, 1.0), (H200, 2, 1, 2, 1.0), (H100, 4, 2, 1, 2.0)]
+PYTORCH_CASES = [(B200, 1, 1, 3, 1.0), (H200, 2, 1, 2, 1.0), (H100, 4, 2, 1, 2.0),
+                 (get_hardware("gb200"), 1, 1, 3, 1.0)]   # Grace host: host_cpu_slowdown 2.75
 
 
 @pytest.mark.parametrize("bench_tuned", [False, True])
