@@ -69,7 +69,7 @@ import jax.numpy as jnp
 from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
-from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
+from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
@@ -288,8 +288,7 @@ def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):
 
 def weights_bytes(rep: Replica):
     r = rates(rep.hw, rep.precision)
-    lin, other = weight_params_per_gpu(rep.model, rep.tp, rep.pp, rep.ep, rep.dp)
-    return lin * r.linear_bytes + other * r.act_bytes
+    return weight_bytes_per_gpu(rep.model, rep.tp, rep.pp, r, rep.precision, rep.ep, rep.dp)
 
 
 def kv_bytes_per_token(rep: Replica):

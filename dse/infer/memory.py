@@ -35,7 +35,8 @@ from dse.infer.workload import InferenceWorkload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, is_mla, mla_attention_params,
                             select, shared_ffn, stage_layer_counts)
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
-from dse.cost.rates import Rates
+from dse.cost.rates import MXFP4_BYTES, Rates
+from dse.spec.layout import PRECISION_FP8
 
 
 class ServingMemory(NamedTuple):
@@ -103,12 +104,43 @@ def activation_workspace_bytes(model: Model, wl: InferenceWorkload, tp, pp, act_
     return act_bytes * T * per_token + LOGIT_BYTES * b * model.vocab_size
 
 
+def routed_expert_params_per_gpu(model: Model, tp, pp, dp=1):
+    """Routed-expert parameters on one GPU of the heaviest stage: ``(2 + gated) h f E /
+    (tp dp)`` per MoE layer (the ``mlp`` term of :func:`weight_params_per_gpu` without
+    shared experts), 0 for dense models."""
+    E = model.num_experts * 1.0
+    per_layer = (2.0 + model.gated_mlp) * model.hidden_size * expert_ffn(model) * E / (
+        tp * jnp.where(E > 1, dp * 1.0, 1.0))
+    layers = jnp.ceil(model.num_layers / pp)
+    x_dense = dense_layer_fraction(model)
+    if not (isinstance(x_dense, float) and x_dense == 0.0):
+        n_moe, _ = stage_layer_counts(model, layers)
+        layers = jnp.where(x_dense > 0, n_moe, layers)
+    return jnp.where(E > 1, layers * per_layer, 0.0)
+
+
+def weight_bytes_per_gpu(model: Model, tp, pp, r: Rates, precision, ep=1, dp=1):
+    """Weight bytes on one GPU of the heaviest stage: linears at ``r.linear_bytes``,
+    everything else at ``r.act_bytes`` (module docstring).  An MXFP4-expert checkpoint
+    (``model.mxfp4_experts``, gpt-oss) served at fp8 or below stores its routed experts in
+    MXFP4 (``MXFP4_BYTES`` = 0.5 + 1/32 per element) and every other linear in bf16
+    (``r.act_bytes``), as the checkpoint holds them (:mod:`dse.infer.moe_serving`):
+    ``routed x MXFP4_BYTES + (linear - routed) x act + other x act``."""
+    linear, other = weight_params_per_gpu(model, tp, pp, ep, dp)
+    plain = linear * r.linear_bytes + other * r.act_bytes
+    mx = getattr(model, "mxfp4_experts", 0)
+    if isinstance(mx, (int, float)) and not mx:
+        return plain
+    routed = routed_expert_params_per_gpu(model, tp, pp, dp)
+    quant = routed * MXFP4_BYTES + (linear - routed + other) * r.act_bytes
+    return jnp.where((mx > 0) & (precision >= PRECISION_FP8), quant, plain)
+
+
 def serving_memory(model: Model, wl: InferenceWorkload, tp, pp, r: Rates, ep=1, dp=1) -> ServingMemory:
     """Weights, KV cache, prefill workspace and allocator terms per GPU of one (attention
     rank of a) replica; ``ep`` / ``dp`` as :func:`weight_params_per_gpu` (``wl.batch`` is
     the rank's batch, so the KV is the rank's own)."""
-    linear, other = weight_params_per_gpu(model, tp, pp, ep, dp)
-    weights = linear * r.linear_bytes + other * r.act_bytes
+    weights = weight_bytes_per_gpu(model, tp, pp, r, wl.precision, ep, dp)
     kv = kv_cache_bytes(model, wl.batch, wl.max_context_len, tp, pp, r.act_bytes)
     acts = activation_workspace_bytes(model, wl, tp, pp, r.act_bytes)
     total = (weights + kv + acts) * (1.0 + FRAGMENTATION) + RESERVE_BYTES

@@ -105,7 +105,7 @@ from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
-from dse.infer.memory import activation_workspace_bytes, weight_params_per_gpu
+from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
@@ -219,8 +219,7 @@ def kv_bytes_per_token(dep: Deployment) -> float:
 
 def weights_bytes(dep: Deployment) -> float:
     r = rates(dep.hw, dep.precision)
-    lin, other = weight_params_per_gpu(dep.model, dep.tp, dep.pp, dep.ep, dep.dp)
-    return float(lin * r.linear_bytes + other * r.act_bytes)
+    return float(weight_bytes_per_gpu(dep.model, dep.tp, dep.pp, r, dep.precision, dep.ep, dep.dp))
 
 
 def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:

@@ -88,3 +88,21 @@ def test_decode_reads_mxfp4_expert_weights():
     t_mx = float(stage_time(OSS, b, b, _att(OSS, b), 1, 1, FP8, H100, r).gemm_s)
     t_f8 = float(stage_time(OSS.replace(mxfp4_experts=0), b, b, _att(OSS, b), 1, 1, FP8, H100, r).gemm_s)
     assert t_mx < 0.75 * t_f8
+
+
+def test_mxfp4_checkpoint_weights_are_stored_as_the_checkpoint_holds_them():
+    """gpt-oss-120b served at fp8: routed experts MXFP4 (0.53 B/param), every other weight
+    bf16 -- about the 65 GB of the published checkpoint, not 117 GB at 1 byte/param; bf16
+    serving keeps 2 bytes everywhere."""
+    from dse.infer import serving as SV
+    from dse.infer.engines import PROFILES
+    from dse.infer.memory import routed_expert_params_per_gpu
+    from dse.spec.model import get_model
+    m = get_model("gpt-oss-120b")
+    hw = get_hardware("h200-sxm-141gb")
+    w = lambda prec: SV.weights_bytes(SV.Deployment(m, hw, PROFILES["trtllm_pytorch"], 1, 1, prec, 1.0))
+    assert 60e9 < w(2) < 70e9
+    assert w(2) == pytest.approx(w(3))
+    assert w(1) == pytest.approx(2.0 * float(m.num_params()), rel=0.02)
+    routed = float(routed_expert_params_per_gpu(m, 1, 1))
+    assert 0.9 * float(m.num_params()) < routed < float(m.num_params())
