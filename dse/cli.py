@@ -240,9 +240,10 @@ def cmd_predict(a) -> int:
     check_output_file(a.output, "-o")
     df = predict_frame(read_csv(a.input), a.input, mem_margin=a.mem_margin)
     write_csv(df, a.output, index=False)
-    invalid = int(df["status"].str.startswith("invalid:").sum())
-    print(f"wrote {len(df)} rows to {a.output} ({df['status'].str.startswith('ok').sum()} ok, "
-          f"{invalid} invalid: see their status column)")
+    kind = df["status"].astype(str).str.extract(r"^(ok|invalid|infeasible)\b", expand=False).fillna("other")
+    n = kind.value_counts()
+    parts = [f"{int(n[k])} {k}" for k in ("ok", "infeasible", "invalid", "other") if k in n]
+    print(f"wrote {len(df)} rows to {a.output} ({', '.join(parts)}: see their status column)")
     return 0
 
 

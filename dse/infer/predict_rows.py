@@ -433,9 +433,9 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
 
 def measured_system_tok_s(df: pd.DataFrame) -> pd.Series:
     """Measured output tokens/s of the whole system: the column, or per-GPU x gpus."""
-    tot = pd.to_numeric(df.get("measured_output_tok_s"), errors="coerce")
-    per = pd.to_numeric(df.get("measured_output_tok_s_per_gpu"), errors="coerce")
-    g = pd.to_numeric(df.get("gpus"), errors="coerce")
+    def col(c):                        # an absent column reads as blank (NaN), not a scalar
+        return pd.to_numeric(df[c], errors="coerce") if c in df else pd.Series(np.nan, index=df.index)
+    tot, per, g = col("measured_output_tok_s"), col("measured_output_tok_s_per_gpu"), col("gpus")
     return tot.where(tot.notna(), per * g)
 
 
@@ -449,7 +449,7 @@ def error_long(pred: pd.DataFrame) -> pd.DataFrame:
     ok = pred["status"].astype(str).str.startswith("ok")
     for k, m in meas.items():
         p = pd.to_numeric(pred[f"predicted_{k}"], errors="coerce")
-        use = ok & m.notna() & (m > 0) & p.notna()
+        use = ok & np.isfinite(m.astype(float)) & (m > 0) & p.notna()   # as validate's count
         for i in pred.index[use]:
             recs.append({"id": pred.at[i, "id"], "source": pred.at[i, "source_id"], "metric": k,
                          "measured": m[i], "predicted": p[i], "error": p[i] / m[i] - 1.0})
