@@ -180,21 +180,15 @@ def cmd_estimate(a) -> int:
 def cmd_infer(a) -> int:
     import pandas as pd    # lazy: 0.4 s of import the trace path does not need
     from dse.infer.sweep import sweep_inference
-    from dse.spec.hardware import check_precision, get_hardware
-    from dse.spec.layout import serving_precision_code
+    from dse.infer.serve_options import serving_options
+    from dse.spec.hardware import get_hardware
     from dse.spec.model import get_model
     if a.output is not None:
         check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
-    prec = serving_precision_code(a.precision)
-    for hw in hws:
-        check_precision(hw, prec, "--precision")
-    if a.batching == "continuous" and a.engine is not None:
-        from dse.infer.continuous import engine_rule
-        for hw in hws:
-            if engine_rule(a.engine, hw):
-                raise InputError("dse infer", "--engine", engine_rule(a.engine, hw))
+    prec = serving_options(a.precision, a.batching, a.engine, hws, "dse infer",
+                           {"precision": "--precision", "batching": "--batching", "engine": "--engine"})
     ep = _degrees(a.ep, a.batching, "--ep")
     attn_dp = _degrees(a.attn_dp, a.batching, "--attn-dp")
     batches = range(1, a.batch + 1) if a.every_batch else None

@@ -493,3 +493,16 @@ def test_predict_summary_counts_every_status_class(cli, tmp_path):
     rc, out, err = cli("predict", "in.csv", "-o", "out.csv")
     assert rc == 0, err
     assert "(1 ok, 1 infeasible, 1 invalid" in out, out
+
+
+INFER = ["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--precision", "fp32"], "--precision: must be bf16, fp16, fp8, fp4"),
+    (["--precision", "tf32"], "fp32 / tf32 are training precisions"),
+    (["--batching", "static", "--engine", "vllm"], "--engine: applies to continuous batching only"),
+])
+def test_infer_options_as_predict_rules(extra, needle, cli):
+    rc, _, err = cli(*INFER, *extra)
+    one_line_error(rc, err, needle)
