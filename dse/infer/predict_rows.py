@@ -194,13 +194,28 @@ def _power_limited(row, hw):
     if p is None:
         return hw
     if not (math.isfinite(p) and p > 0):
-        raise InputError("row", "power_w", f"must be a number > 0 (watts), but got {p!r}")
+        raise InputError("row", "power_w", f"must be a finite number > 0 (watts), but got {p!r}")
     try:
         clk = sustained_clock(hw.generation, p, float(hw.num_sms), float(hw.clock_hz), "row", "power_w")
     except InputError:
         raise InputError("row", "power_w", f"must exceed the {hw.generation} static power "
-                         "(dse.spec.power), but got {p!r}") from None
+                         f"(dse.spec.power), but got {p!r}") from None
     return hw.replace(tdp_w=p, power_clock=clk)
+
+
+def _note_unapplied_power(row, res: dict) -> dict:
+    """An ok row that states a power limit on hardware without a power model
+    (:data:`dse.spec.power.REFERENCE`: B200, MI300X) says in its status that it was not applied."""
+    from dse.spec.power import REFERENCE
+    stated = not _blank(row.get("power_w")) or _POWER.search(str(row.get("hardware_as_written", "")))
+    if not (stated and str(res.get("status", "")).startswith("ok")):
+        return res
+    gen = get_hardware(str(row.get("hardware", "")).strip(), where="hardware").generation
+    if str(gen) in REFERENCE:
+        return res
+    note = f"power limit not applied: {gen} has no power model (dse.spec.power)"
+    st = res["status"]
+    return {**res, "status": f"ok ({note})" if st == "ok" else f"{st[:-1]}; {note})"}
 
 
 def predict_inference_row(row: dict) -> dict:
@@ -420,7 +435,7 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     rows = []
     for i, row in enumerate(df.to_dict("records")):
         try:
-            rows.append(predict_inference_row(row))
+            rows.append(_note_unapplied_power(row, predict_inference_row(row)))
         except InputError as e:        # a model / hardware file the row names: say which
             at = "" if e.where in ("row", "model", "hardware") else f"{e.where}: "
             rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {at}{e.field}: {e.rule}"})
