@@ -506,3 +506,13 @@ INFER = ["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus
 def test_infer_options_as_predict_rules(extra, needle, cli):
     rc, _, err = cli(*INFER, *extra)
     one_line_error(rc, err, needle)
+
+
+def test_tail_latency_stat_is_an_invalid_row_others_predict(cli, tmp_path):
+    rows = [dict(SERVE, latency_stat="p99"), dict(SERVE, id="s2", latency_stat="median"),
+            dict(SERVE, id="s3", latency_stat="mean (loadgen)")]
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    rc, out, err = cli("predict", "in.csv", "-o", "out.csv")
+    assert rc == 0, err
+    st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
+    assert st[0].startswith("invalid: latency_stat: must be a mean or a median") and st[1:] == ["ok", "ok"]

@@ -203,6 +203,20 @@ def _power_limited(row, hw):
     return hw.replace(tdp_w=p, power_clock=clk)
 
 
+_TAIL_STAT = re.compile(r"\b(?:p(?!50\b)\d+(?:\.\d+)?|percentile|max(?:imum)?|min(?:imum)?|std(?:dev)?|tail)\b",
+                        re.IGNORECASE)
+
+
+def _check_latency_stat(row) -> None:
+    """``latency_stat`` may name a mean or a median (p50), or be a free-text note (``as
+    published``): the model predicts means and the ShareGPT median; a tail or spread
+    statistic (p90, p99, max, std) it cannot predict is an invalid row, not a mean."""
+    stat = str(row.get("latency_stat", "") or "")
+    if not _blank(stat) and _TAIL_STAT.search(stat):
+        raise InputError("row", "latency_stat", "must be a mean or a median (p50): the model has no "
+                         f"per-request latency spread, but got {stat!r}")
+
+
 def _note_unapplied_power(row, res: dict) -> dict:
     """An ok row that states a power limit on hardware without a power model
     (:data:`dse.spec.power.REFERENCE`: B200, MI300X) says in its status that it was not applied."""
@@ -223,6 +237,7 @@ def predict_inference_row(row: dict) -> dict:
     scen = str(row.get("scenario", "")).strip()
     if scen not in SCENARIOS:
         raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
+    _check_latency_stat(row)
     model = get_model(str(row.get("model", "")).strip(), where="model")
     hw = _power_limited(row, get_hardware(str(row.get("hardware", "")).strip(), where="hardware"))
     prec = str(row.get("precision", "")).strip().lower()
