@@ -198,7 +198,11 @@ def cmd_infer(a) -> int:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:
-        print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
+        st = df["status"].astype(str)
+        if st.str.startswith("infeasible: one request's KV cache").all():   # the flags' fault
+            raise InputError("dse infer", "--prompt/--gen", f"{st.iloc[0].partition(': ')[2]} on "
+                             f"every layout of {a.gpus} GPUs: shorten the request or add GPUs")
+        print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {st.iloc[0]}")
         return 1
     if a.batching == "continuous":
         cols = ["hardware", "engine", "tp", "pp", "ep", "attn_dp", "batch", "admitted", "slots", "ttft_s",

@@ -516,3 +516,16 @@ def test_tail_latency_stat_is_an_invalid_row_others_predict(cli, tmp_path):
     assert rc == 0, err
     st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
     assert st[0].startswith("invalid: latency_stat: must be a mean or a median") and st[1:] == ["ok", "ok"]
+
+
+def test_request_longer_than_the_kv_pool_says_so(cli, tmp_path):
+    """A request whose own KV exceeds the pool (the weights leave 55.8 GiB) is the flags'
+    fault: exit 2 naming --prompt/--gen with both sizes; predict gives the row that status."""
+    rc, _, err = cli(*INFER, "--prompt", "16777216")
+    one_line_error(rc, err, "--prompt/--gen: one request's KV cache")
+    assert "exceeds the KV pool" in err and "GiB of weights" in err
+    pd.DataFrame([dict(SERVE, scenario="offline_throughput", input_len=16777216, precision="bf16"),
+                  dict(SERVE, id="s2")]).to_csv(tmp_path / "in.csv", index=False)
+    rc, _, err = cli("predict", "in.csv", "-o", "out.csv")
+    st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
+    assert st[0].startswith("infeasible: one request's KV cache") and st[1] == "ok", st

@@ -348,6 +348,8 @@ _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
 def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
     """The predicted columns of a scenario's result (e2e with the median output length
     where the source reports a median), or its infeasible status."""
+    if res.note.startswith("infeasible: the weights leave no KV cache"):   # say which, in numbers
+        return {**out, **chosen, "status": _no_kv_status(dep, S, O)}
     if res.note.startswith("infeasible"):
         return {**out, **chosen, "status": res.note}
     e2e = res.e2e_s
@@ -360,6 +362,18 @@ def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
             "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+def _no_kv_status(dep, S, O) -> str:
+    """:func:`dse.infer.kv_reason.no_admission_reason` for a row's replica: the request's
+    final footprint ``S + O`` in the engine's blocks (:func:`dse.infer.serving.kv_slots`)."""
+    from dse.infer.kv_cache import kv_cache_bytes
+    from dse.infer.kv_reason import no_admission_reason
+    from dse.infer.serving import kv_pool_bytes
+    blk = dep.engine.block_tokens
+    held = math.ceil((S + O) / blk) * blk
+    req = float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))
+    return no_admission_reason(weights_bytes(dep), kv_pool_bytes(dep, S), req, S + O, dep.engine.name)
 
 
 def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp, gpus,
