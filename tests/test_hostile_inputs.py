@@ -529,3 +529,45 @@ def test_request_longer_than_the_kv_pool_says_so(cli, tmp_path):
     rc, _, err = cli("predict", "in.csv", "-o", "out.csv")
     st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
     assert st[0].startswith("infeasible: one request's KV cache") and st[1] == "ok", st
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(min_value=2**20 + 1, max_value=10**40), st.sampled_from(["gpus", "tp", "dp"]))
+def test_api_gpu_counts_above_the_cli_bound_are_refused(n, name):
+    from dse.api import _pos_int
+    from dse.errors import InputError
+    with pytest.raises(InputError, match="1048576"):
+        _pos_int(n, name, "dse.test")
+
+
+def _inference_columns():
+    from dse.infer.predict_rows import REQUIRED_INFERENCE
+    from dse.predict import INFERENCE_KNOWN
+    return sorted(set(INFERENCE_KNOWN) | set(REQUIRED_INFERENCE))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.sampled_from(_inference_columns()), st.integers(min_value=0, max_value=10**6),
+       st.sampled_from(["drop", "swap", "double"]))
+def test_inference_near_miss_columns_are_refused(tmp_path_factory, col, at, how):
+    """Property: a one-character typo (dropped, doubled or swapped letter) of an inference
+    schema column that is not itself a column is refused, naming the typo."""
+    from dse.errors import InputError
+    from dse.predict import read_csv
+    if len(col) < 7:                  # short names (tp, ep, gpus) have no 0.85-close typos
+        return
+    i = 1 + at % (len(col) - 2)
+    typo = {"drop": col[:i] + col[i + 1:], "double": col[:i] + col[i] + col[i:],
+            "swap": col[:i] + col[i + 1] + col[i] + col[i + 2:]}[how]
+    if typo in _inference_columns():
+        return
+    row = {c: SERVE.get(c, "") for c in ("id", "model", "hardware", "gpus", "scenario")}
+    row[typo] = "x"
+    p = tmp_path_factory.mktemp("nm") / "in.csv"
+    pd.DataFrame([row]).to_csv(p, index=False)
+    with pytest.raises(InputError) as e:
+        read_csv(str(p))
+    assert e.value.field == typo and "unknown column, close to" in e.value.rule

@@ -86,3 +86,20 @@ def test_row_power_w_bounds_and_unapplied_note():
     assert d.at["b", "predicted_ttft_ms"] == d.at["a", "predicted_ttft_ms"]
     assert d.at["c", "status"].startswith("invalid: power_w: must be a finite number > 0")
     assert d.at["d", "status"].startswith("ok (power limit not applied: blackwell")
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.floats(min_value=230.5, max_value=1e308, allow_nan=False, allow_infinity=False),
+                min_size=2, max_size=6))
+def test_power_clock_is_finite_monotone_and_bounded(powers):
+    """Property: over any finite powers above the static power, the multiplier is finite,
+    never falls as power rises, and never passes its value at max_power_w."""
+    ref = REFERENCE["hopper"]
+    ps = sorted(powers)
+    m = [power_clock("hopper", p, ref.num_sms, ref.clock_hz) for p in ps]
+    top = power_clock("hopper", ref.max_power_w, ref.num_sms, ref.clock_hz)
+    assert all(math.isfinite(v) and 0 < v <= top for v in m)
+    assert all(a <= b for a, b in zip(m, m[1:]))
