@@ -78,10 +78,15 @@ def _hardware_list(hardware, where, vary=None):
 
 
 def _pos_int(v, name, where, allow_none=False):
+    """A positive integer within the CLI's bound for it (:mod:`dse.cli_layout`): GPU counts
+    and parallel degrees ``<= GPUS_MAX`` (2^20, what the layout enumeration takes), every
+    other integer ``<= INT_MAX`` (2^31 - 1, exact in every array type)."""
+    from dse.cli_layout import GPUS_MAX, INT_MAX
     if v is None and allow_none:
         return None
-    require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0, where, name,
-            f"`{name} >= 1` must hold (an integer), but got ({name}={v!r})")
+    top = GPUS_MAX if name in ("gpus", "dp", "tp", "pp", "cp", "ep", "vpp", "attn_dp") else INT_MAX
+    require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 < v <= top, where, name,
+            f"`1 <= {name} <= {top}` must hold (an integer), but got ({name}={v!r})")
     return int(v)
 
 
@@ -326,27 +331,49 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int = DEFAULT_SEQ
 # --- inference --------------------------------------------------------------------------
 
 def serve(model, hardware, gpus: int, batch: int = 64, prompt: int = 2048, gen: int = 256,
-          precision: str = "bf16", *, vary=None) -> pd.DataFrame:
+          precision: str = "bf16", *, vary=None, batching: str = "continuous", engine=None,
+          ep=None, attn_dp=None, mem_margin: float | None = None) -> pd.DataFrame:
     """Every serving point (hardware, tp, pp, batch) of one replica of ``gpus`` GPUs —
-    ``dse infer``: ``prefill_s`` (time to first token), ``decode_s_per_token``,
+    ``dse infer``, with its defaults: ``ttft_s`` (time to first token), ``tpot_s`` (per output token),
     ``tokens_per_s`` (decode throughput of the replica), memory with the KV cache,
     ``feasible``/``status``; feasible rows first, highest throughput first.  Batches are
-    the powers of two up to ``batch``.  ``dse.infer(...)`` is the same function.
+    the powers of two up to ``batch``.  ``batching``: ``continuous`` (default, in-flight
+    batching as the engines run; ``batch`` = requests in flight) or ``static``;
+    ``engine``: a continuous-batching profile (default trtllm on NVIDIA, vllm on AMD;
+    an error with ``batching="static"``); ``ep`` / ``attn_dp``: a list of degrees or
+    ``"auto"`` (default: every valid one under continuous batching, 1 under static), as
+    ``--ep`` / ``--attn-dp``; ``mem_margin`` as ``--mem-margin``.  Precision fp32 / tf32
+    is rejected (:mod:`dse.infer.serve_options`).  ``dse.infer(...)`` is the same function.
 
     Example::
 
         >>> df = dse.serve(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=32)
-        >>> df.iloc[0][["tp", "pp", "batch", "tokens_per_s", "prefill_s"]]     # the best point
+        >>> df.iloc[0][["engine", "tp", "batch", "tokens_per_s", "ttft_s"]]     # the best point
     """
     from dse.infer.sweep import sweep_inference
     where = "dse.serve"
     m = _model(model, where)
     _, hws = _hardware_list(hardware, where, vary)
+    from dse.infer.serve_options import serving_options
+    from dse.train.memory_parts import MEM_MARGIN, check_margin
     gpus = _pos_int(gpus, "gpus", where)
     batch, prompt, gen = (_pos_int(v, n, where) for v, n in ((batch, "batch"), (prompt, "prompt"), (gen, "gen")))
-    prec, _, _ = _workload_codes(precision, "flash", "megatron", where)
-    _check_precision(hws, prec, where)
-    return sweep_inference(m, hws, gpus, batch, prompt, gen, prec)
+    prec = serving_options(precision, batching, engine, hws, where)
+    degrees = [_degrees(v, n, batching, where) for v, n in ((ep, "ep"), (attn_dp, "attn_dp"))]
+    margin = check_margin(MEM_MARGIN if mem_margin is None else mem_margin, where)
+    return sweep_inference(m, hws, gpus, batch, prompt, gen, prec, mem_margin=margin,
+                           batching=batching, engine=engine, ep=degrees[0], attn_dp=degrees[1])
+
+
+def _degrees(v, name, batching, where):
+    """``ep`` / ``attn_dp`` as the CLI's ``--ep`` / ``--attn-dp`` (dse.cli._degrees): None ->
+    every valid degree under continuous batching (1 under static), ``"auto"``, or a list."""
+    if v is None:
+        return "auto" if batching == "continuous" else None
+    if isinstance(v, str) and v == "auto":
+        return "auto"
+    vals = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [_pos_int(x, name, where) for x in vals]
 
 
 infer = serve

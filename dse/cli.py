@@ -180,21 +180,15 @@ def cmd_estimate(a) -> int:
 def cmd_infer(a) -> int:
     import pandas as pd    # lazy: 0.4 s of import the trace path does not need
     from dse.infer.sweep import sweep_inference
-    from dse.spec.hardware import check_precision, get_hardware
-    from dse.spec.layout import serving_precision_code
+    from dse.infer.serve_options import serving_options
+    from dse.spec.hardware import get_hardware
     from dse.spec.model import get_model
     if a.output is not None:
         check_output_file(a.output, "-o")
     model = get_model(a.model)
     hws = vary_hardware([get_hardware(h) for h in a.hardware], a.vary or [])
-    prec = serving_precision_code(a.precision)
-    for hw in hws:
-        check_precision(hw, prec, "--precision")
-    if a.batching == "continuous" and a.engine is not None:
-        from dse.infer.continuous import engine_rule
-        for hw in hws:
-            if engine_rule(a.engine, hw):
-                raise InputError("dse infer", "--engine", engine_rule(a.engine, hw))
+    prec = serving_options(a.precision, a.batching, a.engine, hws, "dse infer",
+                           {"precision": "--precision", "batching": "--batching", "engine": "--engine"})
     ep = _degrees(a.ep, a.batching, "--ep")
     attn_dp = _degrees(a.attn_dp, a.batching, "--attn-dp")
     batches = range(1, a.batch + 1) if a.every_batch else None
@@ -204,7 +198,11 @@ def cmd_infer(a) -> int:
         write_csv(df, a.output, index=False)
     ok = df[df["feasible"]]
     if ok.empty:
-        print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {df['status'].iloc[0]}")
+        st = df["status"].astype(str)
+        if st.str.startswith("infeasible: one request's KV cache").all():   # the flags' fault
+            raise InputError("dse infer", "--prompt/--gen", f"{st.iloc[0].partition(': ')[2]} on "
+                             f"every layout of {a.gpus} GPUs: shorten the request or add GPUs")
+        print(f"no (tp, pp, batch) of {a.model} fits on {a.gpus} GPUs: {st.iloc[0]}")
         return 1
     if a.batching == "continuous":
         cols = ["hardware", "engine", "tp", "pp", "ep", "attn_dp", "batch", "admitted", "slots", "ttft_s",
@@ -240,9 +238,10 @@ def cmd_predict(a) -> int:
     check_output_file(a.output, "-o")
     df = predict_frame(read_csv(a.input), a.input, mem_margin=a.mem_margin)
     write_csv(df, a.output, index=False)
-    invalid = int(df["status"].str.startswith("invalid:").sum())
-    print(f"wrote {len(df)} rows to {a.output} ({df['status'].str.startswith('ok').sum()} ok, "
-          f"{invalid} invalid: see their status column)")
+    kind = df["status"].astype(str).str.extract(r"^(ok|invalid|infeasible)\b", expand=False).fillna("other")
+    n = kind.value_counts()
+    parts = [f"{int(n[k])} {k}" for k in ("ok", "infeasible", "invalid", "other") if k in n]
+    print(f"wrote {len(df)} rows to {a.output} ({', '.join(parts)}: see their status column)")
     return 0
 
 

@@ -105,15 +105,17 @@ def format_compare(df: pd.DataFrame, width: int = 120) -> str:
             "energy_kwh_per_mtok", "usd_per_mtok" if "usd_per_mtok" in df else "gpu_hours_per_mtok"]
     cols += [c for c in ("train_days",) if c in df]
     ok = df[df["status"] == "ok"]
+    lines = []
+    for _, r in df[df["status"] != "ok"].iterrows():
+        lines.append(wrap(f"{r['hardware']} x {r['gpus']}: {r['status']}", width))
+    if ok.empty:                       # no cell fits: only their reasons (no metric columns)
+        return "\n".join(lines)
     view = ok[cols].rename(columns=HEADERS)
     fmt = {"step_s": "{:.3f}".format, "step_lo": "{:.3f}".format, "step_hi": "{:.3f}".format, "tok/s": "{:,.0f}".format, "mfu": "{:.3f}".format,
            "mem_GiB": "{:.1f}".format, "kWh/Mtok": "{:.4f}".format, "$/Mtok": "{:.3f}".format,
            "GPUh/Mtok": "{:.4f}".format, "train_d": "{:,.1f}".format}
-    lines = [view.to_string(index=False, formatters={k: v for k, v in fmt.items() if k in view},
-                            line_width=width)] if len(ok) else []
-    for _, r in df[df["status"] != "ok"].iterrows():
-        lines.append(wrap(f"{r['hardware']} x {r['gpus']}: {r['status']}", width))
-    return "\n".join(lines)
+    return "\n".join([view.to_string(index=False, formatters={k: v for k, v in fmt.items() if k in view},
+                                     line_width=width)] + lines)
 
 
 def register(sub) -> None:
@@ -174,9 +176,12 @@ def cmd_compare(a) -> int:
         from dse.report.manifest import write_manifest
         out = make_output_dir(out, "-o")
         write_csv(df, Path(out) / "compare.csv", index=False)
-        compare_plot(df, f"Best feasible layout per (hardware, GPUs), best = {OBJECTIVES[a.objective]}\n"
-                     f"held fixed: {held}", Path(out) / "compare.png")
+        fits = bool((df["status"] == "ok").any())
+        if fits:                       # nothing to plot when no cell fits
+            compare_plot(df, f"Best feasible layout per (hardware, GPUs), best = {OBJECTIVES[a.objective]}\n"
+                         f"held fixed: {held}", Path(out) / "compare.png")
         write_manifest(out, extra={"compare": {"model": model.name, "hardware": a.hardware,
                                                "gpus": a.gpus, "objective": a.objective}})
-        print(f"wrote compare.csv, compare.png, manifest.json in {out}")
+        print(f"wrote compare.csv, {'compare.png, ' if fits else ''}manifest.json in {out}"
+              f"{'' if fits else ' (no plot: no cell fits)'}")
     return 0 if (df["status"] == "ok").any() else 1

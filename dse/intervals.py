@@ -159,7 +159,9 @@ def sweep_band(df: pd.DataFrame, framework: str, value_col: str = "step_time_s",
 
 
 def coverage(measured, lo, hi) -> pd.Series:
-    """True where ``lo <= measured <= hi``, NaN where any is missing (Series on one index)."""
+    """True where ``lo <= measured <= hi``, NaN where any is missing or the measurement is
+    not a finite number > 0 (the rows the error tables leave out: dse.predict.mape_table,
+    dse.infer.predict_rows.error_long), so coverage and error count the same rows."""
     m, a, z = (pd.to_numeric(x, errors="coerce").astype(float) for x in (measured, lo, hi))
     inside = ((m >= a) & (m <= z)).astype(float)
-    return inside.where(m.notna() & a.notna() & z.notna())
+    return inside.where(np.isfinite(m) & (m > 0) & a.notna() & z.notna())

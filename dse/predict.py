@@ -325,16 +325,50 @@ def read_table(path: str, what: str = "CSV") -> pd.DataFrame:
     return df
 
 
+# the inference schema's optional columns (../shared/validation/inference/README.md and
+# the ones dse.infer.predict_rows reads): a near-miss of one of them is an error too
+INFERENCE_KNOWN = {"source_id", "source_url_or_repo_path", "hardware_as_written", "tp", "pp",
+                   "ep", "replicas", "precision", "precision_as_written", "engine",
+                   "batch_or_concurrency", "input_len", "output_len", "request_rate", "dataset",
+                   "latency_stat", "notes", "kv_precision", "attn_dp", "disagg", "prefill_tp",
+                   "decode_tp", "power_w", "measured_output_tok_s",
+                   "measured_output_tok_s_per_gpu", "measured_ttft_ms", "measured_tpot_ms",
+                   "measured_e2e_latency_ms"}
+
+
+def _unique_ids(df: pd.DataFrame, path: str) -> None:
+    """Row ids must be distinct (the error tables key rows by id): the first repeat is named."""
+    ids = df["id"][~df["id"].map(_blank)].astype(str).str.strip()
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        first = dup.iloc[0]
+        raise InputError(path, "id", "must be distinct per row (errors are keyed by id), but "
+                         f"{first!r} is given {int((ids == first).sum())} times")
+
+
+def _near_misses(df: pd.DataFrame, path: str, known: set) -> None:
+    for c in df.columns:
+        near = difflib.get_close_matches(str(c), sorted(known), n=1, cutoff=0.85)
+        require(c in known or not near, path, str(c),
+                f"unknown column, close to {near[0]!r}: rename it (extra columns must not be "
+                "near-misses of schema columns)" if near else "")
+
+
 def read_csv(path: str) -> pd.DataFrame:
+    """The file as a frame of either schema: the required columns present, no column a
+    near-miss of a schema column's name, row ids distinct (:class:`InputError` otherwise)."""
     df = read_table(path)
     if "scenario" in df.columns:     # the inference schema (../shared/validation/inference/)
         from dse.infer.predict_rows import REQUIRED_INFERENCE
         for c in REQUIRED_INFERENCE:
             require(c in df.columns, path, c, "column is required by the inference schema")
+        _near_misses(df, path, INFERENCE_KNOWN | set(REQUIRED_INFERENCE))
+        _unique_ids(df, path)
         return df
     for c in REQUIRED:
         require(c in df.columns, path, c, "column is required by the validation schema")
     known = KNOWN_COLS | set(REQUIRED) | set(LAYOUT_COLS) | set(ARCH_COLS)
+    _unique_ids(df, path)
     for c in df.columns:
         near = difflib.get_close_matches(str(c), sorted(known), n=1, cutoff=0.85)
         require(c in known or not near, path, str(c),

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dse.errors import InputError, require
 from dse.infer.predict_rows import error_long, error_tables, predict_inference_frame
-from dse.report.atomic import check_output_dir, write_csv
+from dse.report.atomic import check_output_dir, make_output_dir, write_csv
 
 
 def _pct(x):
@@ -55,10 +56,24 @@ def serving_coverage(pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd.DataFrame:
+    """Raises :class:`InputError` when the file has no ``source_id`` column (the error
+    tables are per source, as training's ``source``) or when no row has both a prediction
+    and a measured figure to score."""
+    require("source_id" in df.columns, path, "source_id", "column is required by `dse validate` "
+            "(the errors are reported per source)")
     if out is not None:
-        o = check_output_dir(out, "--out")
+        o = check_output_dir(out, "--out", create=False)   # made once there is something to write
     pred = predict_inference_frame(df, path)
+    src = pred["source_id"]
+    for i in pred.index[src.isna() | (src.astype(str).str.strip() == "")]:
+        if str(pred.at[i, "status"]).startswith("ok"):
+            pred.at[i, "status"] = "invalid: source_id: must be a non-empty name"
     by_sm, by_m, by_s, overall = error_tables(pred)
+    if overall["figures"] == 0:
+        n_ok = int(pred["status"].astype(str).str.startswith("ok").sum())
+        raise InputError(path, "measured_*", "at least one row must have a prediction (status ok) "
+                         "and a measured figure that is a finite number > 0 to score, but got "
+                         f"none ({n_ok} of {len(pred)} rows predicted; dse predict shows their status)")
     fmt = {"mape": "{:.1%}".format, "bias": "{:+.1%}".format, "max_err": "{:.1%}".format,
            "row_mape": "{:.1%}".format}
     with pd.option_context("display.width", 200):
@@ -84,6 +99,7 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
         for _, r in bad.iterrows():
             print(f"  row id {r['id']}: {r['status']}")
     if out is not None:
+        o = make_output_dir(o, "--out")
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(error_long(pred), o / "errors.csv", index=False)
         write_csv(by_sm, o / "mape_by_source.csv")

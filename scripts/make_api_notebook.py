@@ -56,10 +56,10 @@ print(cmp[["hardware", "gpus", "layout", "step_time_s", "tokens_per_s", "energy_
            "usd_per_mtok"]].to_string(index=False))"""),
     ("md", """## Serving: `dse.serve` (= `dse.infer`)
 
-Every (tp, pp, batch) of one replica: time to first token, time per output token,
-throughput and memory with the KV cache."""),
+Every (tp, pp, batch) of one replica under continuous batching (the CLI's default; `batching="static"`
+for a static batch): time to first token, time per output token, throughput and memory with the KV cache."""),
     ("code", """srv = dse.serve(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=16, prompt=1024, gen=128)
-print(srv[srv.feasible][["tp", "pp", "batch", "prefill_s", "decode_s_per_token", "tokens_per_s",
+print(srv[srv.feasible][["engine", "tp", "pp", "batch", "ttft_s", "tpot_s", "tokens_per_s",
                          "mem_gib"]].head(3).to_string(index=False))"""),
     ("md", "## Bad input is one line"),
     ("code", """try:

@@ -134,3 +134,45 @@ def test_layout_default_zero_is_the_clis():
     from dse.spec.layout import Layout
     a = build_parser().parse_args(["estimate", "--model", "m", "--hardware", "h", "--gpus", "8"])
     assert Layout().zero == a.zero == 1
+
+
+def test_serve_defaults_are_the_clis(tmp_path, capsys):
+    """dse.serve takes dse infer's defaults (continuous batching, the hardware's default
+    engine, every valid ep / attn_dp, the CLI's margin): the same top row as the command."""
+    import pandas as pd
+    from dse.cli import build_parser, main
+    a = build_parser().parse_args(["infer", "--model", "m", "--hardware", "h", "--gpus", "1"])
+    sig = inspect.signature(dse.api.serve).parameters
+    for name in ("batch", "prompt", "gen", "precision", "batching", "engine"):
+        assert sig[name].default == getattr(a, name), name
+    kw = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, batch=8, prompt=512, gen=64)
+    df = dse.serve(**kw)
+    assert main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1",
+                 "--batch", "8", "--prompt", "512", "--gen", "64", "-o", str(tmp_path / "i.csv")]) == 0
+    cli = pd.read_csv(tmp_path / "i.csv")
+    for c in ("engine", "tp", "pp", "batch", "tokens_per_s", "ttft_s"):
+        assert df[c].iloc[0] == pytest.approx(cli[c].iloc[0], rel=1e-6) if isinstance(df[c].iloc[0], float) \
+            else df[c].iloc[0] == cli[c].iloc[0], c
+
+
+@pytest.mark.parametrize("fn, kw", [
+    ("serve", dict(gpus=10**30)), ("sweep", dict(gpus=10**30, global_batch=64)),
+    ("estimate", dict(gpus=10**30)), ("estimate", dict(gpus=8, seq_len=2**31)),
+    ("compare", dict(gpus=[8, 2**20 + 1], global_batch=64)),
+])
+def test_api_integers_have_the_clis_bounds(fn, kw):
+    """GPU counts above 2^20 (the CLI's --gpus bound) and integers above 2^31 - 1 are an
+    InputError at once (they used to hang in the divisor enumeration or overflow)."""
+    with pytest.raises(InputError, match="must hold"):
+        getattr(dse, fn)(model="llama3-8b", hardware="h100-sxm-80gb", **kw)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(precision="fp32"), "precision"), (dict(precision="tf32"), "precision"),
+    (dict(batching="static", engine="vllm"), "engine"), (dict(batching="inflight"), "batching"),
+    (dict(engine="trtllm", hardware="mi300x"), "engine"),
+])
+def test_serve_options_rejected(kw, field):
+    with pytest.raises(InputError) as e:
+        dse.serve(**{"model": "llama3-8b", "hardware": "h100-sxm-80gb", "gpus": 1, **kw})
+    assert e.value.field == field

@@ -73,3 +73,17 @@ def test_cli_bad_input_exit_2(capsys):
                  "--gpus", "8", "--global-batch", "64"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "precision" in err[0] and "repeat" in err[1]
+
+
+@pytest.mark.parametrize("gpus", ["8", "3"])
+def test_cli_no_cell_fits_prints_each_cells_reason(gpus, tmp_path, capsys):
+    """llama3-70b at global batch 1024 fits on neither 8 nor 3 H100s: the reasons print (the
+    smallest memory need per cell, as a mixed run prints them), the CSV keeps the row, exit 1."""
+    rc = main(["compare", "--model", "llama3-70b", "--hardware", "h100-sxm-80gb", "--gpus", gpus,
+               "--global-batch", "1024", "-o", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert f"h100-sxm-80gb x {gpus}: " in out
+    df = pd.read_csv(tmp_path / "o" / "compare.csv")
+    assert len(df) == 1 and df["status"].iloc[0] != "ok"
+    assert not (tmp_path / "o" / "compare.png").exists()

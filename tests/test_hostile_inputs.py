@@ -417,3 +417,157 @@ def test_a_closed_pipe_is_not_a_traceback():
                        capture_output=True, text=True, timeout=120)
     assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
     assert p.stdout.strip()
+
+
+# --- the inference schema (rows with a `scenario`): the file, then its rows -------------
+SERVE = dict(id="s1", source_id="T", model="meta-llama/Llama-2-7b-hf", hardware="h100-sxm-80gb",
+             gpus=1, tp=1, pp=1, precision="fp8", engine="trtllm", scenario="fixed_batch",
+             batch_or_concurrency=64, input_len=128, output_len=128, measured_output_tok_s=15000.0)
+
+
+def _serve(**kw):
+    rows = kw.pop("rows", None) or [dict(SERVE, **kw)]
+    return lambda p: pd.DataFrame(rows).to_csv(p, index=False)
+
+
+@pytest.mark.parametrize("cmd", ["predict", "validate"])
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: pd.DataFrame([SERVE]).rename(columns={"tp": "kv_precison"}).to_csv(p, index=False),
+     "kv_precison: unknown column, close to 'kv_precision'"),
+    (_serve(rows=[SERVE, dict(SERVE, batch_or_concurrency=8)]), "id: must be distinct per row"),
+], ids=["near-miss-column", "duplicate-id"])
+def test_malformed_inference_file(cmd, make, needle, cli, tmp_path):
+    make(tmp_path / "in.csv")
+    before = files_under(tmp_path)
+    args = ["predict", "in.csv", "-o", "out.csv"] if cmd == "predict" else ["validate", "in.csv", "--out", "v"]
+    rc, _, err = cli(*args)
+    one_line_error(rc, err, needle)
+    assert files_under(tmp_path) == before
+
+
+def test_training_duplicate_ids_rejected(cli, tmp_path):
+    pd.DataFrame([ROW, dict(ROW, tp=2, dp=64)]).to_csv(tmp_path / "in.csv", index=False)
+    rc, _, err = cli("predict", "in.csv", "-o", "out.csv")
+    one_line_error(rc, err, "id: must be distinct per row")
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: pd.DataFrame([SERVE]).drop(columns=["source_id"]).to_csv(p, index=False),
+     "source_id: column is required by `dse validate`"),
+    (lambda p: pd.DataFrame([SERVE]).drop(columns=["measured_output_tok_s"]).to_csv(p, index=False),
+     "measured_*: at least one row must have a prediction"),
+    (_serve(measured_output_tok_s=float("inf")), "measured_*: at least one row"),
+], ids=["no-source_id", "no-measured-column", "only-inf-measured"])
+def test_validate_inference_needs_something_to_score(make, needle, cli, tmp_path):
+    make(tmp_path / "in.csv")
+    rc, _, err = cli("validate", "in.csv", "--out", "v")
+    one_line_error(rc, err, needle)
+    assert not (tmp_path / "v").exists()
+
+
+def test_inference_predict_without_measured_or_source_columns(cli, tmp_path):
+    pd.DataFrame([SERVE]).drop(columns=["source_id", "measured_output_tok_s"]).to_csv(
+        tmp_path / "in.csv", index=False)
+    rc, out, err = cli("predict", "in.csv", "-o", "out.csv")
+    assert rc == 0, err
+    assert (pd.read_csv(tmp_path / "out.csv")["status"] == "ok").all()
+
+
+def test_serving_coverage_counts_the_rows_the_errors_score():
+    """A measurement of -5 or inf tok/s is left out of the errors and of the band coverage."""
+    from dse.infer.predict_rows import error_long, predict_inference_frame
+    from dse.validate_inference import serving_coverage
+    rows = [dict(SERVE, id=f"s{i}", measured_output_tok_s=m) for i, m in
+            enumerate([15000.0, -5.0, float("inf")])]
+    pred = predict_inference_frame(pd.DataFrame(rows), "t.csv")
+    scored = set(error_long(pred)["id"])
+    cov = serving_coverage(pred)
+    assert scored == {"s0"}
+    assert int(cov.loc["overall", "rows"]) == len(scored)
+
+
+def test_predict_summary_counts_every_status_class(cli, tmp_path):
+    rows = [SERVE, dict(SERVE, id="s2", hardware="a100-sxm-80gb"),        # no fp8: infeasible
+            dict(SERVE, id="s3", gpus=0)]                                   # invalid
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    rc, out, err = cli("predict", "in.csv", "-o", "out.csv")
+    assert rc == 0, err
+    assert "(1 ok, 1 infeasible, 1 invalid" in out, out
+
+
+INFER = ["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--precision", "fp32"], "--precision: must be bf16, fp16, fp8, fp4"),
+    (["--precision", "tf32"], "fp32 / tf32 are training precisions"),
+    (["--batching", "static", "--engine", "vllm"], "--engine: applies to continuous batching only"),
+])
+def test_infer_options_as_predict_rules(extra, needle, cli):
+    rc, _, err = cli(*INFER, *extra)
+    one_line_error(rc, err, needle)
+
+
+def test_tail_latency_stat_is_an_invalid_row_others_predict(cli, tmp_path):
+    rows = [dict(SERVE, latency_stat="p99"), dict(SERVE, id="s2", latency_stat="median"),
+            dict(SERVE, id="s3", latency_stat="mean (loadgen)")]
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    rc, out, err = cli("predict", "in.csv", "-o", "out.csv")
+    assert rc == 0, err
+    st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
+    assert st[0].startswith("invalid: latency_stat: must be a mean or a median") and st[1:] == ["ok", "ok"]
+
+
+def test_request_longer_than_the_kv_pool_says_so(cli, tmp_path):
+    """A request whose own KV exceeds the pool (the weights leave 55.8 GiB) is the flags'
+    fault: exit 2 naming --prompt/--gen with both sizes; predict gives the row that status."""
+    rc, _, err = cli(*INFER, "--prompt", "16777216")
+    one_line_error(rc, err, "--prompt/--gen: one request's KV cache")
+    assert "exceeds the KV pool" in err and "GiB of weights" in err
+    pd.DataFrame([dict(SERVE, scenario="offline_throughput", input_len=16777216, precision="bf16"),
+                  dict(SERVE, id="s2")]).to_csv(tmp_path / "in.csv", index=False)
+    rc, _, err = cli("predict", "in.csv", "-o", "out.csv")
+    st = pd.read_csv(tmp_path / "out.csv")["status"].tolist()
+    assert st[0].startswith("infeasible: one request's KV cache") and st[1] == "ok", st
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(min_value=2**20 + 1, max_value=10**40), st.sampled_from(["gpus", "tp", "dp"]))
+def test_api_gpu_counts_above_the_cli_bound_are_refused(n, name):
+    from dse.api import _pos_int
+    from dse.errors import InputError
+    with pytest.raises(InputError, match="1048576"):
+        _pos_int(n, name, "dse.test")
+
+
+def _inference_columns():
+    from dse.infer.predict_rows import REQUIRED_INFERENCE
+    from dse.predict import INFERENCE_KNOWN
+    return sorted(set(INFERENCE_KNOWN) | set(REQUIRED_INFERENCE))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.sampled_from(_inference_columns()), st.integers(min_value=0, max_value=10**6),
+       st.sampled_from(["drop", "swap", "double"]))
+def test_inference_near_miss_columns_are_refused(tmp_path_factory, col, at, how):
+    """Property: a one-character typo (dropped, doubled or swapped letter) of an inference
+    schema column that is not itself a column is refused, naming the typo."""
+    from dse.errors import InputError
+    from dse.predict import read_csv
+    if len(col) < 7:                  # short names (tp, ep, gpus) have no 0.85-close typos
+        return
+    i = 1 + at % (len(col) - 2)
+    typo = {"drop": col[:i] + col[i + 1:], "double": col[:i] + col[i] + col[i:],
+            "swap": col[:i] + col[i + 1] + col[i] + col[i + 2:]}[how]
+    if typo in _inference_columns():
+        return
+    row = {c: SERVE.get(c, "") for c in ("id", "model", "hardware", "gpus", "scenario")}
+    row[typo] = "x"
+    p = tmp_path_factory.mktemp("nm") / "in.csv"
+    pd.DataFrame([row]).to_csv(p, index=False)
+    with pytest.raises(InputError) as e:
+        read_csv(str(p))
+    assert e.value.field == typo and "unknown column, close to" in e.value.rule

@@ -194,13 +194,42 @@ def _power_limited(row, hw):
     if p is None:
         return hw
     if not (math.isfinite(p) and p > 0):
-        raise InputError("row", "power_w", f"must be a number > 0 (watts), but got {p!r}")
+        raise InputError("row", "power_w", f"must be a finite number > 0 (watts), but got {p!r}")
     try:
         clk = sustained_clock(hw.generation, p, float(hw.num_sms), float(hw.clock_hz), "row", "power_w")
     except InputError:
         raise InputError("row", "power_w", f"must exceed the {hw.generation} static power "
-                         "(dse.spec.power), but got {p!r}") from None
+                         f"(dse.spec.power), but got {p!r}") from None
     return hw.replace(tdp_w=p, power_clock=clk)
+
+
+_TAIL_STAT = re.compile(r"\b(?:p(?!50\b)\d+(?:\.\d+)?|percentile|max(?:imum)?|min(?:imum)?|std(?:dev)?|tail)\b",
+                        re.IGNORECASE)
+
+
+def _check_latency_stat(row) -> None:
+    """``latency_stat`` may name a mean or a median (p50), or be a free-text note (``as
+    published``): the model predicts means and the ShareGPT median; a tail or spread
+    statistic (p90, p99, max, std) it cannot predict is an invalid row, not a mean."""
+    stat = str(row.get("latency_stat", "") or "")
+    if not _blank(stat) and _TAIL_STAT.search(stat):
+        raise InputError("row", "latency_stat", "must be a mean or a median (p50): the model has no "
+                         f"per-request latency spread, but got {stat!r}")
+
+
+def _note_unapplied_power(row, res: dict) -> dict:
+    """An ok row that states a power limit on hardware without a power model
+    (:data:`dse.spec.power.REFERENCE`: B200, MI300X) says in its status that it was not applied."""
+    from dse.spec.power import REFERENCE
+    stated = not _blank(row.get("power_w")) or _POWER.search(str(row.get("hardware_as_written", "")))
+    if not (stated and str(res.get("status", "")).startswith("ok")):
+        return res
+    gen = get_hardware(str(row.get("hardware", "")).strip(), where="hardware").generation
+    if str(gen) in REFERENCE:
+        return res
+    note = f"power limit not applied: {gen} has no power model (dse.spec.power)"
+    st = res["status"]
+    return {**res, "status": f"ok ({note})" if st == "ok" else f"{st[:-1]}; {note})"}
 
 
 def predict_inference_row(row: dict) -> dict:
@@ -208,6 +237,7 @@ def predict_inference_row(row: dict) -> dict:
     scen = str(row.get("scenario", "")).strip()
     if scen not in SCENARIOS:
         raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
+    _check_latency_stat(row)
     model = get_model(str(row.get("model", "")).strip(), where="model")
     hw = _power_limited(row, get_hardware(str(row.get("hardware", "")).strip(), where="hardware"))
     prec = str(row.get("precision", "")).strip().lower()
@@ -318,6 +348,8 @@ _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
 def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
     """The predicted columns of a scenario's result (e2e with the median output length
     where the source reports a median), or its infeasible status."""
+    if res.note.startswith("infeasible: the weights leave no KV cache"):   # say which, in numbers
+        return {**out, **chosen, "status": _no_kv_status(dep, S, O)}
     if res.note.startswith("infeasible"):
         return {**out, **chosen, "status": res.note}
     e2e = res.e2e_s
@@ -330,6 +362,18 @@ def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
             "status": "ok" if not res.note else f"ok ({res.note})"}
+
+
+def _no_kv_status(dep, S, O) -> str:
+    """:func:`dse.infer.kv_reason.no_admission_reason` for a row's replica: the request's
+    final footprint ``S + O`` in the engine's blocks (:func:`dse.infer.serving.kv_slots`)."""
+    from dse.infer.kv_cache import kv_cache_bytes
+    from dse.infer.kv_reason import no_admission_reason
+    from dse.infer.serving import kv_pool_bytes
+    blk = dep.engine.block_tokens
+    held = math.ceil((S + O) / blk) * blk
+    req = float(kv_cache_bytes(dep.model, 1.0, held, dep.tp, dep.pp, dep.kv_bytes))
+    return no_admission_reason(weights_bytes(dep), kv_pool_bytes(dep, S), req, S + O, dep.engine.name)
 
 
 def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp, gpus,
@@ -420,7 +464,7 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     rows = []
     for i, row in enumerate(df.to_dict("records")):
         try:
-            rows.append(predict_inference_row(row))
+            rows.append(_note_unapplied_power(row, predict_inference_row(row)))
         except InputError as e:        # a model / hardware file the row names: say which
             at = "" if e.where in ("row", "model", "hardware") else f"{e.where}: "
             rows.append({**{c: np.nan for c in OUTPUTS}, "status": f"invalid: {at}{e.field}: {e.rule}"})
@@ -433,9 +477,9 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
 
 def measured_system_tok_s(df: pd.DataFrame) -> pd.Series:
     """Measured output tokens/s of the whole system: the column, or per-GPU x gpus."""
-    tot = pd.to_numeric(df.get("measured_output_tok_s"), errors="coerce")
-    per = pd.to_numeric(df.get("measured_output_tok_s_per_gpu"), errors="coerce")
-    g = pd.to_numeric(df.get("gpus"), errors="coerce")
+    def col(c):                        # an absent column reads as blank (NaN), not a scalar
+        return pd.to_numeric(df[c], errors="coerce") if c in df else pd.Series(np.nan, index=df.index)
+    tot, per, g = col("measured_output_tok_s"), col("measured_output_tok_s_per_gpu"), col("gpus")
     return tot.where(tot.notna(), per * g)
 
 
@@ -449,7 +493,7 @@ def error_long(pred: pd.DataFrame) -> pd.DataFrame:
     ok = pred["status"].astype(str).str.startswith("ok")
     for k, m in meas.items():
         p = pd.to_numeric(pred[f"predicted_{k}"], errors="coerce")
-        use = ok & m.notna() & (m > 0) & p.notna()
+        use = ok & np.isfinite(m.astype(float)) & (m > 0) & p.notna()   # as validate's count
         for i in pred.index[use]:
             recs.append({"id": pred.at[i, "id"], "source": pred.at[i, "source_id"], "metric": k,
                          "measured": m[i], "predicted": p[i], "error": p[i] / m[i] - 1.0})

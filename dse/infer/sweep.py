@@ -82,6 +82,7 @@ from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
                                   default_engine, engine_rule, kv_element_bytes, queued_point,
                                   slots)
 from dse.infer.engines import PROFILES
+from dse.infer.kv_reason import no_admission_reason
 from dse.infer.expert_parallel import experts_per_gpu, serving_layouts
 from dse.infer.memory import serving_memory
 from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
@@ -520,9 +521,9 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     row_code = np.zeros(R, np.int32)
     no_kv_row = sl["tuned"] < 1
     for r in np.flatnonzero(no_kv_row):
-        msgs.append(f"infeasible: the weights ({sl['weights_bytes'][r] / GIB:.1f} GiB per GPU) "
-                    f"leave no KV cache for one request under {eng_names[eng_code[r]]} (KV pool "
-                    f"{max(float(sl['kv_pool_bytes'][r]), 0.0) / GIB:.1f} GiB)")
+        msgs.append(no_admission_reason(float(sl["weights_bytes"][r]), float(sl["kv_pool_bytes"][r]),
+                                        float(sl["kv_bytes_per_seq"][r]), prompt_len + gen_len,
+                                        eng_names[eng_code[r]]))
         row_code[r] = len(msgs) - 1
     no_fp8_row = _no_fp8(hw_cols, precision)[grid.h_row]
     for h in np.unique(grid.h_row[no_fp8_row]):

@@ -137,6 +137,32 @@ def _batching_lines(res: ServingResults) -> list[str]:
 
 
 
+_OFFSETS = ((4, 3), (4, -8), (-4, 3), (-4, -8))   # points: right above / below, left above / below
+
+
+def _place_labels(fig, ax, labels, avoid) -> int:
+    """Draw each front point's layout label where it overlaps no label drawn before it (nor
+    the legend, the SLA lines' captions): the best point per SLA first, then each front's two ends, then the rest
+    in front order; a label that fits at none of :data:`_OFFSETS` is left out.  Returns
+    how many were drawn."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    taken = [a.get_window_extent(r) for a in avoid]
+    shown = 0
+    for _, _, x, y, text, c in sorted(labels, key=lambda t: (t[0], t[1])):
+        for dx, dy in _OFFSETS:
+            t = ax.annotate(text, (x, y), fontsize=5.5, color=c, xytext=(dx, dy),
+                            textcoords="offset points", ha="left" if dx > 0 else "right")
+            box = t.get_window_extent(r).expanded(1.05, 1.15)
+            if any(box.overlaps(b) for b in taken):
+                t.remove()
+                continue
+            taken.append(box)
+            shown += 1
+            break
+    return shown
+
+
 def plot(res: ServingResults, mid: str, path: Path) -> str:
     """tok/s/GPU over tok/s/user for one model: every feasible point (faint), the Pareto
     front per hardware with each point's layout, the best point per SLA (one marker per SLA) and the
@@ -151,6 +177,7 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
              else front.iloc[:0])
     best = res.best[(res.best["model_id"] == mid) & (res.best["scope"] == "any") & (res.best["status"] == "ok")]
     fig, ax = plt.subplots(figsize=(13, 8.5))
+    labels: list = []
     for i, (hw, ps) in enumerate(zip(st.hardware, st.precisions)):
         c = COLOURS[i % len(COLOURS)]
         p = pts[pts["hardware"] == hw.name]
@@ -159,9 +186,10 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
         what = f"Pareto front, {len(f)} layouts" if len(f) else "no feasible layout"
         ax.plot(f["tok_s_per_user"], f["tok_s_per_gpu"], "-o", color=c, ms=3.5, lw=1.4,
                 label=f"{hw.name} ({'/'.join(ps)}): {what}")
+        chosen = set(best.loc[best["hardware"] == hw.name, "layout"]) if "layout" in best else set()
         for k, (_, r) in enumerate(f.iterrows()):
-            ax.annotate(r["layout"], (r["tok_s_per_user"], r["tok_s_per_gpu"]), fontsize=5.5, color=c,
-                        xytext=(4, -7 if k % 2 else 3), textcoords="offset points")
+            rank = 0 if r["layout"] in chosen else 1 if k in (0, len(f) - 1) else 2
+            labels.append((rank, k, r["tok_s_per_user"], r["tok_s_per_gpu"], r["layout"], c))
         t = tp_pp[tp_pp["hardware"] == hw.name]
         if len(t):
             ax.plot(t["tok_s_per_user"], t["tok_s_per_gpu"], "--", color=c, lw=1.0, alpha=0.8)
@@ -174,11 +202,12 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
                    label=f"best layout for {sla.name} ({sla.text()})")
     if len(tp_pp):
         ax.plot([], [], "--", color="black", lw=1.0, label="dashed: the front of TP/PP-only layouts (EP = DP = 1)")
+    sla_text = []
     for sla in st.slas:
         x = 1000.0 / sla.tpot_ms
         ax.axvline(x, color="grey", ls="--", lw=0.8)
-        ax.text(x, 0.99, f" {sla.name}: TPOT ≤ {sla.tpot_ms:g} ms", rotation=90, va="top", ha="right",
-                fontsize=7, color="dimgrey", transform=ax.get_xaxis_transform())
+        sla_text.append(ax.text(x, 0.99, f" {sla.name}: TPOT ≤ {sla.tpot_ms:g} ms", rotation=90, va="top",
+                                ha="right", fontsize=7, color="dimgrey", transform=ax.get_xaxis_transform()))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens/s per user (1 / time per output token)")
@@ -193,7 +222,11 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
                  "large markers: best layout per SLA, which may lie inside the front (the front ignores TTFT)",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower left")
+    leg = ax.legend(fontsize=8, loc="lower left")
+    shown = _place_labels(fig, ax, labels, [leg, *sla_text])
+    ax.text(0.995, 0.005, f"{shown} of {len(labels)} front points labelled (the others would overlap; "
+            "every one is in pareto.csv)", transform=ax.transAxes, ha="right", va="bottom",
+            fontsize=7, color="dimgrey")
     save_fig(fig, path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return path.name

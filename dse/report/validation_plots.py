@@ -75,7 +75,8 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
     overall = d["error"].abs().mean()
     cov = f", {np.mean(_inside(d)):.0%} inside the interval" if has_band else ""
     ax.set_title(f"dse vs measured runs ({len(d)} rows, MAPE {overall:.1%}{cov})")
-    ax.legend(fontsize=7, loc="upper left")
+    # below the axes: inside, the legend hid the interval bars of the fast rows
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     ax2.axhline(0, color="k", lw=1)
     ax2.axhspan(-10, 10, color="0.93", zorder=0, label="±10 %")
@@ -84,10 +85,10 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
     ax2.set_xlabel("measured iteration time (s)")
     ax2.set_ylabel("signed error (predicted − measured) / measured (%)")
     ax2.set_title("signed error per row (> 0: predicted too slow)")
-    ax2.legend(fontsize=8, loc="best")
+    ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, frameon=False)
     ax2.grid(True, alpha=0.3)
     fig.tight_layout()
-    save_fig(fig, path, dpi=130)
+    save_fig(fig, path, dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 

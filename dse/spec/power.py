@@ -26,7 +26,13 @@ at or below the reference power is capped at 1 (its sustained clock cannot excee
 own rated clock by more than the reference's does); above the reference power (H200 at
 1000 W) the sustained clock rises with the cube law (ASSUMPTION: still below the 1.98 GHz
 maximum boost, i.e. the 700 W reference is power-limited by at least that much, which the
-H200 700 W / 1000 W pair of the calibration set shows).  Every reference-power SKU with
+H200 700 W / 1000 W pair of the calibration set shows).  That evidence reaches 1000 W
+(``max_power_w``, the MLPerf H200 CTS 1000 W TGP runs): there the cube law gives the clock
+1.179x its 700 W value, so the assumption says the 700 W sustained clock is at most
+1.98 / 1.179 = 1.68 GHz.  Above ``max_power_w`` the clock is held at its value there: it
+can never pass the maximum boost clock (``max_boost_hz``, H100 / H200 SXM datasheet
+1.98 GHz), and where between 1000 W and that ceiling it saturates no measurement shows, so
+the law is not extrapolated (a 10^6 W limit used to cut TTFT 4x).  Every reference-power SKU with
 the reference's ``N f`` (H100 SXM, H200 SXM at 700 W) gets exactly 1.
 
 Constants (global per generation; a generation without an entry gets 1 everywhere):
@@ -46,6 +52,7 @@ Units: watts, hertz.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 
@@ -54,22 +61,30 @@ class PowerReference(NamedTuple):
     num_sms: float
     clock_hz: float       # its datasheet tensor clock
     static_w: float       # power that does not scale with the SM clock (fitted)
+    max_power_w: float    # highest power limit the evidence reaches: the clock is held above it
+    max_boost_hz: float   # the datasheet maximum boost clock (the ceiling it stays below)
 
 
 REFERENCE: dict[str, PowerReference] = {
-    "hopper": PowerReference(tdp_w=700.0, num_sms=132.0, clock_hz=1.83e9, static_w=230.0),
+    "hopper": PowerReference(tdp_w=700.0, num_sms=132.0, clock_hz=1.83e9, static_w=230.0,
+                             max_power_w=1000.0, max_boost_hz=1.98e9),
 }
 
 
 def power_clock(generation: str, power_w: float, num_sms: float, clock_hz: float) -> float:
     """Multiplier on the datasheet tensor peak (and L2 bandwidth) of a SKU that sustains
-    ``power_w`` under load (module docstring); 1 without a reference for ``generation``."""
+    ``power_w`` under load (module docstring); 1 without a reference for ``generation``.
+    ``power_w`` must be a finite number > 0 (ValueError otherwise); above the reference's
+    ``max_power_w`` it counts as ``max_power_w``."""
+    if not (math.isfinite(float(power_w)) and float(power_w) > 0.0):
+        raise ValueError(f"power must be a finite number > 0 W, but got {power_w!r}")
     ref = REFERENCE.get(str(generation))
     if ref is None:
         return 1.0
     if power_w == ref.tdp_w and num_sms == ref.num_sms and clock_hz == ref.clock_hz:
         return 1.0
-    dyn = (float(power_w) - ref.static_w) / (ref.tdp_w - ref.static_w)
+    held_w = min(float(power_w), ref.max_power_w)
+    dyn = (held_w - ref.static_w) / (ref.tdp_w - ref.static_w)
     if dyn <= 0.0:
         raise ValueError(f"power {power_w} W is at or below the static power {ref.static_w} W")
     sustained = (dyn * ref.num_sms / float(num_sms)) ** (1.0 / 3.0)

@@ -55,3 +55,51 @@ def test_row_power_limit_from_hardware_as_written():
     assert hot["predicted_output_tok_s"] > 1.05 * base["predicted_output_tok_s"]
     assert math.isclose(predict_inference_row(dict(row, power_w=700))["predicted_output_tok_s"],
                         base["predicted_output_tok_s"])
+
+
+def test_clock_held_above_the_evidenced_power():
+    """Above max_power_w (1000 W) the clock is held, so it stays below the 1.98 GHz max
+    boost the module's assumption relies on; 10^6 W or 10^308 W no longer speed it up."""
+    ref = REFERENCE["hopper"]
+    at_max = power_clock("hopper", ref.max_power_w, ref.num_sms, ref.clock_hz)
+    for p in (1001.0, 1500.0, 1e6, 1e308):
+        assert power_clock("hopper", p, ref.num_sms, ref.clock_hz) == at_max
+    # the 700 W sustained clock the assumption allows keeps the held clock within max boost
+    assert ref.max_boost_hz / at_max <= ref.clock_hz
+
+
+@pytest.mark.parametrize("p", [float("inf"), float("nan"), 0.0, -5.0])
+def test_non_finite_or_non_positive_power_rejected(p):
+    with pytest.raises(ValueError, match="finite number > 0"):
+        power_clock("hopper", p, 132.0, 1.83e9)
+
+
+def test_row_power_w_bounds_and_unapplied_note():
+    import pandas as pd
+    from dse.infer.predict_rows import predict_inference_frame
+    row = dict(id="t", model="llama2-70b", hardware="h200-sxm-141gb", gpus=1, tp=1,
+               precision="fp8", engine="trtllm", scenario="offline_throughput",
+               input_len=256, output_len=256)
+    rows = [dict(row, id="a", power_w=1000), dict(row, id="b", power_w=1e6),
+            dict(row, id="c", power_w="inf"), dict(row, id="d", hardware="b200", power_w=800)]
+    d = predict_inference_frame(pd.DataFrame(rows), "t.csv").set_index("id")
+    assert d.at["b", "predicted_ttft_ms"] == d.at["a", "predicted_ttft_ms"]
+    assert d.at["c", "status"].startswith("invalid: power_w: must be a finite number > 0")
+    assert d.at["d", "status"].startswith("ok (power limit not applied: blackwell")
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.floats(min_value=230.5, max_value=1e308, allow_nan=False, allow_infinity=False),
+                min_size=2, max_size=6))
+def test_power_clock_is_finite_monotone_and_bounded(powers):
+    """Property: over any finite powers above the static power, the multiplier is finite,
+    never falls as power rises, and never passes its value at max_power_w."""
+    ref = REFERENCE["hopper"]
+    ps = sorted(powers)
+    m = [power_clock("hopper", p, ref.num_sms, ref.clock_hz) for p in ps]
+    top = power_clock("hopper", ref.max_power_w, ref.num_sms, ref.clock_hz)
+    assert all(math.isfinite(v) and 0 < v <= top for v in m)
+    assert all(a <= b for a, b in zip(m, m[1:]))
