@@ -15,7 +15,9 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 forward (``overlap_grad_reduce``/``overlap_param_gather``);
                 ZeRO-2 reduce-scatters after every micro-batch's backward;
                 ZeRO-3 / FSDP gathers and reduces unit by unit with one unit
-                prefetched, per the framework profile (dse.train.zero3)
+                prefetched, per the framework profile (dse.train.zero3), over each
+                stage's own layers: the stage whose layers + head + exposed chain
+                take longest sets t_mb (:func:`pipeline_stages`)
   step        = pipeline + exposed DP + optimizer step
 
 Overlap assumptions: each overlapped collective costs the larger of its exposed part
