@@ -15,7 +15,9 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 forward (``overlap_grad_reduce``/``overlap_param_gather``);
                 ZeRO-2 reduce-scatters after every micro-batch's backward;
                 ZeRO-3 / FSDP gathers and reduces unit by unit with one unit
-                prefetched, per the framework profile (dse.train.zero3)
+                prefetched, per the framework profile (dse.train.zero3), over each
+                stage's own layers: the stage whose layers + head + exposed chain
+                take longest sets t_mb (:func:`pipeline_stages`)
   step        = pipeline + exposed DP + optimizer step
 
 Overlap assumptions: each overlapped collective costs the larger of its exposed part
@@ -156,9 +158,12 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     accum = total_s(graph.accumulation, hw, r)   # DeepSpeed only
     ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
     per_layer = layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed
-    head_stage_even = head_stage
-    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, lay.pp * L_st - model.num_layers, lay.pp)
-    t_mb = L_st * per_layer + head_stage + accum
+    slack = lay.pp * L_st - model.num_layers
+    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, slack, lay.pp)
+    # the stages that can set the pace, and each one's time beyond L_st layers (the
+    # largest of them is head_stage)
+    stages = pipeline_stages(lay.pp, slack, L_st, head, emb)
+    beyond = [extra - (L_st - n) * per_layer for n, extra, _ in stages]
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
                                  + ep_exposed) + head + emb) / lay.pp + accum
     bubble = (lay.pp - 1.0) / lay.vpp * t_avg
@@ -190,13 +195,27 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     head_bwd = head_phase("bwd")
     # the unit collectives also hide under the compute stream's own TP / EP collectives
     tp_half = 0.5 * lc.tp_exposed_s
-    dp_z3, z3_raw, z3_counts = zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
-                                 lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd, L_st, m,
-                                 fwd_other_s=tp_half + 0.5 * lc.ep_comm_s,
-                                 bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
+    # each stage runs its own chain: its own layers, and the LM-head backward to hide the
+    # first backward gather under only where it holds the head
+    z3 = [zero3_step_s(graph.zero3, wl, lay, hw, r, lc.fwd_compute_s,
+                       lc.bwd_compute_s + layer_recompute + cp_exposed, head_bwd * has_head, n, m,
+                       fwd_other_s=tp_half + 0.5 * lc.ep_comm_s,
+                       bwd_other_s=tp_half * (1.0 + recompute_full) + 0.5 * lc.ep_comm_s)
+          for n, _, has_head in stages]
+    dp_on = (n_dp > 1) | (expert_dp_size(lay) > 1)
+    z3_on = (lay.zero >= 3) & dp_on
+    # the pace is the slowest stage's layers + head + exposed chain together: a max of
+    # paths each monotone in every resource (pipeline_stages)
+    k = jnp.where(z3_on, jnp.argmax(jnp.stack([m * b + z[0] for b, z in zip(beyond, z3)]), axis=0),
+                  jnp.argmax(jnp.stack(beyond), axis=0))
+    pick = lambda xs: jnp.where(k == 0, xs[0], jnp.where(k == 1, xs[1], xs[2]))
+    dp_z3, z3_raw = pick([z[0] for z in z3]), pick([z[1] for z in z3])
+    z3_counts = tuple(pick([z[2][i] for z in z3]) for i in range(len(z3[0][2])))
+    head_stage = jnp.where(z3_on, pick(beyond), head_stage)
+    t_mb = L_st * per_layer + head_stage + accum
     dp_exposed = jnp.where(lay.zero == 0, dp_z0, jnp.where(lay.zero >= 3, dp_z3,
                                                             jnp.where(lay.zero == 2, dp_z2, dp_z1)))
-    dp_exposed = jnp.where((n_dp > 1) | (expert_dp_size(lay) > 1), dp_exposed, 0.0)
+    dp_exposed = jnp.where(dp_on, dp_exposed, 0.0)
 
     optimizer = total_s(graph.optimizer, hw, r)
 
@@ -224,9 +243,8 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     safe = lambda x, y: jnp.where(y > 0, x / jnp.where(y > 0, y, 1.0), 1.0)
     # the uneven split leaves on the heaviest stage only the head's (embedding's) time
     # beyond the layer its stage gave up: the table counts that share of the head's calls
-    share = safe(head_stage, head_stage_even)
-    head_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 1.0, 0.0), 1.0) * share
-    emb_w = jnp.where(lay.pp > 1, jnp.where(head >= emb, 0.0, 1.0), 1.0) * share
+    head_w = jnp.where(lay.pp > 1, (k == 0) * safe(head_stage, head), 1.0)
+    emb_w = jnp.where(lay.pp > 1, (k == 1) * safe(head_stage, emb), 1.0)
     dp_raw = jnp.where(lay.zero == 0, ar, jnp.where(lay.zero >= 3, z3_raw,
                                                     jnp.where(lay.zero == 2, m * rs + ag, rs + ag)))
     sched = StepSchedule(
@@ -281,6 +299,35 @@ def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers
     spare = jnp.where(slack_layers >= 2, per_layer_s, 0.0)
     uneven = jnp.maximum(jnp.maximum(head_s - per_layer_s, emb_s - spare), 0.0)
     return jnp.where((pp > 1) & (slack_layers >= 1), jnp.minimum(head_stage_s, uneven), head_stage_s)
+
+
+def pipeline_stages(pp, slack_layers, L_st, head_s, emb_s):
+    """The pipeline stages whose time can set the pace, as ``(layers, extra seconds per
+    micro-batch, holds the LM head)``: the head's stage, the embedding's, a middle one
+    (the split of :func:`stage_balanced_head_s`: with ``slack >= 1`` the head's stage
+    holds ``L_st - 1`` layers, with ``slack >= 2`` the embedding's too; with ``pp = 1``
+    one stage holds everything, listed three times).  ``extra - (L_st - layers) x
+    per-layer`` is each one's time beyond ``L_st`` layers, whose largest is
+    :func:`stage_balanced_head_s`.
+
+    Under ZeRO-3 / FSDP each stage also runs its own chain of unit collectives
+    (:mod:`dse.train.zero3`) over its own layers, and only the head's stage has the LM-head
+    backward to hide its first backward gather under (the last block's; Megatron-Core
+    FSDP keeps the root unit, ``z3_root_regather_in_bwd`` False); a stage without the head
+    starts its backward when the gradient arrives from the next stage and waits for that
+    gather in full.  The step's pace is the stage whose layers, head and exposed chain
+    together take longest: 1F1B runs every stage in lock-step, one micro-batch per slot
+    (Narayanan et al. SC'21 §2.2), so the slowest stage sets the slot.  Each stage's
+    path, its compute plus ``max(comm - window, ...)`` with the window inside that
+    compute, is non-increasing in every resource, and so is their max -- charging one
+    stage's compute and another stage's head window would not be (a faster LM head
+    shrinking the window of a stage whose time no longer includes it)."""
+    multi = pp > 1
+    one = head_s + emb_s
+    short = lambda k: L_st - jnp.where(multi & (slack_layers >= k), 1.0, 0.0)
+    return ((short(1), jnp.where(multi, head_s, one), 1.0),
+            (short(2), jnp.where(multi, emb_s, one), jnp.where(multi, 0.0, 1.0)),
+            (L_st, jnp.where(multi, 0.0, one), jnp.where(multi, 0.0, 1.0)))
 
 
 def _sum(xs):
