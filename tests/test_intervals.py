@@ -117,7 +117,7 @@ def test_validation_plots_label_axes_and_show_the_band(tmp_path, monkeypatch):
     legends and titles, each row's interval drawn."""
     from dse.report import validation_plots as vp
     figs = []
-    monkeypatch.setattr(vp, "save_fig", lambda fig, path, dpi=130: figs.append(fig))
+    monkeypatch.setattr(vp, "save_fig", lambda fig, path, dpi=130, **kw: figs.append(fig))
     monkeypatch.setattr(vp.plt, "close", lambda fig: None)
     pred = predict_frame(pd.DataFrame([ROW, dict(ROW, id=2, source="U", measured_iter_time_s=5.0)]), "t")
     pred["error"] = (pred["predicted_iter_time_s"] - pred["measured_iter_time_s"]) / pred["measured_iter_time_s"]
