@@ -108,6 +108,17 @@ def _rename(a, b):
     return lambda p: pd.DataFrame([ROW]).rename(columns={a: b}).to_csv(p, index=False)
 
 
+def _refused_without_writing(cmd, make, needle, cli, tmp_path):
+    """``dse predict`` / ``validate`` on the file ``make`` writes: a one-line error
+    containing ``needle`` and nothing written."""
+    make(tmp_path / "in.csv")
+    before = files_under(tmp_path)
+    args = ["predict", "in.csv", "-o", "out.csv"] if cmd == "predict" else ["validate", "in.csv", "--out", "v"]
+    rc, _, err = cli(*args)
+    one_line_error(rc, err, needle)
+    assert files_under(tmp_path) == before
+
+
 @pytest.mark.parametrize("cmd", ["predict", "validate"])
 @pytest.mark.parametrize("make,needle", [
     (_drop("num_gpus"), "num_gpus: column is required"),
@@ -118,12 +129,7 @@ def _rename(a, b):
     (lambda p: p.mkdir(), "csv"),
 ], ids=["no-num_gpus", "no-gpu", "near-miss-column", "binary", "empty", "directory"])
 def test_malformed_row_file(cmd, make, needle, cli, tmp_path):
-    make(tmp_path / "in.csv")
-    before = files_under(tmp_path)
-    args = ["predict", "in.csv", "-o", "out.csv"] if cmd == "predict" else ["validate", "in.csv", "--out", "v"]
-    rc, _, err = cli(*args)
-    one_line_error(rc, err, needle)
-    assert files_under(tmp_path) == before
+    _refused_without_writing(cmd, make, needle, cli, tmp_path)
 
 
 @pytest.mark.parametrize("col", ["measured_iter_time_s", "source"])
@@ -437,12 +443,7 @@ def _serve(**kw):
     (_serve(rows=[SERVE, dict(SERVE, batch_or_concurrency=8)]), "id: must be distinct per row"),
 ], ids=["near-miss-column", "duplicate-id"])
 def test_malformed_inference_file(cmd, make, needle, cli, tmp_path):
-    make(tmp_path / "in.csv")
-    before = files_under(tmp_path)
-    args = ["predict", "in.csv", "-o", "out.csv"] if cmd == "predict" else ["validate", "in.csv", "--out", "v"]
-    rc, _, err = cli(*args)
-    one_line_error(rc, err, needle)
-    assert files_under(tmp_path) == before
+    _refused_without_writing(cmd, make, needle, cli, tmp_path)
 
 
 def test_training_duplicate_ids_rejected(cli, tmp_path):

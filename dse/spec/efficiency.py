@@ -108,7 +108,7 @@ means and where it comes from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -146,15 +146,11 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
                                   hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
                                   kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
-    # Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no
-    # Blackwell calibration row; no published B200 GEMM-efficiency figure found), except
-    # fp8_transpose = 0 (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
-    "blackwell": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
-                                      hbm=0.90, fp8_transpose=0.0, nvlink=0.80, nic=0.90,
-                                      kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
-    # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X
-    # fractions above) until MI355X measurements exist
-    "cdna4": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
-                                  hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
-                                  kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }
+# Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no Blackwell
+# calibration row; no published B200 GEMM-efficiency figure found), except fp8_transpose = 0
+# (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
+GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0)
+# AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
+# above) until MI355X measurements exist
+GENERATIONS["cdna4"] = GENERATIONS["cdna3"]
