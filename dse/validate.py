@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dse.errors import require
+from dse.errors import InputError, require
 from dse.predict import mape_table, positive_measure, predict_frame, read_csv
 from dse.report.atomic import check_output_dir, write_csv
 
@@ -109,8 +109,6 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
             print(f"interval coverage: {o_['inside']:.1%} of {int(o_['rows'])} measurements inside "
                   f"[lo, hi] (nominal 80 % in sample), {o_['below']:.1%} below (faster than lo), "
                   f"{o_['above']:.1%} above (slower than hi)")
-    else:
-        print("iteration time: no row has both a prediction and a valid measured time: no MAPE")
     bad = pred[~valid]
     if len(bad):
         n_inv = int(bad["status"].str.startswith("invalid:").sum())
@@ -121,6 +119,14 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
             r["status"].startswith("invalid: source") else "no prediction"
         print(f"  row id {r['id']}: {what}: {r['status']}")
     mem = memory_error(pred)
+    if not valid.any() and not len(mem):
+        n_ok = int((pred["status"] == "ok").sum())
+        raise InputError(path, "measured_iter_time_s", "at least one row must have a prediction "
+                         "(status ok) and a measured time or memory that is a finite number > 0 "
+                         f"to score, but got none ({n_ok} of {len(pred)} rows predicted; the "
+                         "lines above give each excluded row's reason)")
+    if not valid.any():
+        print("iteration time: no row has both a prediction and a valid measured time: no MAPE")
     if len(mem):
         print(f"peak memory: {len(mem)} rows, MAPE {mem['mem_err'].mean():.1%}, "
               f"max {mem['mem_err'].max():.1%}")

@@ -186,10 +186,14 @@ def test_validate_excludes_bad_measurements(measured, cli, tmp_path):
     assert mape.loc["overall", "rows"] == 1 and 0 <= mape.loc["overall", "mape"] < 1
 
 
-def test_validate_with_no_valid_row_prints_no_mape(cli, tmp_path):
+def test_validate_with_nothing_to_score_exits_2(cli, tmp_path):
+    """Nothing to score is an input error (as inference validation): each excluded row's
+    reason is printed, then one error line, exit 2, and no report is written."""
     pd.DataFrame([dict(ROW, measured_iter_time_s=-1.0)]).to_csv(tmp_path / "in.csv", index=False)
     rc, out, err = cli("validate", "in.csv", "--out", "v")
-    assert rc == 0 and "no MAPE" in out and "%" not in out
+    assert rc == 2 and "row id" in out and "must be a finite number > 0" in out
+    assert err.count("\n") <= 1 and "measured_iter_time_s" in err and "to score" in err
+    assert not (tmp_path / "v" / "predictions.csv").exists()
 
 
 # --- study files ---------------------------------------------------------------------
