@@ -190,7 +190,13 @@ def least_memory(df) -> str:
     if df.empty:
         return "no valid layout"
     r = df.loc[df["mem_gib"].idxmin()]
-    return (f"the smallest memory need is {r['mem_gib']:.1f} GiB > {r['hbm_gib']:.1f} GiB HBM, at "
+    st = str(r.get("status", ""))
+    prefix = "out of memory: needs "
+    # the sweep's own status says what the need exceeds: the HBM, or the usable share
+    # left by --mem-margin (dse.sweep.run.oom_status)
+    need = (st[len(prefix):] if st.startswith(prefix)
+            else f"{r['mem_gib']:.1f} GiB > {r['hbm_gib']:.1f} GiB HBM")
+    return (f"the smallest memory need is {need}, at "
             f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mbs{r['mbs']} vpp{r['vpp']} "
             f"{r['recompute']} ZeRO-{r['zero']}{' SP' if r['sp'] else ''} on {r['hardware']}")
 

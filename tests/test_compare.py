@@ -45,6 +45,17 @@ def test_infeasible_and_unfillable_cells_keep_a_row():
     assert "no valid layout" in rows[0]["status"]
 
 
+def test_oom_reason_names_the_usable_share_under_a_margin():
+    """llama3-8b on one B200 needs ~147 GiB: above the 70 % left by a 0.3 margin, below the
+    HBM. The reason must compare against what the margin leaves, not the full HBM."""
+    df = compare_frame(get_model("llama3-8b"), [get_hardware("b200")], [1], 1, 4096,
+                       mem_margin=0.3)
+    st = df.iloc[0]["status"]
+    assert "GiB usable" in st and "30% safety margin" in st, st
+    need, usable = (float(x.split(" GiB")[0]) for x in st.split("need is ")[1].split(" > ")[:2])
+    assert need > usable
+
+
 def test_bad_objective():
     with pytest.raises(InputError):
         compare_frame(get_model("llama3-8b"), [get_hardware("h100-sxm-80gb")], [8], 64, 2048,
