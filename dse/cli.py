@@ -7,7 +7,7 @@ import sys
 
 from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
                              energy_args, layout_args, least_memory, margin_arg, per_variant,
-                             print_assumptions, resolve_layout, seq_arg, training_flags,
+                             print_assumptions, recipe, resolve_layout, seq_arg, training_flags,
                              training_workload, vary_hardware)
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
@@ -38,7 +38,7 @@ def cmd_sweep(a) -> int:
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
                framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap),
-               mem_margin=a.mem_margin)
+               mem_margin=a.mem_margin, recipe=recipe(a))
     from dse.intervals import sweep_band
     df = sweep_band(df, a.framework)
     from dse.cost.energy import add_energy_columns, parse_tokens

@@ -95,6 +95,22 @@ def training_flags(s: argparse.ArgumentParser) -> None:
                    "gathers (dse/spec/frameworks.py)")
     s.add_argument("--tp-overlap", action="store_true",
                    help="TP comm/GEMM overlap (--tp-comm-overlap) on SP layouts")
+    s.add_argument("--moe-a2a-overlap", action="store_true",
+                   help="MoE: Megatron-Core's 1F1B expert-parallel all-to-all overlap "
+                   "(overlap_moe_expert_parallel_comm + delay_wgrad_compute)")
+    s.add_argument("--cuda-graphs", default="none",
+                   help="none | full_iteration (Megatron-Core cuda_graph_impl: no host launch floor)")
+    s.add_argument("--moe-dispatcher", default="alltoall",
+                   help="alltoall | deepep | hybridep (flex dispatcher: each token sent once per "
+                   "remote node)")
+
+
+def recipe(a) -> dict:
+    """The recipe switches of :func:`training_flags` as Workload keyword codes (exit 2 on a
+    bad name)."""
+    from dse.spec.layout import recipe_codes
+    return recipe_codes(bool(getattr(a, "moe_a2a_overlap", False)), getattr(a, "cuda_graphs", "none"),
+                        getattr(a, "moe_dispatcher", "alltoall"), "command line")
 
 
 def training_workload(a, global_batch: int, seq: int):
@@ -103,7 +119,7 @@ def training_workload(a, global_batch: int, seq: int):
     from dse.spec.layout import Workload, attention_code, framework_code, precision_code
     return Workload(global_batch=global_batch, seq_len=seq, precision=precision_code(a.precision),
                     attention=attention_code(a.attention), framework=framework_code(a.framework),
-                    tp_overlap=int(a.tp_overlap))
+                    tp_overlap=int(a.tp_overlap), **recipe(a))
 
 
 def layout_args(s: argparse.ArgumentParser) -> None:

@@ -59,10 +59,12 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
                   precision: int = 1, attention: int = 1, framework: int = 0, tp_overlap: int = 0,
                   gpu_hour_usd=None, train_tokens: float | None = None, pue: float = 1.0,
                   objective: str = "step_time_s", where: str = "compare",
-                  mem_margin: float | None = None, framework_name: str | None = None) -> pd.DataFrame:
+                  mem_margin: float | None = None, framework_name: str | None = None,
+                  recipe: dict | None = None) -> pd.DataFrame:
     """The best feasible layout per (hardware, GPU count), one row each (hardware in the
     order given, then GPU count): layout columns, ``layout`` (one string), the metrics of
-    :data:`METRICS` (``usd_per_mtok``/``train_*`` only with a price/budget) and ``status``."""
+    :data:`METRICS` (``usd_per_mtok``/``train_*`` only with a price/budget) and ``status``.
+    ``recipe``: the Workload's recipe switches (:func:`dse.spec.layout.recipe_codes`)."""
     from dse.cost.energy import add_energy_columns
     from dse.intervals import sweep_band
     from dse.spec.layout import FRAMEWORK
@@ -80,7 +82,8 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
     rows = []
     for g in sorted(set(gpus)):
         df = sweep(model, hws, g, global_batch, seq_len, precision, attention=attention,
-                   framework=framework, tp_overlap=tp_overlap, mem_margin=mem_margin)
+                   framework=framework, tp_overlap=tp_overlap, mem_margin=mem_margin,
+                   recipe=recipe)
         df = sweep_band(df, fw_name)
         df = add_energy_columns(df, tdp, gpu_hour_usd, train_tokens, pue, where)
         rows += best_per_cell(df, names, g, objective)
@@ -156,13 +159,13 @@ def cmd_compare(a) -> int:
     for hw in hws:
         check_precision(hw, prec, "--precision")
     seq = a.seq
-    from dse.cli_layout import print_assumptions
+    from dse.cli_layout import print_assumptions, recipe
     print_assumptions(a, model)
     tokens = parse_tokens(a.train_tokens) if a.train_tokens else None
     df = compare_frame(model, hws, a.gpus, a.global_batch, seq, prec, attention_code(a.attention),
                        framework_code(a.framework), int(a.tp_overlap),
                        per_variant(a.gpu_hour_usd, a.hardware, hws), tokens, a.pue, a.objective,
-                       "command line", a.mem_margin, a.framework)
+                       "command line", a.mem_margin, a.framework, recipe(a))
     price = ("" if a.gpu_hour_usd is None else
              f", ${'/'.join(f'{p:g}' for p in a.gpu_hour_usd)} per GPU-hour")
     held = (f"{model.name}, global batch {a.global_batch} x {seq} tokens, {a.precision}, "

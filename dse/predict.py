@@ -48,7 +48,8 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import ATTENTION, FRAMEWORK, PRECISION, RECOMPUTE, Workload
+from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
+                              Workload)
 from dse.spec.model import Model, validate_model
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import sweep_points, to_dataframe
@@ -157,10 +158,6 @@ def _run_facts(row, where) -> tuple[str, str, str]:
     ov = "false" if _blank(ov) else str(ov).strip().lower()
     require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
     return att, fw, ov
-
-
-CUDA_GRAPHS = {"none": 0, "full_iteration": 1}
-MOE_DISPATCHERS = {"alltoall": 0, "deepep": 1, "hybridep": 1}
 
 
 def _schedule_facts(row, where) -> tuple[int, int, int]:

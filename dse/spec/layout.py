@@ -107,6 +107,11 @@ FRAMEWORK = {"megatron": 0, "deepspeed": 1, "fsdp": 2, "fsdp1": 2, "fsdp2": 3, "
 FRAMEWORK_NAMES = {0: "megatron", 1: "deepspeed", 2: "fsdp", 3: "fsdp2"}
 
 
+# the training recipe switches of Workload (module docstring), by the names runs state them
+CUDA_GRAPHS = {"none": 0, "full_iteration": 1}
+MOE_DISPATCHERS = {"alltoall": 0, "deepep": 1, "hybridep": 1}
+
+
 def _code(table: dict[str, int], field: str, name: str, where: str) -> int:
     if name not in table:
         raise InputError(where, field, f"must be one of {sorted(table)}, but got {name!r}")
@@ -132,3 +137,15 @@ def attention_code(name: str, where: str = "--attention") -> int:
 
 def framework_code(name: str, where: str = "--framework") -> int:
     return _code(FRAMEWORK, "framework", name, where)
+
+
+def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
+                 moe_dispatcher: str = "alltoall", where: str = "--") -> dict[str, int]:
+    """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
+    ``moe_dispatcher``; module docstring) from their stated names, as keyword arguments
+    (InputError naming ``where`` + the field on an unknown name)."""
+    if not isinstance(moe_a2a_overlap, (bool, int)) or moe_a2a_overlap not in (0, 1):
+        raise InputError(where, "moe_a2a_overlap", f"must be true or false, but got {moe_a2a_overlap!r}")
+    return {"moe_a2a_overlap": int(bool(moe_a2a_overlap)),
+            "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
+            "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where)}

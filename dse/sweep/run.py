@@ -95,13 +95,14 @@ def sweep_points(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
 def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_len: int,
           precision: int = 1, opt: GridOptions = GridOptions(), progress: bool = False,
           attention: int = 1, framework: int = 0, tp_overlap: int = 0,
-          mem_margin: float = MEM_MARGIN) -> pd.DataFrame:
+          mem_margin: float = MEM_MARGIN, recipe: dict | None = None) -> pd.DataFrame:
     """Every valid layout x hardware for one workload, as a DataFrame sorted fastest
     first (infeasible rows last, with their reason in ``status``); a layout is feasible
-    when it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`)."""
+    when it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`).  ``recipe``:
+    the Workload's recipe switches (:func:`dse.spec.layout.recipe_codes`; None = all off)."""
     cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt, framework)
     wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision, attention=attention,
-                  framework=framework, tp_overlap=tp_overlap)
+                  framework=framework, tp_overlap=tp_overlap, **(recipe or {}))
     if len(cols["tp"]) == 0:
         return pd.DataFrame()
     sr = sweep_points(model, wl, hws, cols, progress=progress, mem_margin=mem_margin)

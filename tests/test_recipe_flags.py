@@ -1,0 +1,46 @@
+"""The training recipe switches (moe_a2a_overlap, cuda_graphs, moe_dispatcher) reach the
+Workload from the CLI (`estimate`, `sweep`, `compare`) and the Python API, as the `dse
+predict` columns of the same names do; bad names exit 2 with a one-line error."""
+import pytest
+
+import dse
+from dse.cli import main
+from dse.errors import InputError
+from dse.spec.layout import recipe_codes
+
+MOE = dict(model="mixtral-8x7b", hardware="h100-sxm-80gb", gpus=64, tp=2, ep=8,
+           global_batch=256, seq_len=4096, sp=True)
+
+
+def test_recipe_codes_names_and_errors():
+    assert recipe_codes() == {"moe_a2a_overlap": 0, "cuda_graphs": 0, "moe_dispatcher": 0}
+    assert recipe_codes(True, "full_iteration", "hybridep") == {
+        "moe_a2a_overlap": 1, "cuda_graphs": 1, "moe_dispatcher": 1}
+    with pytest.raises(InputError, match="moe_dispatcher"):
+        recipe_codes(moe_dispatcher="nccl")
+    with pytest.raises(InputError, match="moe_a2a_overlap"):
+        recipe_codes(moe_a2a_overlap="yes")
+
+
+def test_api_estimate_takes_the_switches():
+    base = dse.estimate(**MOE)
+    ov = dse.estimate(**MOE, moe_a2a_overlap=True)
+    dd = dse.estimate(**MOE, moe_dispatcher="deepep")
+    assert ov.workload.moe_a2a_overlap == 1 and dd.workload.moe_dispatcher == 1
+    # hiding all-to-all time under compute, or sending fewer bytes, is never slower
+    assert ov.step_time_s <= base.step_time_s and dd.step_time_s <= base.step_time_s
+    assert ov.step_time_s < base.step_time_s       # this layout exposes its all-to-alls
+
+
+def test_cli_estimate_flags_and_bad_name(capsys):
+    args = ["estimate", "--model", "mixtral-8x7b", "--hardware", "h100-sxm-80gb", "--gpus", "64",
+            "--tp", "2", "--ep", "8", "--global-batch", "256", "--seq", "4096", "--sp"]
+    assert main(args) == 0
+    plain = capsys.readouterr().out
+    assert main(args + ["--moe-a2a-overlap"]) == 0
+    over = capsys.readouterr().out
+    step = lambda out: float(out.split("step time ")[1].split(" s")[0])
+    assert step(over) < step(plain)
+    assert main(args + ["--cuda-graphs", "yes"]) == 2
+    err = capsys.readouterr().err
+    assert "cuda_graphs" in err and err.count("\n") <= 1
