@@ -132,19 +132,43 @@ Profiles (constants and where they come from):
     :func:`dse.infer.serving.bench_max_num_tokens`), about ``B S / O`` tokens above the
     decode batch, so a pass holds about one cohort of the ``B / O`` prompts that start
     per iteration (:func:`dse.infer.serving.prefill_share`).  OFF in this profile for
-    now: switched on, the long-output trtllm-bench rows of the out-of-sample suite move
-    from -36..-44 % to +27..+43 % (Llama-3.3-70B FP4 B200 / GB200, 1024 in / 8192 out)
-    and the suite's row mean from 38.6 to 42.9 %: the eager floor on every pass was
-    hiding decode-only (graph) passes that the model predicts too fast.  With it on, the
-    Hopper fp8 rows (H100 TP2 / H200 TP1, 12 rows) are within -6..+11 % and RTX Pro 6000
-    PP1 / PP2 within +-2.3 %, while the 24 Blackwell NVFP4 rows are +0..+47 % (mean +23 %),
-    and that excess follows the output length (decode-only share), not the KV-read share
-    of the step: 128/2048 B200 +47 % (attention 42 % of the step), 1024/8192 +43 % (59 %),
-    8192/1024 +17 % (70 %).  The implied B200 decode-only step is ~1.5x the model's
-    (37.2 vs 24.4 ms at 369 sequences, 26.8 vs 18.3 ms at 87), everything in it, and GB200
-    / GB300 (1200 / 1400 W) run those rows ~19 % faster than B200 / B300 (1000 / 1100 W) at
-    the same HBM bandwidth (the model: +4 %) -- a clock- or power-bound part of the Blackwell
-    decode step, not found in a published figure yet.  Ruled out: the finite request count
+    now, because the published physics that would let it be switched on was not found.
+    On this revision, switched on, the suite's row mean goes from 35.5 to 38.8 % (per
+    source: TRT-LLM v1.0 perf overview 23.6 -> 29.2 %, developer guide 36.5 -> 40.5 %,
+    release 1.2 16.9 -> 21.1 %), the Llama-3.3-70B Blackwell NVFP4 throughput rows (24)
+    go from mean -1.9 % / MAPE 15.1 % to +23.2 % / 23.2 % (1024 in / 8192 out: B200
+    -36 -> +43 %, GB200 -44 -> +27 %, B300 -12 -> +40 %, GB300 -24 -> +22 %), and the
+    Hopper fp8 rows (H100 TP2 / H200 TP1, 12) from -7.9 % / 8.3 % to +1.6 % / 5.0 %: the
+    eager floor on every pass was hiding decode-only (graph) passes that the model
+    predicts too fast on Blackwell only.  That excess follows the output length
+    (decode-only share), not the KV-read share of the step: 128/2048 B200 +47 %
+    (attention 42 % of the step), 1024/8192 +43 % (59 %), 8192/1024 +17 % (70 %).  The
+    implied B200 decode-only step is ~1.5x the model's (37.2 vs 24.4 ms at 369
+    sequences, 26.8 vs 18.3 ms at 87), everything in it, and GB200 / GB300 (1200 / 1400
+    W) run those rows ~19 % faster than B200 / B300 (1000 / 1100 W) at the same HBM
+    bandwidth (the model: +4 %) -- a clock- or power-bound part of the Blackwell decode
+    step.  Checked against published sources and ruled out as the cause:
+    (1) the achieved HBM fraction: FluidX3D's bandwidth-bound benchmark measures B200
+    at 81 % of 8 TB/s against H100 80 % / H200 73 % (:mod:`dse.spec.efficiency`,
+    ``hbm``); (2) the KV dtype: ``trtllm-bench`` (PyTorch flow,
+    ``tensorrt_llm/bench/benchmark/utils/general.py`` ``get_settings``) keeps
+    ``kv_cache_dtype = "auto"`` -- its ``_KV_CACHE_MAP`` fp8 default only applies when
+    the dtype is ``None``, which it never is -- so the KV cache is the checkpoint's, and
+    ``nvidia/Llama-3.3-70B-Instruct-FP4`` carries an fp8 one (TensorRT-LLM's accuracy
+    references, ``tests/integration/defs/accuracy/references/mmlu.yaml``, key its NVFP4
+    entry ``kv_cache_quant_algo: FP8``), as modelled; (3) a SIMT dequant of the fp8 KV
+    in decode attention: on SM100 the preprocessing kernel converts Q to fp8 when the
+    cache is e4m3 (``cpp/tensorrt_llm/kernels/xqaDispatcher.cpp``), so trtllm-gen runs
+    its ``QkvE4m3`` kernels with fp8 UMMA and no ``SmemTransformedKv`` stage (that stage
+    exists only in the ``QBfloat16KvE4m3`` kernels); (4) NVFP4 GEMMs at small M: the
+    published B200 figures (flashinfer PR #2540, M = 1: ~70-80 GB/s per CTA, a ~4-12 us
+    K-dependent floor) cost the TP1 70B linears at M <= 128 ~0.5 ms more per step, not
+    the ~8.5 ms missing.  A Blackwell power / clock reference is not grounded either: the
+    one published sustained-clock figure (flashinfer PR #2899: B200 1965 -> ~1580 MHz
+    under back-to-back FA4 at ~1000 W) is for tensor-bound work, and the decode step the
+    model prices as bandwidth-bound would not move with it; no static-power measurement
+    for Blackwell was found (:mod:`dse.spec.power` keeps only its Hopper reference).
+    Also ruled out: the finite request count
     of trtllm-bench (1500-3000 requests; the last partial wave of cohorts costs <= 3.4 %
     except RTX Pro PP4 / PP8, 9 %); host time (overlapped: <= 5 ms against 18-37 ms
     steps); the KV batch (GUARANTEED_NO_EVICT reserves S + O per request: 87 on B200 at

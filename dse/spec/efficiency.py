@@ -71,19 +71,32 @@ means and where it comes from:
     Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy;
     ~0.9 on A100/H100 per the "Dissecting the Ampere/Hopper GPU architecture"
     microbenchmark papers, arXiv:2402.13499).
-    Blackwell: Hopper's 0.9, NOT MEASURED -- no published B200 / GB200 / B300 STREAM or
-    BabelStream figure was found (the B200 microbenchmark paper, Jarmusch & Chandrasekaran,
-    arXiv:2512.02189, and Chips and Cheese's B200 article were searched; the catalog's
-    7.7 TB/s peak itself is confirmed from the 7680-bit bus, ``[b200.sources] hbm``).  It
-    is left at 0.9 on purpose: the out-of-sample TensorRT-LLM 1.x Llama-3.3-70B rows
-    (tests/data/published_serving.csv) put the same engine profile within +-11 % on
-    H100 / H200 fp8 (12 rows) but +7..+47 % (median +20 %, 18 rows) too fast on B200 /
-    GB200 NVFP4, with cohort packing (``bench_tuned_tokens``) on; closing the worst
-    (1024 in / 8192 out, +42 %) with ``hbm`` alone would need 0.9 / 1.42 = 0.63, far
-    below any STREAM fraction; the decode step there is ~62 % fp8 KV read and
-    ~35 % weight read, nearly all NVFP4 (4.5 bits per element incl. the e4m3 scale per 16,
-    ``dse.cost.rates.NVFP4_BYTES``), so the missing term is in a Blackwell kernel (decode
-    attention or block-scaled GEMM at small M), not in the datasheet bandwidth.
+    Blackwell: Hopper's 0.9, carried over and now CHECKED against a published streaming
+    measurement (not fitted): FluidX3D's single-GPU table (ProjectPhysX/FluidX3D
+    README.md @ 8986874, "Single-GPU/CPU Benchmark Table"; lattice Boltzmann, FP32/FP32
+    at 2.37 FLOP/byte, "only limited by memory bandwidth") measures B200 SXM6 180GB at
+    42152 MLUPs/s = 81 % of 8000 GB/s (84 % of the catalog's 7.7 TB/s), B300 81 %,
+    against H100 SXM5 80 %, H200 SXM5 73 %, A100 SXM4 80GB 77 % of their datasheets: a
+    B200 streams at least Hopper's fraction of its peak, so a lower Blackwell ``hbm``
+    is ruled out (the catalog's 7.7 TB/s peak itself is confirmed from the 7680-bit
+    bus, ``[b200.sources] hbm``; no STREAM / BabelStream B200 figure was found in the
+    B200 microbenchmark paper, Jarmusch & Chandrasekaran, arXiv:2512.02189, or Chips and
+    Cheese's B200 article).  The same table's FP32/FP16S and FP32/FP16C columns (5.27
+    and 16.56 FLOP/byte, with fp16<->fp32 conversions per element) drop to 54 % and
+    22 % on B200 against 68 % / 46 % on H100 and 59 % / 33 % on H200: Blackwell's
+    SIMT throughput (75 TFLOP/s FP32, H100 67) grew far less than its bandwidth (2.3x),
+    so kernels with a few CUDA-core instructions per byte stop being bandwidth-bound
+    there first.  The out-of-sample TensorRT-LLM 1.x Llama-3.3-70B rows
+    (tests/data/published_serving.csv) put the ``trtllm_pytorch`` profile with cohort
+    packing on within -6..+11 % on H100 / H200 fp8 but +0..+47 % (mean +23 %) too fast
+    on B200 / GB200 / B300 / GB300 NVFP4; closing the worst (1024 in / 8192 out, +43 %)
+    with ``hbm`` alone would need 0.9 / 1.43 = 0.63, which the FluidX3D figure rules
+    out.  The missing term is in a Blackwell kernel, not in the datasheet bandwidth; the
+    decode attention is not the SIMT-dequant variant (TensorRT-LLM converts Q to fp8
+    when the KV cache is e4m3 on SM100, ``XqaDispatcher``, so the trtllm-gen
+    ``QkvE4m3`` kernels run fp8 UMMA without a KV transform), and no per-kernel B200
+    decode measurement was found that locates it (:mod:`dse.infer.engines`,
+    ``trtllm_pytorch``).
 ``nvlink`` / ``nic``
     nccl-tests bus bandwidth divided by the per-direction link bandwidth for large
     all-reduce (NCCL PERFORMANCE.md conventions): DGX A100 ~230 of 300 GB/s NVLink
