@@ -45,9 +45,25 @@ def flash_available(d):
     return d <= FA_MAX_HEAD_DIM
 
 
-def flash_head_dim(d):
-    """Head dimension the fused kernel computes with: ``ceil(d/8)*8`` (16-byte loads)."""
-    return jnp.ceil(d / FA_HEAD_DIM_ALIGN) * FA_HEAD_DIM_ALIGN
+FA2_HEAD_DIM_TILE = 32.0      # FlashAttention-2 kernel templates: head dims 32, 64, ..., 192, 256
+FA2_MAX_TILED_HEAD_DIM = 192.0
+
+
+def flash_head_dim(d, fa2=False):
+    """Head dimension the fused kernel computes with.
+
+    Every fused kernel pads to ``d8 = ceil(d/8)*8`` (16-byte loads).  A
+    FlashAttention-2-class kernel (``fa2`` True, :mod:`dse.cost.attention_kernel`) then
+    runs the template instantiated for the next head-dim tile: flash-attn 2.x
+    ``csrc/flash_attn/flash_api.cpp`` ``head_size_rounded = head_size <= 192 ?
+    round_multiple(head_size, 32) : 256`` (kernels ``flash_fwd_hdim{32,64,96,128,160,192,256}``),
+    so its MMAs cover ``ceil(d8/32)*32`` columns (256 above 192): a head dim of 80 costs
+    as 96.  The native kernels (cuDNN fused SDPA) take any multiple of 8."""
+    d8 = jnp.ceil(d / FA_HEAD_DIM_ALIGN) * FA_HEAD_DIM_ALIGN
+    if not fa2:
+        return d8
+    return jnp.where(d8 <= FA2_MAX_TILED_HEAD_DIM,
+                     jnp.ceil(d8 / FA2_HEAD_DIM_TILE) * FA2_HEAD_DIM_TILE, FA_MAX_HEAD_DIM)
 
 
 def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):

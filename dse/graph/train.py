@@ -68,7 +68,8 @@ from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
-from dse.spec.layout import FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
+from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
+from dse.cost.attention_kernel import attention_kernel
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_heads_per_rank, select, shared_ffn)
 
@@ -133,7 +134,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     s_q, s_kv = wl.seq_len / lay.cp, wl.seq_len * 1.0
     fused = jnp.logical_and(wl.attention > 0, flash_available(d)) * 1.0
     core = dict(batch=lay.mbs * 1.0, heads=a / t, kv_heads=kv_heads_per_rank(model, lay.tp),
-                s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d),
+                s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d, attention_kernel(wl) == ATTENTION_FA2),
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
                 softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
     attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
