@@ -70,6 +70,7 @@ from dse.graph.ops import KVRead, time_s
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
@@ -182,8 +183,11 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
                             r.act_bytes, rep.ep, rep.dp, prompt_layers)
-    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw))) * rep.pp
-    return eng.with_host_s(t, b, eng.host_scale(rep.hw)) if overhead else t
+    t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))
+    if not overhead:
+        return t * rep.pp
+    # host time per pipeline stage pass (dse.infer.pipeline: serial with pp > 1)
+    return pipelined_iteration_s(eng, t, rep.pp, b, micro, eng.host_scale(rep.hw))
 
 
 def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):

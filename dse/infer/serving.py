@@ -106,6 +106,7 @@ from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
@@ -192,8 +193,11 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_floor_s(dep.hw),
-                      dep.engine.linear_bw_eff)) * dep.pp
-    return dep.engine.with_host_s(t, b, dep.engine.host_scale(dep.hw)) if overhead else t
+                      dep.engine.linear_bw_eff))
+    if not overhead:
+        return t * dep.pp
+    # host time per pipeline stage pass (dse.infer.pipeline: serial with pp > 1)
+    return pipelined_iteration_s(dep.engine, t, dep.pp, b, micro, dep.engine.host_scale(dep.hw))
 
 
 def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
