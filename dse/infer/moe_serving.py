@@ -49,7 +49,8 @@ returns each rank its tokens' sums with ``reducescatter`` of the output (the act
 dtype); the DeepSeek-R1 throughput blog (``docs/source/blogs/tech_blog/blog3_Optimizing_
 DeepSeek_R1_Throughput_on_NVIDIA_Blackwell_GPUs.md``, "FP4 AllGather Optimizations")
 describes the same exchange.  vLLM's default ``--all2all-backend allgather_reducescatter``
-and SGLang's DP-attention gather / scatter (without ``--moe-a2a-backend deepep``) are the
+(docs.vllm.ai "Expert Parallel Deployment", v0.12 on: "Default backend ... Standard all2all
+using allgather/reducescatter primitives"; DeepEP / pplx are opt-in) and SGLang's DP-attention gather / scatter (without ``--moe-a2a-backend deepep``) are the
 same pattern in 16 bit.  Both are NCCL calls (TensorRT-LLM ``cpp/tensorrt_llm/thop/allgatherOp.cpp``,
 ``reducescatterOp.cpp``: ``ncclAllGather`` / ``ncclReduceScatter``, or one ``ncclReduce``
 per root inside an NCCL group when the ranks' token counts differ), so the graph costs
