@@ -42,13 +42,15 @@ states them in one place):
 * batch: a replica's ``N`` requests in flight are spread over its ``attn_dp`` ranks,
   ``N / attn_dp`` each (SGLang's DP controller round-robins requests over DP ranks), all
   ranks stepping together through the shared MoE layers (:func:`rank_batch`).
-* all-to-all (attention DP only): per MoE layer a dispatch and a combine of ``T k h el``
-  bytes per GPU over the ``ep`` ranks (``T`` tokens of the rank, top-``k``), the
-  ``(ep - 1) / ep`` share leaving the GPU, over NVLink inside a domain and the NIC
-  beyond (:func:`dse.infer.forward.forward_ops`, :func:`a2a_bytes_per_gpu`,
-  :func:`dse.cost.collectives.group_collective_terms` "all_to_all").  ``T k h`` is
-  DeepEP's low-latency kernels' volume (one copy per selected expert); its normal
-  kernels send a token once per destination rank, which is at most this.
+* token exchange (attention DP only): per MoE layer an all-gather of the group's
+  ``T_g = T dp`` tokens (quantized, with their top-k ids and weights) and a reduce-scatter
+  of the ``T_g h el`` outputs over the ``ep`` ranks, NCCL calls over NVLink inside a
+  domain and the NIC beyond (:func:`dse.infer.forward.forward_ops`,
+  :func:`dse.infer.moe_serving.dp_gather_bytes`, which has the engine sources:
+  TensorRT-LLM ``CutlassFusedMoE``, vLLM ``allgather_reducescatter``, SGLang DP-attention
+  gather / scatter).  DeepEP-style all-to-alls (``T k h el`` per GPU and direction,
+  :func:`a2a_bytes_per_gpu`) are those engines' opt-in backends, not what the graph
+  charges.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def experts_per_gpu(model: Model, ep):
 
 
 def a2a_bytes_per_gpu(model: Model, tokens, el_bytes):
-    """Bytes one GPU sends in one dispatch (and again in one combine) of one MoE layer:
-    ``T k h el`` (module docstring)."""
+    """Bytes one GPU sends in one DeepEP-style dispatch (and again in one combine) of one
+    MoE layer: ``T k h el`` (module docstring; the opt-in all-to-all backends, for
+    comparison with the all-gather / reduce-scatter the graph charges)."""
     return tokens * model.top_k * model.hidden_size * el_bytes
 
 

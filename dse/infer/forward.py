@@ -62,10 +62,16 @@ are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
   ``reduce_results``; SGLang's default ``--moe-a2a-backend none``): no all-to-all.
 * ``dp`` > 1 (attention DP, DeepSeek-V3 / SGLang DP attention; requires ``ep = tp dp``,
   ``moe_tp`` = 1): each DP rank runs attention (TP over ``tp``) on its own T tokens and its
-  own requests and KV cache; the MoE layer dispatches each token to its k experts and
-  combines the results, two all-to-alls of ``T k h el`` bytes per GPU per layer
-  (:func:`dse.cost.collectives.group_collective_s` "all_to_all" over the ``ep`` ranks,
-  DeepEP-style), replacing the MoE-side TP all-reduce.
+  own requests and KV cache; the MoE layer then sees the ``T_g = T dp`` tokens of the
+  group through an all-gather and hands each rank its tokens' sums back through a
+  reduce-scatter (:func:`dse.infer.moe_serving.dp_gather_bytes`, the sources there:
+  TensorRT-LLM ``CutlassFusedMoE`` "post-quant allgather" + ``reducescatter``, the
+  default of the engine the attention-DP rows of the data run; vLLM's default
+  ``allgather_reducescatter`` all2all backend; SGLang DP attention's gather / scatter),
+  replacing the MoE-side TP all-reduce.  Each GPU's fused MoE kernel runs over all
+  ``T_g`` rows (its finalize writes every one of them), its local experts only.  The
+  DeepEP / one-sided all-to-all kernels (``T k h`` per GPU and direction) are opt-in
+  backends of those engines and not what this graph charges.
 
 **MLA, shared experts, dense layers** (the training graph's conventions,
 :mod:`dse.graph.train`): with MLA the QKV linear becomes q down (T, q_lora, h) and kv down
@@ -110,8 +116,9 @@ from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
-from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, ep_load_factor,
-                                   mxfp4_cast_bytes, mxfp4_expert_rates, routing_bytes)
+from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, dp_gather_bytes,
+                                   ep_load_factor, mxfp4_cast_bytes, mxfp4_expert_rates,
+                                   routing_bytes)
 
 EW_KERNELS_PER_LAYER = 5.0
 # NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once
@@ -181,10 +188,14 @@ def moe_group(tp, ep, dp):
 
 
 def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
-                act_bytes, ep=1.0, dp=1.0) -> ForwardGraph:
+                act_bytes, ep=1.0, dp=1.0, moe_tokens=None) -> ForwardGraph:
     """The operator graph of one stage pass over ``tokens`` tokens of ``sequences``
     sequences, with the caller's attention operator (prefill: causal FlashAttention over
-    the prompt; decode: the KV-cache read).  Shapes and bytes: module docstring."""
+    the prompt; decode: the KV-cache read).  ``moe_tokens``: the tokens the MoE group
+    holds in this pass when its ``dp`` attention ranks carry unequal loads (an iteration
+    where some ranks run a prompt and the others only decode); None = ``tokens dp``, every
+    rank alike.  This rank's attention and dense operators see ``tokens``.  Shapes and
+    bytes: module docstring."""
     h = model.hidden_size * 1.0
     f = expert_ffn(model) * 1.0
     d = head_dim_of(model)
@@ -196,7 +207,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     gated = model.gated_mlp * 1.0
     ep = jnp.where(moe, ep * 1.0, 1.0)
     tok_mult, e_div, moe_tp = moe_group(tp, ep, dp)
-    t_moe = tokens * tok_mult                              # tokens of the whole MoE group
+    t_moe = tokens * tok_mult if moe_tokens is None else moe_tokens * 1.0  # the MoE group's tokens
     hit = experts_hit(model, t_moe) / e_div                # touched local experts
     imb = jnp.where(moe, ep_load_factor(t_moe * model.top_k, ep), 1.0)  # most loaded EP rank
     local_pairs = t_moe * model.top_k / e_div * imb
@@ -224,7 +235,8 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
         fp8_cast = jnp.where((model.mxfp4_experts > 0) & (precision >= PRECISION_FP8),
                              mxfp4_cast_bytes(tokens, h, ffn, el), fp8_cast)
     act = tokens * h * el
-    a2a = moe & (dp > 1)                                   # attention DP: all-to-all
+    dp_moe = moe & (dp > 1)                     # attention DP: all-gather + reduce-scatter
+    gathered = dp_gather_bytes(t_moe, h, model.top_k, q, precision, model.mxfp4_experts)
     qkv = lin("qkv", tokens, (heads + 2.0 * kv) * d, h)
     layer = (qkv if mla is False else qkv.replace(calls=select(mla, 0.0, 1.0)),
              lin("out proj", tokens, h, o_in),
@@ -235,11 +247,16 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              *mlp_kind_serving_linears(model, tokens, tp),
              with_window(attention, model),       # sliding-window / chunked layers: the mix
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
-             Collective(act, tp * 1.0, 1.0, calls=jnp.where(a2a, 1.0, 2.0), name="tp all-reduce",
+             Collective(act, tp * 1.0, 1.0, calls=jnp.where(dp_moe, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
-             Collective(act * model.top_k, ep, 1.0, calls=jnp.where(a2a, 2.0, 0.0) * w_moe,
-                        name="ep dispatch/combine all-to-all", kind="all_to_all", group="ep"),
-             MemPass(routing_bytes(tokens, local_pairs, h, E, el, q), MOE_ROUTING_KERNELS,
+             Collective(gathered, ep, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
+                        name="moe all-gather (attention DP)", kind="all_gather", group="ep",
+                        protocols=True),
+             Collective(t_moe * h * el, ep, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
+                        name="moe reduce-scatter (attention DP)", kind="reduce_scatter", group="ep",
+                        protocols=True),
+             MemPass(routing_bytes(tokens, local_pairs, h, E, el, q,
+                                   jnp.where(dp_moe, t_moe, tokens)), MOE_ROUTING_KERNELS,
                      calls=jnp.where(moe, 1.0, 0.0) * w_moe, name="moe top-k/permute/finalize"))
     V = model.vocab_size * 1.0
     logits = sequences * V * LOGIT_BYTES
@@ -325,15 +342,16 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
-               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0) -> OpTimes:
+               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0, moe_tokens=None) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
     stage (stages ``tp`` ranks apart).  ``linear_bw_scale`` multiplies the HBM bandwidth
     the linears (and the LM head) stream their weights at: the engine's GEMM path
     (``EngineProfile.linear_bw_eff``, :mod:`dse.infer.engines`); 1 leaves the rates
-    untouched."""
-    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp)
+    untouched.  ``moe_tokens``: :func:`forward_ops`."""
+    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp,
+                    moe_tokens)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
     r_lin = r if _one(linear_bw_scale) else r._replace(
@@ -357,7 +375,7 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
 
 
 def stage_kernels(model: Model, tokens, sequences, attention, tp, pp, precision, act_bytes,
-                  ep=1.0, dp=1.0, prompt_layers=0.0):
+                  ep=1.0, dp=1.0, prompt_layers=0.0, moe_tokens=None):
     """Kernels one stage pass launches from the host: ``ceil(L/pp)`` layers of the
     operator graph (:func:`forward_ops`, each operator ``calls x``
     :func:`dse.graph.ops.host_kernels`), the LM head, the embedding (pp = 1) and the
@@ -365,7 +383,8 @@ def stage_kernels(model: Model, tokens, sequences, attention, tp, pp, precision,
     kernels of a mixed iteration).  Operators switched off (``calls`` 0) launch nothing; a
     linear is one kernel per call, an MoE layer's experts too (vLLM / SGLang ``fused_moe``
     runs every local expert in one Triton launch, ``invoke_fused_moe_kernel``)."""
-    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, act_bytes, ep, dp)
+    g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, act_bytes, ep, dp,
+                    moe_tokens)
     count = lambda ops: sum(op.calls * (1.0 if isinstance(op, Gemm) else host_kernels(op))
                             for op in ops)
     single = jnp.where(pp > 1, 0.0, 1.0)

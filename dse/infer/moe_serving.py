@@ -26,9 +26,41 @@ two grouped GEMMs:
 
   ``bytes = h (q + el) (T + P) + 4 T E``,   ``MOE_ROUTING_KERNELS`` = 4 launches.
 
+  Under attention DP the fused kernel runs over the ``R = T_g`` rows the all-gather
+  brought (below): its finalize writes all of them (TensorRT-LLM
+  ``finalizeMoeRoutingKernel`` loops over every original row, summing the row's local
+  experts), and the permute reads at most ``min(R, P)`` gathered rows:
+  ``bytes = h q (min(R, P) + P) + h el (P + R) + 4 T E`` (the top-k ran on the rank's own
+  ``T`` tokens before the gather).
+
 The activation between the GEMMs is the layer's activation pass already
 (:mod:`dse.infer.forward`, ``ffn (1 + gated) + ffn`` per token with ``ffn`` carrying
 ``k``).  Overlap: none (memory-bound kernels on the layer's one stream).
+
+**Attention-DP token exchange** (:func:`dp_gather_bytes`).  With ``dp`` attention ranks
+the engines of the data do not run DeepEP-style all-to-alls by default: TensorRT-LLM's
+``CutlassFusedMoE.forward_chunk`` (``tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py``,
+``run_post_quant_allgather = self.use_dp and self.parallel_size > 1``) quantizes the rank's
+tokens (NVFP4: ``fp4_quantize`` before the gather; FP8 per-tensor: ``static_quantize_e4m3``),
+all-gathers them with their top-k expert ids (int32) and weights (fp32) over the group
+(``allgather([x, x_sf, token_selected_experts, token_final_scales])``), runs
+``torch.ops.trtllm.fused_moe`` on all gathered rows with the GPU's local experts, and
+returns each rank its tokens' sums with ``reducescatter`` of the output (the activation
+dtype); the DeepSeek-R1 throughput blog (``docs/source/blogs/tech_blog/blog3_Optimizing_
+DeepSeek_R1_Throughput_on_NVIDIA_Blackwell_GPUs.md``, "FP4 AllGather Optimizations")
+describes the same exchange.  vLLM's default ``--all2all-backend allgather_reducescatter``
+(docs.vllm.ai "Expert Parallel Deployment", v0.12 on: "Default backend ... Standard all2all
+using allgather/reducescatter primitives"; DeepEP / pplx are opt-in) and SGLang's DP-attention gather / scatter (without ``--moe-a2a-backend deepep``) are the
+same pattern in 16 bit.  Both are NCCL calls (TensorRT-LLM ``cpp/tensorrt_llm/thop/allgatherOp.cpp``,
+``reducescatterOp.cpp``: ``ncclAllGather`` / ``ncclReduceScatter``, or one ``ncclReduce``
+per root inside an NCCL group when the ranks' token counts differ), so the graph costs
+them with NCCL's protocol model (``Collective.protocols``), not the one-shot bound of the
+engines' own all-reduce kernels.  Per MoE layer: an all-gather of ``T_g (h q + 8 k)`` bytes (the full
+gathered buffer, nccl-tests convention; ``q`` the GEMM input element size with its block
+scales, an MXFP4-expert checkpoint's mxfp8 ``1 + 1/32``) and a reduce-scatter of
+``T_g h el``.  DeepSeek's FP8 block-scale path gathers 16-bit rows
+(``use_deepseek_fp8_block_scale``: the quantization runs inside ``fused_moe``); the graph,
+which does not see the scaling recipe, charges ``q`` = 1 there.
 
 **Expert-parallel load imbalance.**  With ``ep`` > 1 the ``N = T_g k`` pairs of the MoE
 group fall on the ``ep`` ranks multinomially (uniform routing): rank ``r`` receives
@@ -97,12 +129,31 @@ def ep_load_factor(pairs, ep):
     return 1.0 + jnp.sqrt(2.0 * jnp.log(ep) * (ep - 1.0) / n)
 
 
-def routing_bytes(tokens, local_pairs, hidden, experts, el_bytes, q_bytes):
-    """HBM bytes of one MoE layer's routing passes on one GPU:
-    ``h (q + el) (T + P) + 4 T E`` (module docstring); ``tokens`` T of the rank,
-    ``local_pairs`` P of its experts, ``q_bytes`` the GEMM input element size."""
-    return ((q_bytes + el_bytes) * hidden * (tokens + local_pairs)
-            + ROUTER_LOGIT_BYTES * tokens * experts)
+def routing_bytes(tokens, local_pairs, hidden, experts, el_bytes, q_bytes, rows=None):
+    """HBM bytes of one MoE layer's routing passes on one GPU (module docstring):
+    ``h (q + el) (T + P) + 4 T E``; ``tokens`` T of the rank, ``local_pairs`` P of its
+    experts, ``q_bytes`` the GEMM input element size.  ``rows``: the rows the fused
+    kernel runs over when they are not the rank's own (attention DP: the gathered
+    ``T_g``), ``h q (min(R, P) + P) + h el (P + R) + 4 T E``; None = ``T``."""
+    logits = ROUTER_LOGIT_BYTES * tokens * experts
+    if rows is None:
+        return (q_bytes + el_bytes) * hidden * (tokens + local_pairs) + logits
+    return (q_bytes * hidden * (jnp.minimum(rows, local_pairs) + local_pairs)
+            + el_bytes * hidden * (local_pairs + rows) + logits)
+
+
+ROUTE_META_BYTES = 8.0         # per token and selected expert: int32 expert id + fp32 weight
+MXFP8_BYTES = 1.0 + 1.0 / 32.0  # an mxfp8 element with its 1-byte scale per 32
+
+
+def dp_gather_bytes(group_tokens, hidden, top_k, q_bytes, precision, mxfp4_experts=0.0):
+    """Bytes of one attention-DP all-gather of a MoE layer (module docstring): the
+    ``T_g`` gathered rows at the GEMM input element size ``q`` (an MXFP4-expert
+    checkpoint served quantized: mxfp8, :data:`MXFP8_BYTES`) plus ``8 k`` bytes of
+    expert ids and weights each, ``T_g (h q + 8 k)``; the full buffer (nccl-tests
+    convention)."""
+    q = jnp.where((mxfp4_experts > 0) & (precision >= PRECISION_FP8), MXFP8_BYTES, q_bytes)
+    return group_tokens * (hidden * q + ROUTE_META_BYTES * top_k)
 
 
 def _pick(cond, a: Rates, b: Rates) -> Rates:

@@ -58,16 +58,24 @@ def test_expert_flops_conserved(tokens, layout):
     assert abs(group_flops / float(ref.m * ref.n * ref.count) - 1.0) < 1e-4
 
 
-def test_all_to_all_only_with_attention_dp():
+def test_gather_scatter_only_with_attention_dp():
+    """Attention DP exchanges the group's tokens by an all-gather and a reduce-scatter
+    (TensorRT-LLM CutlassFusedMoE, dse.infer.moe_serving); attention TP combines the EP
+    partials in its all-reduce."""
     tp_ep = _ops(64.0, 8, 8, 1)
     dp_ep = _ops(64.0, 1, 8, 8)
-    assert float(tp_ep["ep dispatch/combine all-to-all"].calls) == 0.0
+    for name in ("moe all-gather (attention DP)", "moe reduce-scatter (attention DP)"):
+        assert float(tp_ep[name].calls) == 0.0
+        assert float(dp_ep[name].calls) == 1.0 and float(dp_ep[name].n) == 8.0
+        assert dp_ep[name].protocols          # NCCL calls: the protocol model
     assert float(tp_ep["tp all-reduce"].calls) == 2.0
-    a2a = dp_ep["ep dispatch/combine all-to-all"]
-    assert isinstance(a2a, Collective) and a2a.kind == "all_to_all"
-    assert float(a2a.calls) == 2.0 and float(a2a.n) == 8.0
-    # dispatch moves T k h bytes (fp16 activations) per GPU per direction
-    assert float(a2a.size_bytes) == 64.0 * 2 * 4096 * 2.0
+    ag = dp_ep["moe all-gather (attention DP)"]
+    rs = dp_ep["moe reduce-scatter (attention DP)"]
+    assert ag.kind == "all_gather" and rs.kind == "reduce_scatter"
+    T_g = 64.0 * 8
+    # fp8 rows (1 byte) + int32 id and fp32 weight per selected expert; 16-bit outputs back
+    assert float(ag.size_bytes) == T_g * (4096 * 1.0 + 8.0 * 2)
+    assert float(rs.size_bytes) == T_g * 4096 * 2.0
     assert float(dp_ep["tp all-reduce"].calls) == 1.0
 
 
@@ -104,11 +112,15 @@ def test_rows_with_ep():
     assert "dense" in predict_inference_row(_row(model="meta-llama/Llama-3.1-8B", ep=2))["status"]
 
 
-def test_all_to_all_crosses_the_nic_beyond_one_domain():
-    """EP 16 over two 8-GPU NVLink domains: the dispatch/combine pays the NIC."""
+def test_gather_crosses_the_nic_beyond_one_domain():
+    """EP 16 over two 8-GPU NVLink domains: the all-gather of the group's tokens pays the NIC."""
     from dse.graph.ops import time_s
     from dse.cost.rates import rates
     r = rates(H100, 2)
-    a8 = _ops(256.0, 1, 8, 8)["ep dispatch/combine all-to-all"]
-    a16 = _ops(256.0, 1, 16, 16)["ep dispatch/combine all-to-all"]
-    assert float(time_s(a16, H100, r)) > 3 * float(time_s(a8, H100, r))
+    a8 = _ops(256.0, 1, 8, 8)["moe all-gather (attention DP)"]
+    a16 = _ops(256.0, 1, 16, 16)["moe all-gather (attention DP)"]
+    t8, t16 = float(time_s(a8, H100, r)), float(time_s(a16, H100, r))
+    # the NIC carries (inter - 1)/inter of each domain's S/local share (hierarchical AG)
+    nic = float(a16.size_bytes) / 8.0 * 0.5 / float(H100.nic_bw_bytes_per_s)
+    assert t16 >= nic * (1 - 1e-6)
+    assert t16 > 2.0 * t8              # twice the buffer, and over the slower link

@@ -117,24 +117,26 @@ def test_memory_per_gpu_falls_as_the_ep_group_grows():
 
 
 @pytest.mark.parametrize("ep", [2, 4, 8, 16, 32])
-def test_all_to_all_time_at_least_bytes_over_link_bandwidth(ep):
-    """Per GPU, (ep - 1)/ep of the dispatched bytes leave the GPU; they cross NVLink at
-    most at its nominal bandwidth, and beyond one NVLink domain the cross-domain share
-    crosses the NIC."""
+def test_dp_exchange_time_at_least_bytes_over_link_bandwidth(ep):
+    """Attention DP's all-gather / reduce-scatter (dse.infer.moe_serving.dp_gather_bytes):
+    each GPU receives (sends) (ep - 1)/ep of the full buffer, across NVLink at most at
+    its nominal bandwidth, and beyond one NVLink domain the cross-domain share crosses
+    the NIC."""
     T = 512.0
     att = KVRead(T, R1.num_attention_heads / 1.0, 1.0, 1000.0, 576.0)
     g = forward_ops(R1, T, T, att, 1.0, 1.0, 2, 2.0, float(ep), float(ep))
-    a2a = {op.name: op for op in g.layer}["ep dispatch/combine all-to-all"]
-    size = float(a2a.size_bytes)
-    assert size == T * R1.top_k * R1.hidden_size * 2.0
-    t = float(time_s(a2a, H200, rates(H200, 2))) / float(a2a.calls)
-    leaving = (ep - 1) / ep * size
-    assert t >= leaving / float(H200.nvlink_bw_bytes_per_s) * (1 - 1e-6)
-    domain = float(H200.nvlink_domain_gpus)
-    if ep > domain:
-        inter = ep / domain
-        cross = size * (inter - 1) / inter
-        assert t >= cross / float(H200.nic_bw_bytes_per_s) * (1 - 1e-6)
+    ops = {op.name: op for op in g.layer}
+    ag, rs = ops["moe all-gather (attention DP)"], ops["moe reduce-scatter (attention DP)"]
+    assert float(ag.size_bytes) == T * ep * (R1.hidden_size * 1.0 + 8.0 * R1.top_k)
+    assert float(rs.size_bytes) == T * ep * R1.hidden_size * 2.0
+    for op in (ag, rs):
+        size = float(op.size_bytes)
+        t = float(time_s(op, H200, rates(H200, 2))) / float(op.calls)
+        assert t >= (ep - 1) / ep * size / float(H200.nvlink_bw_bytes_per_s) * (1 - 1e-6)
+        domain = float(H200.nvlink_domain_gpus)
+        if ep > domain:
+            inter = ep / domain
+            assert t >= size / domain * (inter - 1) / inter / float(H200.nic_bw_bytes_per_s) * (1 - 1e-6)
 
 
 def test_attention_dp_points_need_a_request_per_rank():
