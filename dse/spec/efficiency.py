@@ -16,7 +16,15 @@ means and where it comes from:
     docs/accuracy.md): Ampere 0.72 (rescanned 0.70 / 0.72 / 0.75 against both
     calibration.csv and vtrain.csv once collectives carried NCCL's protocol latencies,
     ``dse.cost.collectives``), Hopper 0.68 (jointly with ``attn`` below).
-    Blackwell: assumed equal to Hopper until measured runs exist.
+    Blackwell: assumed equal to Hopper until measured runs exist (NOT FITTED).  Checked,
+    not changed: the one B200 figure found, bf16 torch.matmul 8192^3 at 1.42 of 2.25 PF =
+    0.631 (pytorch/ao PR #2427, 2025-06, ``bench_matmul.py``; 4096^3 0.627, 3072^3 0.672),
+    sits below H100 SXM's 797.5 of 989 = 0.806 in the same kind of run
+    (zzc0721/torch-performance-test-data issue #79, PyTorch 2.7 cu128), a ratio of 0.78;
+    the sustained-clock part of it is 0.93-1.04 (:mod:`dse.spec.power`: B200 1580 / 1856
+    MHz under back-to-back tensor load against H100's bounded 0.82-0.92), so the rest is
+    kernel maturity on one microbenchmark, too thin a base to move a global constant.
+    GB200's sustained clock below its 2.06 GHz quoted clock is :mod:`dse.spec.power`'s.
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
     Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
@@ -161,7 +169,7 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
                                   kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }
 # Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no Blackwell
-# calibration row; no published B200 GEMM-efficiency figure found), except fp8_transpose = 0
+# calibration row; the B200 GEMM microbenchmark found is weighed in the docstring), except fp8_transpose = 0
 # (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
 GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0)
 # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from dse.errors import InputError, require
 from dse.io import load_toml  # noqa: F401  (re-exported: older imports of spec.hardware.load_toml)
 from dse.spec.efficiency import GENERATIONS
-from dse.spec.power import REFERENCE, power_clock
+from dse.spec.power import REFERENCE, power_clock, same_sm
 from dse.spec.pytree import pytree_dataclass
 from dse.spec.schema import Field, validate_table
 
@@ -161,7 +161,7 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
                 if f.attr and f.kind in ("number", "integer") and v[f.key] is not None}
     kw["throttle_clock"] = 1.0 if v["throttle_clock"] else 0.0
     kw["power_clock"] = sustained_clock(gen, v["gpu_power_w"] or v["tdp_w"], v["num_sms"],
-                                        kw["clock_hz"], where, name)
+                                        kw["clock_hz"], where, name, flop_per_sm_clk(kw))
     e = GENERATIONS[gen]
     defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
@@ -174,16 +174,28 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     return Hardware(name=name, generation=gen, description=str(v["description"] or name), **kw)
 
 
+def flop_per_sm_clk(hw) -> tuple[float, float, float]:
+    """Datasheet dense bf16 / fp8 / fp4 FLOP per SM per clock of a SKU -- a
+    :class:`Hardware` or the SI ``kw`` of :func:`hardware_from_dict` -- i.e. which tensor
+    datapath it has (:func:`dse.spec.power.same_sm`)."""
+    get = hw.get if isinstance(hw, dict) else (lambda k, d=None: getattr(hw, k, d))
+    per = float(get("num_sms")) * float(get("clock_hz"))
+    return tuple(float(get(k, 0.0) or 0.0) / per
+                 for k in ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s"))
+
+
 def sustained_clock(generation: str, power_w: float, num_sms: float, clock_hz: float,
-                    where: str, name: str) -> float:
+                    where: str, name: str, flop_per_sm_clk=None) -> float:
     """:func:`dse.spec.power.power_clock`, with a one-line error where the power does not
-    exceed the generation's static power."""
+    exceed the generation's static power (on the reference's tensor datapath;
+    ``flop_per_sm_clk`` None: assumed the reference's)."""
     ref = REFERENCE.get(str(generation))
-    if ref is not None:
+    if ref is not None and same_sm(ref, flop_per_sm_clk):
         require(float(power_w) > ref.static_w, where, f"{name}.gpu_power_w",
                 f"`power > {ref.static_w:g} W` (the {generation} static power, dse.spec.power) "
                 f"must hold, but got {power_w!r}")
-    return float(power_clock(generation, float(power_w), float(num_sms), float(clock_hz)))
+    return float(power_clock(generation, float(power_w), float(num_sms), float(clock_hz),
+                             flop_per_sm_clk))
 
 
 def with_base(d: dict, where: str, name: str) -> dict:

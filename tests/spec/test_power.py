@@ -81,11 +81,47 @@ def test_row_power_w_bounds_and_unapplied_note():
                precision="fp8", engine="trtllm", scenario="offline_throughput",
                input_len=256, output_len=256)
     rows = [dict(row, id="a", power_w=1000), dict(row, id="b", power_w=1e6),
-            dict(row, id="c", power_w="inf"), dict(row, id="d", hardware="b200", power_w=800)]
+            dict(row, id="c", power_w="inf"), dict(row, id="d", hardware="mi300x", power_w=600)]
     d = predict_inference_frame(pd.DataFrame(rows), "t.csv").set_index("id")
     assert d.at["b", "predicted_ttft_ms"] == d.at["a", "predicted_ttft_ms"]
     assert d.at["c", "status"].startswith("invalid: power_w: must be a finite number > 0")
-    assert d.at["d", "status"].startswith("ok (power limit not applied: blackwell")
+    assert d.at["d", "status"].startswith("ok (power limit not applied: cdna3")
+
+
+def test_blackwell_reference_b200_gb200_only():
+    """B200 is the Blackwell reference (exactly 1); GB200 (same SM, 1200 W) gets the cube
+    law over its 2.06 GHz quoted clock; Blackwell Ultra (B300 / GB300: 1.5x the fp4 FLOP per
+    SM per clock) and RTX PRO 6000 (another SM) are another datapath and get 1."""
+    from dse.spec.hardware import flop_per_sm_clk
+    from dse.spec.power import same_sm
+    cat = catalog()
+    ref = REFERENCE["blackwell"]
+    gb = cat["gb200"]
+    cube = ((1200.0 - ref.static_w) / (ref.tdp_w - ref.static_w)) ** (1 / 3)
+    assert float(gb.power_clock) == pytest.approx(cube * ref.clock_hz / float(gb.clock_hz))
+    assert 0.95 < float(gb.power_clock) < 1.0       # GB200 is quoted at its max boost, 2.06 GHz
+    # GB200's sustained tensor clock over B200's is the cube law, above 1
+    assert float(gb.power_clock) * float(gb.clock_hz) / float(cat["b200"].clock_hz) == pytest.approx(cube)
+    assert cube > 1.0
+    for name in ("b200", "gb200"):
+        assert same_sm(ref, flop_per_sm_clk(cat[name])), name
+    for name in ("b300", "gb300", "rtx-pro-6000"):
+        assert not same_sm(ref, flop_per_sm_clk(cat[name])), name
+        assert float(cat[name].power_clock) == 1.0, name
+    # more power on the reference SM never slows it; above max_power_w the clock is held
+    m = [power_clock("blackwell", p, ref.num_sms, ref.clock_hz) for p in (500.0, 800.0, 1000.0, 1100.0, 1200.0)]
+    assert all(a <= b for a, b in zip(m, m[1:])) and m[2] == 1.0
+    top = power_clock("blackwell", ref.max_power_w, ref.num_sms, ref.clock_hz)
+    assert power_clock("blackwell", 5000.0, ref.num_sms, ref.clock_hz) == top
+    assert top * ref.clock_hz * 1580.0 / 1856.0 < ref.max_boost_hz   # held clock below max boost
+
+
+def test_static_power_checked_only_on_the_reference_sm():
+    raw = dict(_raw_catalog()["b200"], tdp_w=300)
+    with pytest.raises(InputError, match="gpu_power_w"):
+        hardware_from_dict(raw, "hw.toml", "x")
+    # a 300 W card of another Blackwell SM is not held to B200's static power
+    assert float(hardware_from_dict(dict(_raw_catalog()["rtx-pro-6000"], tdp_w=300), "hw.toml", "y").power_clock) == 1.0
 
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
