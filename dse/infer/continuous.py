@@ -156,14 +156,17 @@ def _launch(hw: Hardware, graphs) -> Hardware:
     return hw.replace(kernel_launch_s=jnp.where(graphs, GRAPH_LAUNCH_S, hw.kernel_launch_s))
 
 
-def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True):
+def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True,
+                group_p=None):
     """One iteration: ``b`` decode sequences at KV length ``context`` plus ``p`` prompt
-    tokens of ``S``-token prompts (``p=None``: a decode-only pass), as
-    :func:`dse.infer.serving.iteration_s`."""
+    tokens of ``S``-token prompts (``p=None``: a decode-only pass; a traced ``p`` = 0 is
+    one too), as :func:`dse.infer.serving.iteration_s`; ``group_p``: the prompt tokens of
+    all attention-DP ranks when they differ (its ``group_prompt_tokens``)."""
     m = rep.model
     b = jnp.asarray(b, jnp.float32)
     decode_only = p is None
-    graphs = jnp.logical_and(eng.cuda_graphs and decode_only, b <= eng.graph_max_batch)
+    no_prompt = True if decode_only else (p <= 0)
+    graphs = jnp.logical_and(jnp.logical_and(eng.cuda_graphs, no_prompt), b <= eng.graph_max_batch)
     hw = _launch(rep.hw, graphs)
     r = rates(hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(jnp.where(b >= 1, b, 1.0), rep.pp * 1.0), 1.0)
@@ -174,15 +177,16 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
+    moe = None if group_p is None else (rep.dp * b + group_p) / micro
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
-                   rep.ep, rep.dp, eng.linear_bw_eff).total_s
+                   rep.ep, rep.dp, eng.linear_bw_eff, moe).total_s
     prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
-                            r.act_bytes, rep.ep, rep.dp, prompt_layers)
+                            r.act_bytes, rep.ep, rep.dp, prompt_layers, moe)
     t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))
     if not overhead:
         return t * rep.pp
@@ -262,7 +266,10 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     if eng.mixed_batches:
         if not eng.bench_tuned_tokens:
             t = iteration_s(rep, eng, b, context, q * S, S)
-            return Cycle(t, t)
+            if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+                return Cycle(t, t)
+            mean, first = _rank_lattice(rep, eng, b, context, q, S)
+            return Cycle(jnp.where(rep.dp > 1, mean, t), jnp.where(rep.dp > 1, first, t))
         share, w = prefill_share(rep, eng, b, q, S, O)
         t_mix = iteration_s(rep, eng, b, context, w, S)
         t_dec = iteration_s(rep, eng, b, context)
@@ -272,6 +279,26 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
     sep = decode + jnp.minimum(q, 1.0) * pf
     return Cycle(jnp.where(q > 0, sep, decode), pf)
+
+
+def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
+    """(mean iteration, the pass carrying a given prompt) of a mixing engine with ``dp``
+    attention-DP ranks under deterministic load: the two cases of
+    :func:`dse.infer.attention_dp.most_loaded_cases` on the lattice count
+    ``floor(q) + Bernoulli(f)`` in closed form, ``P1 = 1 - (1 - f)^dp`` that the busiest
+    rank runs ``floor(q) + 1`` prompts (the group then ``dp floor(q) + dp f / P1``), else
+    ``floor(q)`` on every rank (:func:`dse.infer.serving._rank_mean`, traced leaves)."""
+    dp = rep.dp * 1.0
+    lo = jnp.floor(q)
+    f = q - lo
+    p1 = 1.0 - (1.0 - f) ** dp
+    g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    t0 = iteration_s(rep, eng, b, context, lo * S, S, group_p=dp * lo * S)
+    t1 = iteration_s(rep, eng, b, context, (lo + 1.0) * S, S, group_p=g1 * S)
+    mean = (1.0 - p1) * t0 + p1 * t1
+    load = (1.0 - p1) * dp * lo + p1 * g1
+    first = ((1.0 - p1) * dp * lo * t0 + p1 * g1 * t1) / jnp.maximum(load, 1e-30)
+    return mean, jnp.where(load > 0, first, mean)
 
 
 def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S, O=None):
