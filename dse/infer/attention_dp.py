@@ -26,7 +26,11 @@ every ``O`` iterations), and the ranks' phases are not aligned: the blog's basel
 ``[*C0*, g01, ...], [g10, ...]``, the others decoding, and measures a mean balance ratio
 (mean / max tokens per rank) of 54 % on 8 GB200 GPUs (DeepSeek-V3, DP 8).  The opt-in
 ``attention_dp_config.enable_balance`` (the blog's "ADP Balance", ``timeout_iters``) makes
-ranks wait for each other; it is off by default and not modelled.
+ranks wait for each other; it is off by default and not modelled.  An iteration in which
+no rank runs a prompt is a CUDA-graph replay on every rank: under attention DP the
+``CUDAGraphRunner`` (``tensorrt_llm/_torch/pyexecutor/cuda_graph_runner.py``) all-gathers
+``[can_run_cuda_graph, batch_size]`` over the ranks and replays only when every rank is
+generation-only (padding the batch to the widest rank's), else all ranks run eagerly.
 
 **The order statistic.**  Per iteration rank ``r`` runs ``X_r`` new whole prompts, the
 ``X_r`` independent and identically distributed with the per-rank law of the caller

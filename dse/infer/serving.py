@@ -10,12 +10,20 @@ linear sees M = T: one weight read serves both), plus the causal FlashAttention 
 prompt tokens (``p / S`` prompts of S tokens), plus the engine's host time
 (:mod:`dse.infer.engines`: per pass, and per running sequence):
 
-    t_iter = pp * t_stage((b + p) / m) + overhead + b seq_overhead,   m = min(b, pp) micro-batches
+    t_iter = host(pp * t_stage((b + p) / m), b),                    m = min(b, pp) micro-batches
+
+with ``host`` the engine's host time per pass and per running sequence
+(:meth:`dse.infer.engines.EngineProfile.with_host_s`: in series, ``gpu + overhead + b
+seq_overhead``, or beside the GPU, ``max``, where the engine overlaps it), except on the
+PyTorch executor with pp > 1, whose pipeline loop has no overlap scheduler:
+``t_iter = pp (t_stage((b + p) / m) + h(b / m))``, the host work of every micro-batch in
+series with its stage pass (:func:`dse.infer.pipeline.pipelined_iteration_s`, sources
+there).
 
 Kernel gaps use the engine's launch cost (CUDA graphs for decode-only iterations up to
 its captured batch); a pass that is not a graph replay takes at least the engine's host
 issue time, ``eager_op_s`` per kernel (:func:`dse.infer.forward.host_bound_s`).  Overlap: none inside a pass (ops on one stream: sum); host time is
-serial with the GPU (it is the part engines do not overlap).
+serial with the GPU where the engine does not overlap it (above).
 
 **KV capacity** (:func:`kv_slots`): pool = engine fraction of HBM (TensorRT-LLM: of the
 memory left after weights) minus weights, activation workspace and the allocator reserve
@@ -88,6 +96,26 @@ all stepping together through the shared EP MoE layers, so the scenarios count
 ``replicas x dp`` streams; the KV capacity per GPU is that of a ``tp``-way attention
 rank (all KV heads on each GPU when ``tp`` = 1) next to the expert weights ``E f / (tp
 dp)`` per GPU.
+
+**The busiest attention-DP rank** (:mod:`dse.infer.attention_dp`, sources there).  The
+all-gather / reduce-scatter of every MoE layer is a barrier, so an iteration runs at the
+pace of the most loaded rank, and a new request's prompt runs whole on one rank
+(TensorRT-LLM's request queue balances the running counts and sends new requests to the
+ranks whose requests finished).  With ``dp`` > 1 the prompt work of a mixed iteration
+is therefore not ``q S`` tokens on every rank: each rank runs ``X_r`` whole prompts
+(mean q; the lattice count ``floor(q) + Bernoulli(f)`` under deterministic load, Poisson
+with dataset-driven lengths), the busiest ``M = max_r X_r`` (exact order statistic), and
+
+    t = sum_m P(M = m) t_iter(b, m S; MoE over dp b + S E[sum X | M = m])
+
+-- the attention and dense layers at the busiest rank's ``b + m S`` tokens, the MoE
+layers at the group's (``moe_tokens`` of :func:`dse.infer.forward.forward_ops`); an
+``m = 0`` iteration is decode-only on every rank, a CUDA-graph replay where the engine
+captures it (TensorRT-LLM replays a graph under attention DP only when every rank is
+generation-only: ``CUDAGraphRunner`` all-gathers ``can_run_cuda_graph``).  Separate
+prefill passes (engines that do not mix) take the busiest rank's prefill the same way.
+``dp`` = 1 under deterministic load keeps the even spread ``q S`` per pass; the cohort
+packing of :func:`prefill_share` (``bench_tuned_tokens``) is left as it is.
 
 Units: seconds, tokens, bytes; GPU memory per :mod:`dse.infer.memory`.
 """
