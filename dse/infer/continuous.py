@@ -194,18 +194,20 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     return pipelined_iteration_s(eng, t, rep.pp, b, micro, eng.host_scale(rep.hw))
 
 
-def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
+def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True, group=None):
     """Static prefill of ``batch`` prompts, pipelined in ``min(batch, pp)`` micro-batches
-    (:func:`dse.infer.serving.prefill_s`)."""
+    (:func:`dse.infer.serving.prefill_s`); ``group``: the prompts of all attention-DP
+    ranks when they differ (its ``group_prompts``)."""
     m = rep.model
     r = rates(rep.hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(batch * 1.0, rep.pp * 1.0), 1.0)
     b = batch / micro
+    moe = None if group is None else group * S / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
-                   rep.dp, eng.linear_bw_eff).total_s
+                   rep.dp, eng.linear_bw_eff, moe).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
-                            rep.ep, rep.dp)
+                            rep.ep, rep.dp, 0.0, moe)
     t = host_bound_s(t, kernels, eng.eager_floor_s(rep.hw)) * (micro + rep.pp - 1.0)
     return eng.with_host_s(t, 0.0, eng.host_scale(rep.hw)) if overhead else t
 
@@ -278,7 +280,12 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     decode = iteration_s(rep, eng, b, context)
     pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
     sep = decode + jnp.minimum(q, 1.0) * pf
-    return Cycle(jnp.where(q > 0, sep, decode), pf)
+    if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+        return Cycle(jnp.where(q > 0, sep, decode), pf)
+    mean, first = _rank_lattice_separate(rep, eng, decode, q, S)
+    dp_on = rep.dp > 1
+    return Cycle(jnp.where(q > 0, jnp.where(dp_on, mean, sep), decode),
+                 jnp.where(dp_on, first, pf))
 
 
 def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
@@ -299,6 +306,24 @@ def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
     load = (1.0 - p1) * dp * lo + p1 * g1
     first = ((1.0 - p1) * dp * lo * t0 + p1 * g1 * t1) / jnp.maximum(load, 1e-30)
     return mean, jnp.where(load > 0, first, mean)
+
+
+def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):
+    """:func:`_rank_lattice` for engines that run prompts in prefill passes of their own:
+    the decode iteration plus the busiest rank's prefill of ``floor(q)`` (none if 0) or
+    ``floor(q) + 1`` prompts, the MoE layers over the group's
+    (:func:`dse.infer.serving._rank_mean`)."""
+    dp = rep.dp * 1.0
+    lo = jnp.floor(q)
+    f = q - lo
+    p1 = 1.0 - (1.0 - f) ** dp
+    g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    c0 = jnp.where(lo > 0, prefill_s(rep, eng, jnp.maximum(lo, 1.0), S, group=dp * jnp.maximum(lo, 1.0)), 0.0)
+    c1 = prefill_s(rep, eng, lo + 1.0, S, group=g1)
+    mean = decode + (1.0 - p1) * c0 + p1 * c1
+    load = (1.0 - p1) * dp * lo + p1 * g1
+    first = ((1.0 - p1) * dp * lo * c0 + p1 * g1 * c1) / jnp.maximum(load, 1e-30)
+    return mean, first
 
 
 def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S, O=None):
