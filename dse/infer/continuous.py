@@ -55,8 +55,12 @@ Where ``N <= B*`` and the prompt fits one chunk this is exactly
 :func:`dse.infer.serving.concurrency` with one replica, to float32 rounding, for every
 engine profile (tests/infer/test_continuous.py compares them, the host-overlap and
 prefill-share profile included); beyond ``B*`` the scalar model reports the served rate without the queue
-wait, this one adds it.  Expert parallelism and attention DP are not axes of the sweep
-(``ep = dp = 1``).  Units: seconds, tokens, bytes.
+wait, this one adds it.  Expert parallelism and attention DP (``Replica.ep`` / ``dp``,
+:mod:`dse.infer.sweep` layouts): with ``dp`` > 1 the prompts of an iteration are whole
+requests on one rank each and the iteration runs at the busiest rank's pace
+(:mod:`dse.infer.attention_dp`; here its two lattice cases in closed form,
+:func:`_rank_lattice`, :func:`_rank_lattice_separate`, equal to the enumeration of
+:func:`dse.infer.serving._rank_mean`).  Units: seconds, tokens, bytes.
 """
 
 from __future__ import annotations
