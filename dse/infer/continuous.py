@@ -55,8 +55,12 @@ Where ``N <= B*`` and the prompt fits one chunk this is exactly
 :func:`dse.infer.serving.concurrency` with one replica, to float32 rounding, for every
 engine profile (tests/infer/test_continuous.py compares them, the host-overlap and
 prefill-share profile included); beyond ``B*`` the scalar model reports the served rate without the queue
-wait, this one adds it.  Expert parallelism and attention DP are not axes of the sweep
-(``ep = dp = 1``).  Units: seconds, tokens, bytes.
+wait, this one adds it.  Expert parallelism and attention DP (``Replica.ep`` / ``dp``,
+:mod:`dse.infer.sweep` layouts): with ``dp`` > 1 the prompts of an iteration are whole
+requests on one rank each and the iteration runs at the busiest rank's pace
+(:mod:`dse.infer.attention_dp`; here its two lattice cases in closed form,
+:func:`_rank_lattice`, :func:`_rank_lattice_separate`, equal to the enumeration of
+:func:`dse.infer.serving._rank_mean`).  Units: seconds, tokens, bytes.
 """
 
 from __future__ import annotations
@@ -156,14 +160,17 @@ def _launch(hw: Hardware, graphs) -> Hardware:
     return hw.replace(kernel_launch_s=jnp.where(graphs, GRAPH_LAUNCH_S, hw.kernel_launch_s))
 
 
-def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True):
+def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True,
+                group_p=None):
     """One iteration: ``b`` decode sequences at KV length ``context`` plus ``p`` prompt
-    tokens of ``S``-token prompts (``p=None``: a decode-only pass), as
-    :func:`dse.infer.serving.iteration_s`."""
+    tokens of ``S``-token prompts (``p=None``: a decode-only pass; a traced ``p`` = 0 is
+    one too), as :func:`dse.infer.serving.iteration_s`; ``group_p``: the prompt tokens of
+    all attention-DP ranks when they differ (its ``group_prompt_tokens``)."""
     m = rep.model
     b = jnp.asarray(b, jnp.float32)
     decode_only = p is None
-    graphs = jnp.logical_and(eng.cuda_graphs and decode_only, b <= eng.graph_max_batch)
+    no_prompt = True if decode_only else (p <= 0)
+    graphs = jnp.logical_and(jnp.logical_and(eng.cuda_graphs, no_prompt), b <= eng.graph_max_batch)
     hw = _launch(rep.hw, graphs)
     r = rates(hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(jnp.where(b >= 1, b, 1.0), rep.pp * 1.0), 1.0)
@@ -174,15 +181,16 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
+    moe = None if group_p is None else (rep.dp * b + group_p) / micro
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
-                   rep.ep, rep.dp, eng.linear_bw_eff).total_s
+                   rep.ep, rep.dp, eng.linear_bw_eff, moe).total_s
     prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
-                            r.act_bytes, rep.ep, rep.dp, prompt_layers)
+                            r.act_bytes, rep.ep, rep.dp, prompt_layers, moe)
     t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))
     if not overhead:
         return t * rep.pp
@@ -190,18 +198,20 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     return pipelined_iteration_s(eng, t, rep.pp, b, micro, eng.host_scale(rep.hw))
 
 
-def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True):
+def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True, group=None):
     """Static prefill of ``batch`` prompts, pipelined in ``min(batch, pp)`` micro-batches
-    (:func:`dse.infer.serving.prefill_s`)."""
+    (:func:`dse.infer.serving.prefill_s`); ``group``: the prompts of all attention-DP
+    ranks when they differ (its ``group_prompts``)."""
     m = rep.model
     r = rates(rep.hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(batch * 1.0, rep.pp * 1.0), 1.0)
     b = batch / micro
+    moe = None if group is None else group * S / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
-                   rep.dp, eng.linear_bw_eff).total_s
+                   rep.dp, eng.linear_bw_eff, moe).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
-                            rep.ep, rep.dp)
+                            rep.ep, rep.dp, 0.0, moe)
     t = host_bound_s(t, kernels, eng.eager_floor_s(rep.hw)) * (micro + rep.pp - 1.0)
     return eng.with_host_s(t, 0.0, eng.host_scale(rep.hw)) if overhead else t
 
@@ -262,7 +272,10 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     if eng.mixed_batches:
         if not eng.bench_tuned_tokens:
             t = iteration_s(rep, eng, b, context, q * S, S)
-            return Cycle(t, t)
+            if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+                return Cycle(t, t)
+            mean, first = _rank_lattice(rep, eng, b, context, q, S)
+            return Cycle(jnp.where(rep.dp > 1, mean, t), jnp.where(rep.dp > 1, first, t))
         share, w = prefill_share(rep, eng, b, q, S, O)
         t_mix = iteration_s(rep, eng, b, context, w, S)
         t_dec = iteration_s(rep, eng, b, context)
@@ -271,7 +284,50 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     decode = iteration_s(rep, eng, b, context)
     pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
     sep = decode + jnp.minimum(q, 1.0) * pf
-    return Cycle(jnp.where(q > 0, sep, decode), pf)
+    if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+        return Cycle(jnp.where(q > 0, sep, decode), pf)
+    mean, first = _rank_lattice_separate(rep, eng, decode, q, S)
+    dp_on = rep.dp > 1
+    return Cycle(jnp.where(q > 0, jnp.where(dp_on, mean, sep), decode),
+                 jnp.where(dp_on, first, pf))
+
+
+def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
+    """(mean iteration, the pass carrying a given prompt) of a mixing engine with ``dp``
+    attention-DP ranks under deterministic load: the two cases of
+    :func:`dse.infer.attention_dp.most_loaded_cases` on the lattice count
+    ``floor(q) + Bernoulli(f)`` in closed form, ``P1 = 1 - (1 - f)^dp`` that the busiest
+    rank runs ``floor(q) + 1`` prompts (the group then ``dp floor(q) + dp f / P1``), else
+    ``floor(q)`` on every rank (:func:`dse.infer.serving._rank_mean`, traced leaves)."""
+    dp = rep.dp * 1.0
+    lo = jnp.floor(q)
+    f = q - lo
+    p1 = 1.0 - (1.0 - f) ** dp
+    g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    t0 = iteration_s(rep, eng, b, context, lo * S, S, group_p=dp * lo * S)
+    t1 = iteration_s(rep, eng, b, context, (lo + 1.0) * S, S, group_p=g1 * S)
+    mean = (1.0 - p1) * t0 + p1 * t1
+    load = (1.0 - p1) * dp * lo + p1 * g1
+    first = ((1.0 - p1) * dp * lo * t0 + p1 * g1 * t1) / jnp.maximum(load, 1e-30)
+    return mean, jnp.where(load > 0, first, mean)
+
+
+def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):
+    """:func:`_rank_lattice` for engines that run prompts in prefill passes of their own:
+    the decode iteration plus the busiest rank's prefill of ``floor(q)`` (none if 0) or
+    ``floor(q) + 1`` prompts, the MoE layers over the group's
+    (:func:`dse.infer.serving._rank_mean`)."""
+    dp = rep.dp * 1.0
+    lo = jnp.floor(q)
+    f = q - lo
+    p1 = 1.0 - (1.0 - f) ** dp
+    g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    c0 = jnp.where(lo > 0, prefill_s(rep, eng, jnp.maximum(lo, 1.0), S, group=dp * jnp.maximum(lo, 1.0)), 0.0)
+    c1 = prefill_s(rep, eng, lo + 1.0, S, group=g1)
+    mean = decode + (1.0 - p1) * c0 + p1 * c1
+    load = (1.0 - p1) * dp * lo + p1 * g1
+    first = ((1.0 - p1) * dp * lo * c0 + p1 * g1 * c1) / jnp.maximum(load, 1e-30)
+    return mean, first
 
 
 def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S, O=None):

@@ -169,9 +169,12 @@ Profiles (constants and where they come from):
     model prices as bandwidth-bound would not move with it; no static-power measurement
     for Blackwell was found (:mod:`dse.spec.power` keeps only its Hopper reference).
     Also ruled out: the finite request count
-    of trtllm-bench (1500-3000 requests; the last partial wave of cohorts costs <= 3.4 %
-    except RTX Pro PP4 / PP8, 9 %); host time (overlapped: <= 5 ms against 18-37 ms
-    steps); the KV batch (GUARANTEED_NO_EVICT reserves S + O per request: 87 on B200 at
+    of trtllm-bench (1500-3000 requests; the last partial wave of cohorts costs <= 3.4 %,
+    RTX Pro PP4 / PP8 9 %); host time at pp = 1 (overlapped: <= 5 ms against 18-37 ms
+    steps -- with pp > 1 it is not overlapped: the PyExecutor's ``_executor_loop_pp``
+    has no overlap scheduler, its host work per micro-batch runs in series with the
+    stage pass, :mod:`dse.infer.pipeline`, which is what the RTX Pro PP4 / PP8 rows
+    were missing); the KV batch (GUARANTEED_NO_EVICT reserves S + O per request: 87 on B200 at
     1024 + 8192, below ``tuning.py``'s max_batch_size: 98.8 estimated requests -> 128).
     KV: 32-token blocks (LLM API
     ``KvCacheConfig.tokens_per_block`` default), guaranteed-no-evict admission (the

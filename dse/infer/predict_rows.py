@@ -33,7 +33,9 @@ TPOT are reported as means (the model has no per-request spread).  MoE: ``ep`` b
 = 1 (experts split over TP); ``ep`` > 1 splits the experts over ``ep`` of the replica's
 GPUs (``tp % ep == 0``, each expert TP-split over ``tp / ep``); the optional ``attn_dp``
 column (default 1) runs attention data-parallel on that many ranks of ``tp`` GPUs each,
-with ``ep = tp * attn_dp`` and all-to-all dispatch/combine (:mod:`dse.infer.forward`);
+with ``ep = tp * attn_dp``, each MoE layer all-gathering the ranks' tokens and
+reduce-scattering the results (:mod:`dse.infer.moe_serving`), and every iteration at
+the pace of the busiest rank (:mod:`dse.infer.attention_dp`);
 ``gpus = replicas * tp * attn_dp * pp``.  Disaggregated prefill/decode: a ``disagg`` column reading
 ``xPyD`` (x prefill and y decode replicas, :mod:`dse.infer.disagg`), with optional
 ``prefill_tp`` / ``decode_tp`` (default ``tp``); ``gpus = (x prefill_tp + y decode_tp) pp``.

@@ -10,12 +10,20 @@ linear sees M = T: one weight read serves both), plus the causal FlashAttention 
 prompt tokens (``p / S`` prompts of S tokens), plus the engine's host time
 (:mod:`dse.infer.engines`: per pass, and per running sequence):
 
-    t_iter = pp * t_stage((b + p) / m) + overhead + b seq_overhead,   m = min(b, pp) micro-batches
+    t_iter = host(pp * t_stage((b + p) / m), b),                    m = min(b, pp) micro-batches
+
+with ``host`` the engine's host time per pass and per running sequence
+(:meth:`dse.infer.engines.EngineProfile.with_host_s`: in series, ``gpu + overhead + b
+seq_overhead``, or beside the GPU, ``max``, where the engine overlaps it), except on the
+PyTorch executor with pp > 1, whose pipeline loop has no overlap scheduler:
+``t_iter = pp (t_stage((b + p) / m) + h(b / m))``, the host work of every micro-batch in
+series with its stage pass (:func:`dse.infer.pipeline.pipelined_iteration_s`, sources
+there).
 
 Kernel gaps use the engine's launch cost (CUDA graphs for decode-only iterations up to
 its captured batch); a pass that is not a graph replay takes at least the engine's host
 issue time, ``eager_op_s`` per kernel (:func:`dse.infer.forward.host_bound_s`).  Overlap: none inside a pass (ops on one stream: sum); host time is
-serial with the GPU (it is the part engines do not overlap).
+serial with the GPU where the engine does not overlap it (above).
 
 **KV capacity** (:func:`kv_slots`): pool = engine fraction of HBM (TensorRT-LLM: of the
 memory left after weights) minus weights, activation workspace and the allocator reserve
@@ -89,6 +97,26 @@ all stepping together through the shared EP MoE layers, so the scenarios count
 rank (all KV heads on each GPU when ``tp`` = 1) next to the expert weights ``E f / (tp
 dp)`` per GPU.
 
+**The busiest attention-DP rank** (:mod:`dse.infer.attention_dp`, sources there).  The
+all-gather / reduce-scatter of every MoE layer is a barrier, so an iteration runs at the
+pace of the most loaded rank, and a new request's prompt runs whole on one rank
+(TensorRT-LLM's request queue balances the running counts and sends new requests to the
+ranks whose requests finished).  With ``dp`` > 1 the prompt work of a mixed iteration
+is therefore not ``q S`` tokens on every rank: each rank runs ``X_r`` whole prompts
+(mean q; the lattice count ``floor(q) + Bernoulli(f)`` under deterministic load, Poisson
+with dataset-driven lengths), the busiest ``M = max_r X_r`` (exact order statistic), and
+
+    t = sum_m P(M = m) t_iter(b, m S; MoE over dp b + S E[sum X | M = m])
+
+-- the attention and dense layers at the busiest rank's ``b + m S`` tokens, the MoE
+layers at the group's (``moe_tokens`` of :func:`dse.infer.forward.forward_ops`); an
+``m = 0`` iteration is decode-only on every rank, a CUDA-graph replay where the engine
+captures it (TensorRT-LLM replays a graph under attention DP only when every rank is
+generation-only: ``CUDAGraphRunner`` all-gathers ``can_run_cuda_graph``).  Separate
+prefill passes (engines that do not mix) take the busiest rank's prefill the same way.
+``dp`` = 1 under deterministic load keeps the even spread ``q S`` per pass; the cohort
+packing of :func:`prefill_share` (``bench_tuned_tokens``) is left as it is.
+
 Units: seconds, tokens, bytes; GPU memory per :mod:`dse.infer.memory`.
 """
 
@@ -102,6 +130,7 @@ import jax
 import numpy as np
 
 from dse.graph.ops import KVRead, time_s
+from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
@@ -156,26 +185,33 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
-            prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0):
+            prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0, moe_tokens=None):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
-    FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  Compiled once
-    (every argument is a pytree leaf or a scalar), so the scalar scenario code below
-    costs a dispatch per pass instead of a few hundred eager JAX ops."""
+    FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  ``moe_tokens``:
+    the MoE group's tokens when the attention-DP ranks carry unequal loads (None: ``dp
+    tokens``).  Compiled once (every argument is a pytree leaf or a scalar), so the
+    scalar scenario code below costs a dispatch per pass instead of a few hundred eager
+    JAX ops."""
     r = rates(hw, precision)
     t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
-                   linear_bw_scale).total_s
+                   linear_bw_scale, moe_tokens).total_s
     t = t + prompt_layers * time_s(prompt_att, hw, r)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
-                            r.act_bytes, ep, dp, prompt_layers)
+                            r.act_bytes, ep, dp, prompt_layers, moe_tokens)
     return host_bound_s(t, kernels, host_op_s)
 
 
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
-                prompt_len: float = 1.0, overhead: bool = True) -> float:
+                prompt_len: float = 1.0, overhead: bool = True,
+                group_prompt_tokens: float | None = None) -> float:
     """Seconds of one iteration: ``decode_batch`` sequences at mean KV length ``context``
     plus ``prompt_tokens`` prompt tokens of ``prompt_len``-token prompts (module
-    docstring)."""
+    docstring).  ``group_prompt_tokens``: with attention DP, the prompt tokens of all
+    ``dp`` ranks when they differ from rank to rank (this rank, the busiest, runs
+    ``prompt_tokens``; every rank ``decode_batch`` sequences; the MoE layers see
+    ``dp decode_batch + group_prompt_tokens``, :mod:`dse.infer.attention_dp`); None =
+    every rank alike."""
     m = dep.model
     b = float(decode_batch)
     p = float(prompt_tokens)
@@ -191,25 +227,31 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     att = KVRead(bs, heads, kv_read, context, d_dec, kv_bytes=dep.kv_bytes)
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
+    moe = None if group_prompt_tokens is None else (dep.dp * b + group_prompt_tokens) / micro
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_floor_s(dep.hw),
-                      dep.engine.linear_bw_eff))
+                      dep.engine.linear_bw_eff, moe))
     if not overhead:
         return t * dep.pp
     # host time per pipeline stage pass (dse.infer.pipeline: serial with pp > 1)
     return pipelined_iteration_s(dep.engine, t, dep.pp, b, micro, dep.engine.host_scale(dep.hw))
 
 
-def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True) -> float:
+def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool = True,
+              group_prompts: float | None = None) -> float:
     """Static prefill of ``batch`` prompts (pipelined in ``min(batch, pp)`` micro-batches:
-    ``(m + pp - 1)`` stage passes, :mod:`dse.infer.prefill`)."""
+    ``(m + pp - 1)`` stage passes, :mod:`dse.infer.prefill`).  ``group_prompts``: the
+    prompts of all attention-DP ranks when they differ (this rank runs ``batch``); None =
+    ``dp batch``."""
     m = dep.model
     hw = _hw_for(dep, False)
     micro = max(min(float(batch), float(dep.pp)), 1.0)
     b = batch / micro
     att = prefill_attention(m, b, prompt_len, dep.tp)
+    moe = None if group_prompts is None else group_prompts * prompt_len / micro
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
-                      dep.ep, dep.dp, dep.engine.eager_floor_s(dep.hw), dep.engine.linear_bw_eff))
+                      dep.ep, dep.dp, dep.engine.eager_floor_s(dep.hw), dep.engine.linear_bw_eff,
+                      moe))
     t = t * (micro + dep.pp - 1.0)
     return dep.engine.with_host_s(t, 0.0, dep.engine.host_scale(dep.hw)) if overhead else t
 
@@ -320,6 +362,8 @@ def _mixed_passes(dep: Deployment, batch: float, context: float, prompts: float,
     ``p t_iter(B, w) + (1 - p) t_iter(B, 0)`` with ``p``, ``w`` of :func:`prefill_share`
     -- the prompt tokens concentrated in the share p of mixed (eager, where the engine's
     graphs capture only generation-only batches) passes, the rest decode-only passes."""
+    if dep.dp > 1 and prompts > 0 and not dep.engine.bench_tuned_tokens:
+        return _rank_mean(dep, batch, context, rank_cases(dep, prompts, False), S)
     sh = prefill_share(dep, batch, prompts, S)
     if sh.share <= 0.0:
         t = iteration_s(dep, batch, context)
@@ -342,7 +386,47 @@ def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: flo
     a weight read.  Together: ``min(q, 1) t_prefill(max(q, 1))``."""
     if dep.engine.mixed_batches or prompts <= 0:
         return _mixed_passes(dep, batch, context, prompts, S)[0]
+    if dep.dp > 1:
+        return _rank_mean(dep, batch, context, rank_cases(dep, prompts, False), S)[0]
     return iteration_s(dep, batch, context) + min(prompts, 1.0) * prefill_s(dep, max(prompts, 1.0), S)
+
+
+def rank_cases(dep: Deployment, prompts: float, spread: bool) -> list[RankCase]:
+    """The busiest attention-DP rank's new-prompt count per iteration and the group's
+    (:func:`dse.infer.attention_dp.most_loaded_cases`), each rank's count of mean
+    ``prompts`` being Poisson (``spread``, :func:`poisson_counts`) or the evenly spaced
+    lattice count (:func:`dse.infer.attention_dp.lattice_pmf`)."""
+    pmf = poisson_counts(prompts) if spread else lattice_pmf(prompts)
+    return most_loaded_cases(pmf, dep.dp)
+
+
+def _rank_mean(dep: Deployment, batch: float, context: float, cases: list[RankCase],
+               S: float) -> tuple[float, float]:
+    """(mean iteration, the pass carrying a given prompt) over the busiest rank's cases
+    (:mod:`dse.infer.attention_dp`): ``sum_m P(m) t(m)`` with ``t(m)`` the iteration
+    whose busiest rank runs ``m`` whole prompts beside its ``batch`` decodes and whose MoE
+    layers carry the group's ``E[sum X | m]`` prompts -- mixing engines in one pass
+    (an ``m = 0`` pass is decode-only on every rank: a graph replay where captured),
+    the others as the decode iteration plus a prefill pass of the m prompts.  The
+    carrying pass is size-biased by the group's prompts, ``sum P g t / sum P g``.  At
+    ``dp`` = 1 with a Poisson law this is the prompt-count average of :func:`cycle`."""
+    mixed = dep.engine.mixed_batches
+    t_dec = None if mixed else iteration_s(dep, batch, context)
+    mean = carried = load = 0.0
+    for c in cases:
+        if mixed:
+            t_n = iteration_s(dep, batch, context, c.max_prompts * S, S,
+                              group_prompt_tokens=None if dep.dp <= 1 else c.group_prompts * S)
+            c_n = t_n
+        else:
+            c_n = (prefill_s(dep, c.max_prompts, S,
+                             group_prompts=None if dep.dp <= 1 else c.group_prompts)
+                   if c.max_prompts else 0.0)
+            t_n = t_dec + c_n
+        mean += c.prob * t_n
+        carried += c.prob * c.group_prompts * c_n
+        load += c.prob * c.group_prompts
+    return mean, (carried / load if load > 0 else mean)
 
 
 POISSON_TAIL = 1e-4      # probability mass of new-prompt counts left out of the sum
@@ -389,21 +473,11 @@ def cycle(dep: Deployment, batch: float, context: float, prompts: float, S: floa
     if not spread or prompts <= 0:
         if dep.engine.mixed_batches:
             return Cycle(*_mixed_passes(dep, batch, context, prompts, S))
+        if dep.dp > 1 and prompts > 0:
+            return Cycle(*_rank_mean(dep, batch, context, rank_cases(dep, prompts, False), S))
         return Cycle(_cycle(dep, batch, context, prompts, S),
                      prefill_s(dep, max(prompts, 1.0), S))
-    mixed = dep.engine.mixed_batches
-    t_dec = None if mixed else iteration_s(dep, batch, context)
-    mean = carried = 0.0
-    for n, w in poisson_counts(prompts):
-        if mixed:
-            t_n = iteration_s(dep, batch, context, n * S, S)
-            c_n = t_n
-        else:
-            c_n = prefill_s(dep, float(n), S) if n else 0.0
-            t_n = t_dec + c_n
-        mean += w * t_n
-        carried += w * n * c_n
-    return Cycle(mean, carried / prompts)
+    return Cycle(*_rank_mean(dep, batch, context, rank_cases(dep, prompts, True), S))
 
 
 #: Gauss-Hermite rule (probabilists', weight exp(-x^2/2)) with 5 nodes, normalised to a

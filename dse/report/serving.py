@@ -319,9 +319,12 @@ def moe_lines(res: ServingResults) -> list[str]:
                  "GPU), each expert's FFN over the other TP x DP / EP. **Attention DP** (`DP` in the labels): each "
                  "of the DP ranks runs attention, TP-split, on its own share of the requests in flight and holds "
                  "their KV cache (MLA's latent KV is not copied onto every TP rank); the MoE layers then run on all "
-                 "TP x DP GPUs with EP = TP x DP and a token dispatch and combine (all-to-all) per MoE layer, as "
-                 "SGLang `--enable-dp-attention` and TensorRT-LLM `enable_attention_dp` deploy DeepSeek-V3/R1. "
-                 "Without DP, EP divides TP (hybrid EP x TP, no all-to-all).")
+                 "TP x DP GPUs with EP = TP x DP, each MoE layer all-gathering the DP ranks' tokens and "
+                 "reduce-scattering the results (TensorRT-LLM `enable_attention_dp`'s default exchange, vLLM's "
+                 "`allgather_reducescatter` backend, SGLang DP attention's gather / scatter; "
+                 "`dse/infer/moe_serving.py`), so an iteration runs at the pace of the rank with the most "
+                 "prompt tokens (`dse/infer/attention_dp.py`). "
+                 "Without DP, EP divides TP (hybrid EP x TP: the TP all-reduce combines the experts' partials).")
     if narrow:
         L.append(f"- MoE ({', '.join(narrow)}): searched without EP or attention DP (`serving.ep` / "
                  "`serving.attn_dp` = 1): the experts are split over the replica's TP GPUs.")

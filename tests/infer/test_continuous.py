@@ -231,3 +231,24 @@ def test_cli_batching_flag(capsys):
                  "--engine", "trtllm"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--engine" in err
+
+
+@pytest.mark.parametrize("name, dp, S, O", [("deepseek-r1", 8, 1024.0, 1024.0),
+                                             ("deepseek-r1", 8, 1024.0, 8192.0),
+                                             ("qwen3-235b-a22b", 4, 8192.0, 1024.0),
+                                             ("qwen3-235b-a22b", 2, 1024.0, 1024.0)])
+def test_attention_dp_imbalance_agrees_with_scalar_model(name, dp, S, O):
+    """Attention DP: the busiest rank's whole prompts (dse.infer.attention_dp, the
+    lattice cases in closed form here, enumerated there) give the same iteration in the
+    vectorized search and the per-row predictor."""
+    e = PROFILES["trtllm_pytorch"]
+    model = get_model(name)
+    dep = SV.Deployment(model, H200, e, 1, 1, 2, 1.0, ep=dp, dp=dp)
+    r = Replica(model, H200, 1.0, 1.0, 2, 1.0, ep=float(dp), dp=float(dp))
+    for n in (16.0, 128.0):
+        s = SV.concurrency(dep, n * dp, S, O, 1)
+        v = ONE(r, e, n, S, O)
+        assert math.isfinite(s.tpot_s)
+        assert float(v.tpot_s) == pytest.approx(s.tpot_s, rel=0.02)
+        wait = max(n / s.batch - 1.0, 0.0) * s.e2e_s   # the queue, as above
+        assert float(v.ttft_s) == pytest.approx(s.ttft_s + wait, rel=0.02)
