@@ -54,7 +54,7 @@ from dse.infer.engines import EngineProfile, engine_profile, flag_values
 from dse.infer.lockstep import lockstep_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
-from dse.spec.hardware import get_hardware, sustained_clock
+from dse.spec.hardware import flop_per_sm_clk, get_hardware, sustained_clock
 from dse.spec.layout import SERVING_PRECISION
 from dse.spec.layout_rules import serving_layout_violations
 from dse.spec.model import get_model
@@ -198,7 +198,8 @@ def _power_limited(row, hw):
     if not (math.isfinite(p) and p > 0):
         raise InputError("row", "power_w", f"must be a finite number > 0 (watts), but got {p!r}")
     try:
-        clk = sustained_clock(hw.generation, p, float(hw.num_sms), float(hw.clock_hz), "row", "power_w")
+        clk = sustained_clock(hw.generation, p, float(hw.num_sms), float(hw.clock_hz), "row", "power_w",
+                              flop_per_sm_clk(hw))      # only SKUs of the reference's datapath
     except InputError:
         raise InputError("row", "power_w", f"must exceed the {hw.generation} static power "
                          f"(dse.spec.power), but got {p!r}") from None
