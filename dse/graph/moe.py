@@ -57,7 +57,8 @@ ep)`` times the mean (the Gaussian extreme-value bound of the serving model,
 :func:`dse.infer.moe_serving.ep_load_factor`, reused).  The busiest rank's expert GEMMs
 (``tpe``), its regroupings, its per-expert casts and the received (dispatch) / sent
 (combine) bytes of its all-to-alls carry the factor; what a rank permutes and sends on
-dispatch (``T_m k``) does not.  It is a lower bound: a learned router (aux-loss
+dispatch (``T_m k``) does not.  The expert GEMMs' model FLOPs stay the mean rank's
+(``Gemm.useful = 1 / factor``): the other ranks idle, they do no extra work.  It is a lower bound: a learned router (aux-loss
 balancing) is more skewed, which no calibration row measures.  With token dropping and
 padding to capacity (``moe_pad_expert_input_to_capacity``, the NeMo Mixtral
 ``performance_mode`` recipes' ``MegatronTokenDropCallback``, capacity factor 1.0) every
@@ -228,7 +229,8 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     imb = ep_busiest_factor(model, lay, T)
     tpe = jnp.where(moe, e * Tm * k * lay.ep / E * imb, T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
-    mlp = [op.replace(calls=w_moe)
+    # the busiest rank's shape sets the time; the mean rank's FLOPs are the model's
+    mlp = [op.replace(calls=w_moe, useful=jnp.where(moe, 1.0 / imb, 1.0))
            for op in (*_linear("fc1", tpe, f * (1 + gated) / e, h, n_local, ring, 1.0),
                       *_linear("fc2", tpe, h, f / e, n_local, pipe, ring))]
     router = [op.replace(calls=on) for op in _linear("router", Tm, E, h, 1.0, 1.0, 1.0)]
