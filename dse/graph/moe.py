@@ -62,8 +62,8 @@ dispatch (``T_m k``) does not.  The expert GEMMs' model FLOPs stay the mean rank
 balancing) is more skewed, which no calibration row measures.  With token dropping and
 padding to capacity (``moe_pad_expert_input_to_capacity``, the NeMo Mixtral
 ``performance_mode`` recipes' ``MegatronTokenDropCallback``, capacity factor 1.0) every
-expert computes exactly the mean, factor 1 -- the schema has no capacity-factor column,
-so every run is taken as dropless.
+expert computes exactly the mean, factor 1 (``Workload.moe_drop_pad``; the
+``moe_token_drop`` column of ``dse predict``); runs that state nothing are dropless.
 
 Not modelled here: the dispatcher's device-to-host sync of the split sizes
 (``_maybe_dtoh_and_synchronize``, one per layer forward), which stops the host running
@@ -198,16 +198,17 @@ def moe_input_tokens(T, lay):
     return jnp.where((lay.sp > 0) & (lay.tp > 1), T / lay.tp, T)
 
 
-def ep_busiest_factor(model, lay, T):
+def ep_busiest_factor(model, lay, T, drop_pad=0):
     """Routed pairs of the busiest EP rank over the mean, dropless (module docstring):
     ``ep_load_factor(e T_m k ep, ep)`` with ``e`` the expert TP (:func:`expert_tp`) and
-    ``T_m`` the rank's MoE input tokens (:func:`moe_input_tokens`); 1 for a dense model
-    or ``ep`` = 1.  Imported at call time: ``dse.infer`` imports the training memory
+    ``T_m`` the rank's MoE input tokens (:func:`moe_input_tokens`); 1 for a dense model,
+    for ``ep`` = 1 and with ``drop_pad`` (``Workload.moe_drop_pad``: padded to capacity).
+    Imported at call time: ``dse.infer`` imports the training memory
     model (``dse.infer.memory`` -> ``dse.train.memory``), which imports this module."""
     from dse.infer.moe_serving import ep_load_factor
     moe = model.num_experts > 1
     pairs = expert_tp(lay) * moe_input_tokens(T, lay) * model.top_k * lay.ep
-    return jnp.where(moe & (lay.ep > 1), ep_load_factor(pairs, lay.ep), 1.0)
+    return jnp.where(moe & (lay.ep > 1) & (not drop_pad), ep_load_factor(pairs, lay.ep), 1.0)
 
 
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
@@ -226,7 +227,7 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     Tm = moe_input_tokens(T, lay)
     # tokens per local expert of the busiest rank: the etp x ep ranks' Tm k routed
     # tokens over E experts, times the busiest rank's load factor (dropless)
-    imb = ep_busiest_factor(model, lay, T)
+    imb = ep_busiest_factor(model, lay, T, wl.moe_drop_pad)
     tpe = jnp.where(moe, e * Tm * k * lay.ep / E * imb, T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
     # the busiest rank's shape sets the time; the mean rank's FLOPs are the model's

@@ -111,7 +111,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     E = model.num_experts * 1.0
     k_top = model.top_k * 1.0
     # tokens per local expert of the busiest EP rank (dropless: dse.graph.moe.ep_busiest_factor)
-    tpe = jnp.where(moe, T * k_top * lay.ep / E * ep_busiest_factor(model, lay, T), T)
+    tpe = jnp.where(moe, T * k_top * lay.ep / E * ep_busiest_factor(model, lay, T, wl.moe_drop_pad), T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
     on = (lay.sp > 0) & (t > 1) if wl.tp_overlap else False
     ring = jnp.where(on, t, 1.0)

@@ -87,3 +87,22 @@ def test_a100_fp8_training_row_is_refused_with_a_status():
     out = predict_row(row, "test")
     assert out["status"] == "infeasible: a100-sxm-80gb has no fp8 tensor cores"
     assert np.isnan(out["predicted_iter_time_s"])
+
+
+def test_padding_to_capacity_balances_every_rank():
+    """Token dropping with the expert inputs padded to capacity (NeMo's
+    MegatronTokenDropCallback): every expert computes the mean, factor 1."""
+    m, lay, T = as_float(get_model(QWEN)), _lay(), 4096.0
+    assert float(ep_busiest_factor(m, lay, T, 1)) == 1.0
+    wl = as_float(Workload(global_batch=2048, seq_len=4096, precision=PRECISION_FP8, moe_drop_pad=1))
+    fc1 = next(op for op in layer_ops(m, wl, lay, 2.0) if isinstance(op, Gemm) and op.name == "fc1")
+    assert float(fc1.m) == pytest.approx(float(moe_input_tokens(T, lay)) * 8 * 32 / 128, rel=1e-6)
+
+
+def test_token_drop_column_is_validated():
+    from dse.errors import InputError
+    from dse.predict import _token_drop
+    assert _token_drop({"moe_token_drop": "pad"}, "t") == 1
+    assert _token_drop({}, "t") == 0
+    with pytest.raises(InputError, match="moe_token_drop"):
+        _token_drop({"moe_token_drop": "drop"}, "t")
