@@ -28,7 +28,10 @@ column (``none`` | ``full_iteration``; blank = none) whether the whole iteration
 CUDA graph (Megatron-Core ``--cuda-graph-impl full_iteration``: no host launch floor);
 an optional ``moe_dispatcher`` column (``alltoall`` | ``deepep`` | ``hybridep``; blank =
 alltoall) which token dispatcher ran (the flex dispatcher's DeepEP / HybridEP backends
-send each token once per remote node).
+send each token once per remote node); an optional ``moe_token_drop`` column (``pad`` |
+``dropless``; blank = dropless): ``pad`` is a capacity factor with the expert inputs
+padded to capacity (NeMo's ``MegatronTokenDropCallback``), where every expert computes
+its capacity and no EP rank waits for a busier one.
 
 Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
 (weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
@@ -64,7 +67,7 @@ CHUNK = 1 << 14
 # unless its name is a near-miss of one of these: then it is an error, not ignored)
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
               "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
-              "moe_dispatcher", "measured_iter_time_s",
+              "moe_dispatcher", "moe_token_drop", "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
@@ -179,6 +182,19 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
 
 
+MOE_TOKEN_DROP = {"dropless": 0, "pad": 1}
+
+
+def _token_drop(row, where) -> int:
+    """The optional ``moe_token_drop`` column (dropless | pad | blank) as
+    ``Workload.moe_drop_pad``."""
+    v = row.get("moe_token_drop")
+    v = "dropless" if _blank(v) else str(v).strip().lower()
+    require(v in MOE_TOKEN_DROP, where, "moe_token_drop",
+            f"must be one of {sorted(MOE_TOKEN_DROP)} or blank, but got {v!r}")
+    return MOE_TOKEN_DROP[v]
+
+
 def _layout_conflict(model: Model, gpus: int, fixed: dict) -> str:
     """The first rule the row's given layout fields break, naming the field (or "")."""
     tp = fixed.get("tp")
@@ -221,6 +237,7 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     opt, fixed = row_options(row, where)
     att, fw, ov = _run_facts(row, where)
     a2a, graphs, dispatcher = _schedule_facts(row, where)
+    drop_pad = _token_drop(row, where)
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
             f"but got (global_batch_size={gbs}, seq_length={seq})")
@@ -242,7 +259,8 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
                                  "kv heads; global batch must split into micro-batches)"}
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"),
-                  moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher)
+                  moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
+                  moe_drop_pad=drop_pad)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True
     if not df["feasible"].any() and mem_margin > 0:

@@ -8,8 +8,8 @@ Megatron-Bridge performance recipe sets it).  :func:`dse.graph.train.layer_ops` 
 :func:`moe_ops`; every operator's ``calls`` is 0 for a dense model.
 
 With T tokens per GPU per micro-batch, h hidden, k = top_k, E experts, ep, t = tp,
-``n_local = E / ep`` local experts, each seeing ``tpe = T k ep / E`` tokens (balanced
-routing; the Megatron-Bridge MoE benchmarks force it, ``moe_router_force_load_balancing``):
+``n_local = E / ep`` local experts, each seeing ``tpe = T k ep / E`` tokens on average
+(uniform routing), times the busiest rank's load factor (:func:`ep_busiest_factor`):
 
 * router: (T, E, h) gating GEMM, its dgrad and wgrad;
 * experts: fc1 ``n_local`` x (tpe, f (1+gated)/t, h), fc2 ``n_local`` x (tpe, h, f/t) and
@@ -41,6 +41,29 @@ With the flex dispatcher (DeepEP / HybridEP backend, ``Workload.moe_dispatcher``
 dispatch and combine all-to-alls keep their bytes but each token crosses to a remote
 node only once (:func:`dse.cost.collectives.node_dedup_cross_bytes`); its fused permute
 kernels are still counted as the all-to-all dispatcher's.
+
+**Busiest EP rank (dropless).**  Without a capacity factor (``moe_expert_capacity_factor``
+None, Megatron-Core's default and every Megatron-Bridge MoE performance recipe: "all
+benchmarks are token-dropless") the ranks receive what the router sends, and the
+combine all-to-all is a barrier, so a layer lasts as long as its most loaded EP rank.
+The Megatron-Bridge benchmarks set ``moe_router_force_load_balancing``
+(``scripts/performance/configs/qwen/qwen3_llm_pretrain.py`` ``set_qwen3_common_configs``),
+which replaces the router logits by fresh standard normals per token
+(``megatron/core/transformer/moe/router.py`` ``TopKRouter.forward`` ->
+``moe_utils.apply_random_logits`` -> ``RandomSTE``: ``logits.clone().normal_()``): each
+token's k experts are a uniform random k-subset, so the ``N = e T_m k ep`` pairs of the
+EP group fall on the ranks multinomially and the busiest rank holds ``ep_load_factor(N,
+ep)`` times the mean (the Gaussian extreme-value bound of the serving model,
+:func:`dse.infer.moe_serving.ep_load_factor`, reused).  The busiest rank's expert GEMMs
+(``tpe``), its regroupings, its per-expert casts and the received (dispatch) / sent
+(combine) bytes of its all-to-alls carry the factor; what a rank permutes and sends on
+dispatch (``T_m k``) does not.  The expert GEMMs' model FLOPs stay the mean rank's
+(``Gemm.useful = 1 / factor``): the other ranks idle, they do no extra work.  It is a lower bound: a learned router (aux-loss
+balancing) is more skewed, which no calibration row measures.  With token dropping and
+padding to capacity (``moe_pad_expert_input_to_capacity``, the NeMo Mixtral
+``performance_mode`` recipes' ``MegatronTokenDropCallback``, capacity factor 1.0) every
+expert computes exactly the mean, factor 1 (``Workload.moe_drop_pad``; the
+``moe_token_drop`` column of ``dse predict``); runs that state nothing are dropless.
 
 Not modelled here: the dispatcher's device-to-host sync of the split sizes
 (``_maybe_dtoh_and_synchronize``, one per layer forward), which stops the host running
@@ -175,6 +198,19 @@ def moe_input_tokens(T, lay):
     return jnp.where((lay.sp > 0) & (lay.tp > 1), T / lay.tp, T)
 
 
+def ep_busiest_factor(model, lay, T, drop_pad=0):
+    """Routed pairs of the busiest EP rank over the mean, dropless (module docstring):
+    ``ep_load_factor(e T_m k ep, ep)`` with ``e`` the expert TP (:func:`expert_tp`) and
+    ``T_m`` the rank's MoE input tokens (:func:`moe_input_tokens`); 1 for a dense model,
+    for ``ep`` = 1 and with ``drop_pad`` (``Workload.moe_drop_pad``: padded to capacity).
+    Imported at call time: ``dse.infer`` imports the training memory
+    model (``dse.infer.memory`` -> ``dse.train.memory``), which imports this module."""
+    from dse.infer.moe_serving import ep_load_factor
+    moe = model.num_experts > 1
+    pairs = expert_tp(lay) * moe_input_tokens(T, lay) * model.top_k * lay.ep
+    return jnp.where(moe & (lay.ep > 1) & (not drop_pad), ep_load_factor(pairs, lay.ep), 1.0)
+
+
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     """The MLP block of one layer, one micro-batch (module docstring): the dense MLP of a
     dense model, else the routed experts with their router, token movement and EP
@@ -189,10 +225,13 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     k = model.top_k * 1.0
     e = jnp.where(moe, expert_tp(lay), t)                   # expert TP (dense: tp)
     Tm = moe_input_tokens(T, lay)
-    # tokens per local expert: the etp x ep ranks' Tm k routed tokens over E experts
-    tpe = jnp.where(moe, e * Tm * k * lay.ep / E, T)
+    # tokens per local expert of the busiest rank: the etp x ep ranks' Tm k routed
+    # tokens over E experts, times the busiest rank's load factor (dropless)
+    imb = ep_busiest_factor(model, lay, T, wl.moe_drop_pad)
+    tpe = jnp.where(moe, e * Tm * k * lay.ep / E * imb, T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
-    mlp = [op.replace(calls=w_moe)
+    # the busiest rank's shape sets the time; the mean rank's FLOPs are the model's
+    mlp = [op.replace(calls=w_moe, useful=jnp.where(moe, 1.0 / imb, 1.0))
            for op in (*_linear("fc1", tpe, f * (1 + gated) / e, h, n_local, ring, 1.0),
                       *_linear("fc2", tpe, h, f / e, n_local, pipe, ring))]
     router = [op.replace(calls=on) for op in _linear("router", Tm, E, h, 1.0, 1.0, 1.0)]
@@ -212,8 +251,9 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
               MemPass(token_bytes + 2.0 * quant_bytes, MOE_BWD_KERNELS + quant_kernels, calls=on,
                       name="moe permute/route", phase="bwd")]
 
-    a2a = Tks * h * el
-    probs = Tks * PROB_BYTES
+    # the busiest rank receives (dispatch) and sends back (combine) imb x the mean
+    a2a = Tks * h * el * imb
+    probs = Tks * PROB_BYTES * imb
     etp_on = jnp.where(e > 1, 1.0, 0.0) * on
     # DeepEP / HybridEP (Workload.moe_dispatcher): each token sent once per remote node
     dd_k, dd_E = (k, E) if wl.moe_dispatcher else (0.0, 0.0)

@@ -77,6 +77,9 @@ class Gemm:
     phase: str = "fwd"
     rate: str = "linear"      # "linear" (fp8 with TE) | "16" (16-bit path, LM head)
     skinny: bool = False      # inference kernels: skinny tile + Stream-K (module docstring)
+    # share of the FLOPs that are model FLOPs: < 1 where the shape is the busiest rank's
+    # and the mean rank computes less (dropless MoE experts: dse.graph.moe.ep_busiest_factor)
+    useful: float = 1.0
     replace = _replace
 
 
@@ -450,13 +453,13 @@ def host_kernels(op):
 
 
 def flops(op):
-    """Useful (model) FLOPs of all calls: ``2 m n k count`` per GEMM; attention
+    """Useful (model) FLOPs of all calls: ``2 m n k count useful`` per GEMM; attention
     ``4 b heads s_q s_kv d causal`` forward, twice that backward (the backward's
     recomputed QK^T is not useful work); 0 for memory and communication."""
     if _windowed(op):
         return _mixed(flops, op)
     if isinstance(op, Gemm):
-        return op.calls * 2.0 * op.m * op.n * op.k * op.count
+        return op.calls * 2.0 * op.m * op.n * op.k * op.count * op.useful
     if isinstance(op, Attention):
         fwd = 4.0 * op.batch * op.heads * op.s_q * op.s_kv * op.d * op.causal
         return op.calls * fwd * (2.0 if op.backward else 1.0)

@@ -37,7 +37,11 @@ are not represented).  ``moe_dispatcher`` 0 = Megatron-Core's ``alltoall`` token
 dispatcher (NCCL all-to-all: every routed copy of a token sent), 1 = the ``flex``
 dispatcher with a DeepEP or HybridEP backend (``moe_flex_dispatcher_backend``): each
 token crosses to a remote node once and is forwarded over NVLink there
-(:func:`dse.cost.collectives.node_dedup_cross_bytes`).
+(:func:`dse.cost.collectives.node_dedup_cross_bytes`).  ``moe_drop_pad`` 1 = token
+dropping with the expert inputs padded to capacity (``moe_expert_capacity_factor`` set
+with ``moe_pad_expert_input_to_capacity``: every expert computes exactly its capacity),
+0 = dropless (Megatron-Core's default: the busiest EP rank sets the pace,
+:func:`dse.graph.moe.ep_busiest_factor`).
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class Layout:
 
 
 @pytree_dataclass(static=("attention", "framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
-                          "moe_dispatcher"))
+                          "moe_dispatcher", "moe_drop_pad"))
 class Workload:
     global_batch: int
     seq_len: int
@@ -95,6 +99,7 @@ class Workload:
     moe_a2a_overlap: int = 0
     cuda_graphs: int = 0
     moe_dispatcher: int = 0
+    moe_drop_pad: int = 0
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:

@@ -4,7 +4,7 @@ Megatron-Core alltoall dispatcher moves, and a dense model's graph is unchanged.
 
 import pytest
 
-from dse.graph.moe import MOE_BWD_KERNELS, MOE_FWD_KERNELS, PERMUTE_PASSES
+from dse.graph.moe import MOE_BWD_KERNELS, MOE_FWD_KERNELS, PERMUTE_PASSES, ep_busiest_factor
 from dse.graph.ops import host_kernels
 from dse.graph.train import layer_ops
 from dse.spec.layout import PRECISION_16, PRECISION_FP8, Layout, Workload
@@ -45,11 +45,16 @@ def test_host_work_grows_with_local_experts_and_fp8():
 
 
 def test_permutation_bytes():
-    """Forward token bytes 2 (T h + 3 T k h) with several local experts (permute,
-    regroup, regroup back, unpermute), 2 (T h + T k h) with one."""
+    """Forward token bytes 2 (T h + T k h + 2 f T k h) with several local experts
+    (permute and unpermute of the sent tokens, regroup and regroup back of the received
+    ones, f the busiest rank's load factor), 2 (T h + T k h) with one."""
     T, h = 4096.0, 2048.0
+    m, lay = as_float(get_model("qwen3-30b-a3b"), Layout(tp=1, pp=1, dp=8, ep=8, mbs=1, zero=1, sp=0))
+    f = float(ep_busiest_factor(m, lay, T))
+    assert f > 1.0
     q = _ops("qwen3-30b-a3b", 8)[("moe permute/route", "fwd")]
-    assert float(q.bytes_moved) == pytest.approx(2 * h * (2 * T + PERMUTE_PASSES * T * 8), rel=1e-6)
+    assert float(q.bytes_moved) == pytest.approx(
+        2 * h * (2 * T + 2 * T * 8 + (PERMUTE_PASSES - 2) * f * T * 8), rel=1e-6)
     mx = _ops("mixtral-8x7b", 8)[("moe permute/route", "fwd")]
     assert float(mx.bytes_moved) == pytest.approx(2 * 4096.0 * (2 * T + 2 * T * 2), rel=1e-6)
 
@@ -111,7 +116,8 @@ def test_folded_ep_keeps_expert_flops_and_splits_tokens_not_weights():
         assert f_fold == pytest.approx(f_split, rel=1e-6)
     T, h, k = 4096.0, 4096.0, 8.0
     a2a = folded[("ep all-to-all", "fwd")]
-    assert float(a2a.size_bytes) == pytest.approx(T / 2 * k * h * 2.0, rel=1e-6)
+    f = float(ep_busiest_factor(m, lay, T))     # the busiest rank's received share
+    assert float(a2a.size_bytes) == pytest.approx(T / 2 * k * h * 2.0 * f, rel=1e-6)
     assert float(folded[("etp all-gather", "fwd")].calls) == 0.0      # expert TP 1
     assert float(split[("etp all-gather", "fwd")].calls) == 1.0       # expert TP 2 gathers
     # routed experts take the SP input as it is: one SP all-gather per pass (attention's)
