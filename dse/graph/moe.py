@@ -54,7 +54,7 @@ which replaces the router logits by fresh standard normals per token
 token's k experts are a uniform random k-subset, so the ``N = e T_m k ep`` pairs of the
 EP group fall on the ranks multinomially and the busiest rank holds ``ep_load_factor(N,
 ep)`` times the mean (the Gaussian extreme-value bound of the serving model,
-:func:`dse.infer.moe_serving.ep_load_factor`, reused).  The busiest rank's expert GEMMs
+:func:`dse.cost.load_balance.ep_load_factor`, shared with serving).  The busiest rank's expert GEMMs
 (``tpe``), its regroupings, its per-expert casts and the received (dispatch) / sent
 (combine) bytes of its all-to-alls carry the factor; what a rank permutes and sends on
 dispatch (``T_m k``) does not.  The expert GEMMs' model FLOPs stay the mean rank's
@@ -78,6 +78,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.cost.load_balance import ep_load_factor
 from dse.graph.ops import Collective, Gemm, MemPass
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import expert_ffn
@@ -202,10 +203,7 @@ def ep_busiest_factor(model, lay, T, drop_pad=0):
     """Routed pairs of the busiest EP rank over the mean, dropless (module docstring):
     ``ep_load_factor(e T_m k ep, ep)`` with ``e`` the expert TP (:func:`expert_tp`) and
     ``T_m`` the rank's MoE input tokens (:func:`moe_input_tokens`); 1 for a dense model,
-    for ``ep`` = 1 and with ``drop_pad`` (``Workload.moe_drop_pad``: padded to capacity).
-    Imported at call time: ``dse.infer`` imports the training memory
-    model (``dse.infer.memory`` -> ``dse.train.memory``), which imports this module."""
-    from dse.infer.moe_serving import ep_load_factor
+    for ``ep`` = 1 and with ``drop_pad`` (``Workload.moe_drop_pad``: padded to capacity)."""
     moe = model.num_experts > 1
     pairs = expert_tp(lay) * moe_input_tokens(T, lay) * model.top_k * lay.ep
     return jnp.where(moe & (lay.ep > 1) & (not drop_pad), ep_load_factor(pairs, lay.ep), 1.0)

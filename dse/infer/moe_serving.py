@@ -112,21 +112,13 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from dse.cost.load_balance import ep_load_factor  # noqa: F401  (re-exported: forward.py, tests)
 from dse.cost.rates import MXFP4_BYTES, Rates
 from dse.spec.hardware import Hardware, effective
 from dse.spec.layout import PRECISION_FP8
 
 MOE_ROUTING_KERNELS = 4.0      # top-k, expert sort / offsets, permute, finalize (docstring)
 ROUTER_LOGIT_BYTES = 4.0       # the router's logits are read in fp32 by the top-k kernel
-
-
-def ep_load_factor(pairs, ep):
-    """Pairs the most loaded of ``ep`` ranks receives over the mean, for ``pairs``
-    token-expert pairs routed uniformly: ``1 + sqrt(2 ln(ep) (ep - 1) / pairs)``, 1 for
-    ``ep`` = 1 (module docstring)."""
-    ep = jnp.maximum(ep * 1.0, 1.0)
-    n = jnp.maximum(pairs * 1.0, 1.0)
-    return 1.0 + jnp.sqrt(2.0 * jnp.log(ep) * (ep - 1.0) / n)
 
 
 def routing_bytes(tokens, local_pairs, hidden, experts, el_bytes, q_bytes, rows=None):

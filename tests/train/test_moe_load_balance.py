@@ -8,7 +8,7 @@ import pytest
 from dse.graph.moe import ep_busiest_factor, moe_input_tokens
 from dse.graph.ops import Collective, Gemm
 from dse.graph.train import layer_ops
-from dse.infer.moe_serving import ep_load_factor
+from dse.cost.load_balance import ep_load_factor
 from dse.predict import predict_row
 from dse.spec.layout import PRECISION_FP8, Layout, Workload
 from dse.spec.model import get_model
