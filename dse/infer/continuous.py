@@ -292,24 +292,36 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
                  jnp.where(dp_on, first, pf))
 
 
-def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
-    """(mean iteration, the pass carrying a given prompt) of a mixing engine with ``dp``
-    attention-DP ranks under deterministic load: the two cases of
-    :func:`dse.infer.attention_dp.most_loaded_cases` on the lattice count
-    ``floor(q) + Bernoulli(f)`` in closed form, ``P1 = 1 - (1 - f)^dp`` that the busiest
-    rank runs ``floor(q) + 1`` prompts (the group then ``dp floor(q) + dp f / P1``), else
-    ``floor(q)`` on every rank (:func:`dse.infer.serving._rank_mean`, traced leaves)."""
-    dp = rep.dp * 1.0
+def _lattice_cases(dp, q):
+    """The two cases of :func:`dse.infer.attention_dp.most_loaded_cases` on the lattice
+    count ``floor(q) + Bernoulli(f)`` of ``dp`` ranks, in closed form on traced leaves:
+    ``(lo, P1, g1, load)`` -- the busiest rank runs ``lo + 1`` prompts with probability
+    ``P1 = 1 - (1 - f)^dp`` (the group then ``g1 = dp lo + dp f / P1``), else ``lo`` on
+    every rank (group ``dp lo``); ``load`` the group's mean prompts."""
     lo = jnp.floor(q)
     f = q - lo
     p1 = 1.0 - (1.0 - f) ** dp
     g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    load = (1.0 - p1) * dp * lo + p1 * g1
+    return lo, p1, g1, load
+
+
+def _carried(dp, lo, p1, g1, load, c0, c1):
+    """The pass carrying a given prompt, size-biased by the group's prompts over the two
+    lattice cases (``c0``: busiest rank at ``lo``, ``c1``: at ``lo + 1``)."""
+    return ((1.0 - p1) * dp * lo * c0 + p1 * g1 * c1) / jnp.maximum(load, 1e-30)
+
+
+def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
+    """(mean iteration, the pass carrying a given prompt) of a mixing engine with ``dp``
+    attention-DP ranks under deterministic load, over :func:`_lattice_cases`
+    (:func:`dse.infer.serving._rank_mean`, traced leaves)."""
+    dp = rep.dp * 1.0
+    lo, p1, g1, load = _lattice_cases(dp, q)
     t0 = iteration_s(rep, eng, b, context, lo * S, S, group_p=dp * lo * S)
     t1 = iteration_s(rep, eng, b, context, (lo + 1.0) * S, S, group_p=g1 * S)
     mean = (1.0 - p1) * t0 + p1 * t1
-    load = (1.0 - p1) * dp * lo + p1 * g1
-    first = ((1.0 - p1) * dp * lo * t0 + p1 * g1 * t1) / jnp.maximum(load, 1e-30)
-    return mean, jnp.where(load > 0, first, mean)
+    return mean, jnp.where(load > 0, _carried(dp, lo, p1, g1, load, t0, t1), mean)
 
 
 def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):
@@ -318,16 +330,11 @@ def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):
     ``floor(q) + 1`` prompts, the MoE layers over the group's
     (:func:`dse.infer.serving._rank_mean`)."""
     dp = rep.dp * 1.0
-    lo = jnp.floor(q)
-    f = q - lo
-    p1 = 1.0 - (1.0 - f) ** dp
-    g1 = dp * lo + dp * f / jnp.maximum(p1, 1e-30)
+    lo, p1, g1, load = _lattice_cases(dp, q)
     c0 = jnp.where(lo > 0, prefill_s(rep, eng, jnp.maximum(lo, 1.0), S, group=dp * jnp.maximum(lo, 1.0)), 0.0)
     c1 = prefill_s(rep, eng, lo + 1.0, S, group=g1)
     mean = decode + (1.0 - p1) * c0 + p1 * c1
-    load = (1.0 - p1) * dp * lo + p1 * g1
-    first = ((1.0 - p1) * dp * lo * c0 + p1 * g1 * c1) / jnp.maximum(load, 1e-30)
-    return mean, first
+    return mean, _carried(dp, lo, p1, g1, load, c0, c1)
 
 
 def cycle_s(rep: Replica, eng: EngineProfile, b, context, q, S, O=None):

@@ -46,7 +46,7 @@ the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which 
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
 experts' weights are read (decode with small T reads a fraction of the experts).  With
 ``ep`` > 1 the layer is costed on the most loaded EP rank: its pairs are the mean times
-:func:`dse.infer.moe_serving.ep_load_factor` (expected maximum of multinomial counts).
+:func:`dse.cost.load_balance.ep_load_factor` (expected maximum of multinomial counts).
 The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
 are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
 ``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
@@ -116,9 +116,9 @@ from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
 from dse.cost.rates import Rates, linear_el_bytes
+from dse.cost.load_balance import ep_load_factor
 from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, dp_gather_bytes,
-                                   ep_load_factor, mxfp4_cast_bytes, mxfp4_expert_rates,
-                                   routing_bytes)
+                                   mxfp4_cast_bytes, mxfp4_expert_rates, routing_bytes)
 
 EW_KERNELS_PER_LAYER = 5.0
 # NCCL's fixed base latency of a low-latency (LL protocol) ring collective, charged once

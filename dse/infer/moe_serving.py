@@ -63,21 +63,12 @@ scales, an MXFP4-expert checkpoint's mxfp8 ``1 + 1/32``) and a reduce-scatter of
 which does not see the scaling recipe, charges ``q`` = 1 there.
 
 **Expert-parallel load imbalance.**  With ``ep`` > 1 the ``N = T_g k`` pairs of the MoE
-group fall on the ``ep`` ranks multinomially (uniform routing): rank ``r`` receives
-``N_r ~ Binomial(N, 1/ep)``, mean ``mu = N / ep``, standard deviation
-``sigma = sqrt(N (1/ep)(1 - 1/ep))``.  The combine (all-to-all, or the all-reduce that
-sums the EP partials) is a barrier, so the layer lasts as long as the most loaded rank:
-the expected maximum of ``ep`` such counts is ``mu + sigma sqrt(2 ln ep)`` (the Gaussian
-extreme-value bound ``E max_i X_i <= mu + sigma sqrt(2 ln n)`` for n normal variables;
-e.g. Boucheron, Lugosi & Massart 2013, "Concentration Inequalities", §2.5), i.e. the
-local pair count scaled by
-
-  ``imbalance = 1 + sqrt(2 ln(ep) (ep - 1) / N)``      (1 for ep = 1)
-
-(:func:`ep_load_factor`).  It is large only where few pairs are in flight (decode of a
-small batch: N = 512 pairs over 8 ranks gives 1.19) and tends to 1 for big batches.  It
-uses uniform routing: real routers are skewed (DeepSeek-V3 rebalances with EPLB,
-arXiv:2412.19437 §3.4), which this lower bound does not carry.
+group fall on the ``ep`` ranks multinomially (uniform routing) and the combine is a
+barrier, so the layer lasts as long as the most loaded rank: the local pair count scaled
+by ``1 + sqrt(2 ln(ep) (ep - 1) / N)`` (:func:`dse.cost.load_balance.ep_load_factor`, the
+derivation there; shared with training).  It is large only where few pairs are in flight
+(decode of a small batch: N = 512 pairs over 8 ranks gives 1.19) and tends to 1 for big
+batches; real routers are more skewed (DeepSeek-V3's EPLB, arXiv:2412.19437 sec. 3.4).
 
 **MXFP4-expert checkpoints** (``Model.mxfp4_experts``: gpt-oss ships its routed experts
 in MXFP4 and every other weight in bf16, HF ``quantization_config`` ``modules_to_not_convert``
@@ -112,7 +103,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.load_balance import ep_load_factor  # noqa: F401  (re-exported: forward.py, tests)
 from dse.cost.rates import MXFP4_BYTES, Rates
 from dse.spec.hardware import Hardware, effective
 from dse.spec.layout import PRECISION_FP8

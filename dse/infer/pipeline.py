@@ -85,15 +85,12 @@ def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
 
     Scalars in, float out; traced ``pp`` / ``stage_s`` / ``sequences`` (the vectorized
     sweep) go through ``jnp.where``."""
-    overlapped = engine.with_host_s(stage_s * pp, sequences, host_scale)
-    if not host_serial_with_pp(engine):
-        return overlapped
     scalars = all(isinstance(v, (int, float)) for v in (stage_s, pp, sequences, micro))
+    if not host_serial_with_pp(engine) or (scalars and pp <= 1):
+        return engine.with_host_s(stage_s * pp, sequences, host_scale)
     if scalars:
-        if pp <= 1:
-            return overlapped
         m = max(float(micro), 1.0)
         return float(pp) * (float(stage_s) + float(engine.host_s(sequences / m, host_scale)))
     m = jnp.maximum(micro * 1.0, 1.0)
     serial = pp * (stage_s + engine.host_s(sequences / m, host_scale))
-    return jnp.where(pp > 1, serial, overlapped)
+    return jnp.where(pp > 1, serial, engine.with_host_s(stage_s * pp, sequences, host_scale))

@@ -9,7 +9,7 @@ from dse.infer.engines import PROFILES
 from dse.infer.forward import forward_ops
 from dse.graph.ops import KVRead
 from dse.infer.memory import weight_params_per_gpu
-from dse.infer.moe_serving import ep_load_factor
+from dse.cost.load_balance import ep_load_factor
 from dse.infer.predict_rows import predict_inference_row
 from dse.infer.serving import Deployment, iteration_s, kv_slots, offline, weights_bytes
 from dse.spec.hardware import get_hardware

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from dse.graph.ops import KVRead, MemPass
 from dse.infer.forward import forward_ops, stage_kernels
-from dse.infer.moe_serving import MOE_ROUTING_KERNELS, ep_load_factor, routing_bytes
+from dse.cost.load_balance import ep_load_factor
+from dse.infer.moe_serving import MOE_ROUTING_KERNELS, routing_bytes
 from dse.spec.model import get_model
 
 MIX = get_model("mistralai/Mixtral-8x7B-v0.1")
