@@ -123,6 +123,7 @@ class MoEOps(NamedTuple):
     router: list     # the gating GEMMs
     passes: list     # token permutation, per-expert quantization, bookkeeping kernels
     comm: list       # EP all-to-alls and the token-count all-gather
+    imbalance: object = 1.0   # the busiest EP rank's load over the mean (ep_busiest_factor)
 
 
 def expert_tp(lay):
@@ -272,4 +273,4 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     comm.append(Collective(COUNT_BYTES * E * lay.ep * e, lay.ep * e, 1.0, calls=on,
                            name="ep token-count all-gather", phase="fwd", kind="all_gather",
                            group="ep"))
-    return MoEOps(mlp, router, passes, comm)
+    return MoEOps(mlp, router, passes, comm, imb)

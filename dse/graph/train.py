@@ -66,7 +66,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_available
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
-from dse.graph.moe import dp_shard_params, ep_busiest_factor, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
+from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.cost.attention_kernel import attention_kernel
@@ -111,8 +111,6 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     moe = model.num_experts > 1
     E = model.num_experts * 1.0
     k_top = model.top_k * 1.0
-    # tokens per local expert of the busiest EP rank (dropless: dse.graph.moe.ep_busiest_factor)
-    tpe = jnp.where(moe, T * k_top * lay.ep / E * ep_busiest_factor(model, lay, T, wl.moe_drop_pad), T)
     n_local = jnp.where(moe, E / lay.ep, 1.0)
     on = (lay.sp > 0) & (t > 1) if wl.tp_overlap else False
     ring = jnp.where(on, t, 1.0)
@@ -127,6 +125,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
            *_linear("out proj", T, h, o_in / t, 1.0, pipe, ring)]
     # the MLP, or routed experts with router, token permutation, EP comm (dse.graph.moe)
     mo = moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe)
+    # tokens per local expert of the busiest EP rank (dropless: dse.graph.moe.ep_busiest_factor)
+    tpe = jnp.where(moe, T * k_top * lay.ep / E * mo.imbalance, T)
     ops += mo.mlp + mla_linears(model, T, t) + mlp_kind_linears(model, T, t, ring, pipe)
     router = mo.router
 
