@@ -4,7 +4,8 @@ frameworks (Megatron-DeepSpeed, PyTorch FSDP in llm-foundry and torchtitan, NeMo
 Megatron-Bridge), other models (MPT, Llama 3.1 405B, Nemotron-4) and another GPU (B200).
 
 Data and provenance (every number with the table line it was copied from):
-tests/data/published_other.csv (BLOOM-176B), published_nemo.csv + .md and
+tests/data/published_other.csv (BLOOM-176B and Megatron-Turing NLG 530B: Megatron-DeepSpeed
+on A100, attention unfused as both ran before FlashAttention), published_nemo.csv + .md and
 published_nemo_gb200_moe.md (NeMo and Megatron-Bridge performance summaries: dense fp8
 pre-training on B200, GB200 and H100), published_moe.csv (the same tables' Mixtral and
 Qwen3 mixture-of-experts rows), published_fsdp.csv + .md (llm-foundry MPT and
@@ -30,8 +31,25 @@ def _predict(name):
 @pytest.mark.validation
 def test_bloom176b_iteration_time_within_10_percent():
     p = _predict("published_other.csv")
-    assert (p["status"] == "ok").all()
+    p = p[p["id"] == "bloom176b"]
+    assert len(p) == 1 and (p["status"] == "ok").all()
     assert (p["ape"] <= 0.10).all(), dict(zip(p["id"], p["ape"].round(3)))
+
+
+@pytest.mark.validation
+def test_mtnlg530b_deep_pipeline_runs():
+    """MT-NLG 530B on 280 / 350 / 420 DGX A100 (TP8 x PP35, 3 layers per stage, global
+    batch 1920): the deepest pipelines we hold, never used for a constant.  Today the model
+    is 9-13 % too fast, more so as data parallelism grows and each pipeline gets fewer
+    micro-batches (240 -> 160: the bubble's share grows).  A regression guard a little
+    above today's error, not the target (the issue's is <= 10 % held out); the error is
+    signed so that drifting further from the measurement in either direction fails."""
+    p = _predict("published_other.csv")
+    p = p[p["id"].str.startswith("mtnlg530b")]
+    assert len(p) == 3 and (p["status"] == "ok").all()
+    err = p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1
+    assert err.abs().mean() <= 0.13, dict(zip(p["id"], err.round(3)))
+    assert (err.abs() <= 0.15).all(), dict(zip(p["id"], err.round(3)))
 
 
 @pytest.mark.validation
