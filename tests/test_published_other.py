@@ -40,16 +40,16 @@ def test_bloom176b_iteration_time_within_10_percent():
 def test_mtnlg530b_deep_pipeline_runs():
     """MT-NLG 530B on 280 / 350 / 420 DGX A100 (TP8 x PP35, 3 layers per stage, global
     batch 1920): the deepest pipelines we hold, never used for a constant.  Today the model
-    is 9-13 % too fast, more so as data parallelism grows and each pipeline gets fewer
-    micro-batches (240 -> 160: the bubble's share grows).  A regression guard a little
-    above today's error, not the target (the issue's is <= 10 % held out); the error is
-    signed so that drifting further from the measurement in either direction fails."""
+    is 6-10 % too fast (9-13 % before DeepSpeed's blocking pipeline transfers,
+    dse.train.pipe_transfers), more so as data parallelism grows and each pipeline gets
+    fewer micro-batches (240 -> 160).  A regression guard a little above today's error,
+    not the target (the issue's is <= 10 % held out)."""
     p = _predict("published_other.csv")
     p = p[p["id"].str.startswith("mtnlg530b")]
     assert len(p) == 3 and (p["status"] == "ok").all()
     err = p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1
-    assert err.abs().mean() <= 0.13, dict(zip(p["id"], err.round(3)))
-    assert (err.abs() <= 0.15).all(), dict(zip(p["id"], err.round(3)))
+    assert err.abs().mean() <= 0.09, dict(zip(p["id"], err.round(3)))
+    assert (err.abs() <= 0.12).all(), dict(zip(p["id"], err.round(3)))
 
 
 @pytest.mark.validation

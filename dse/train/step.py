@@ -9,7 +9,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
                 x (fwd + bwd + recompute + exposed TP, CP, EP) + LM head/loss (last
                 stage) + embedding (first stage); with an uneven split the head's and
                 embedding's stages hold one layer fewer (:func:`stage_balanced_head_s`)
-  pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved)
+  pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved;
+                exposed p2p per framework engine, dse.train.pipe_transfers)
   DP          = gradient reduce-scatter/all-reduce overlapped with the last
                 micro-batch's backward, parameter all-gather overlapped with the first
                 forward (``overlap_grad_reduce``/``overlap_param_gather``);
@@ -55,6 +56,7 @@ from dse.spec.numerics import as_float
 from dse.train.layer import reduce_layer
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import total_s
+from dse.train.pipe_transfers import exposed_transfers
 from dse.cost.rates import rates
 from dse.train.zero3 import zero3_step_s
 
@@ -170,8 +172,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
 
     # pipeline p2p: activations of one micro-batch
     t_p2p = total_s(graph.p2p, hw, r)
-    p2p_calls = jnp.where(lay.pp > 1, jnp.where(lay.vpp > 1, 2.0 * (lay.pp - 1.0) * lay.vpp,
-                                                2.0 * (m + lay.pp - 1.0)), 0.0)
+    # transfers on the critical path per the framework's pipeline engine
+    # (dse.train.pipe_transfers: Megatron batches each send with a receive, DeepSpeed's
+    # blocking send / recv pay four per micro-batch on an interior stage)
+    p2p_calls = exposed_transfers(wl.framework, m, lay.pp, lay.vpp)
     pp_exposed = p2p_calls * t_p2p
 
     # data parallel / ZeRO
