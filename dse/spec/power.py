@@ -82,6 +82,24 @@ coefficient ``k`` is a property of the SM design, so another SM (another die) ge
   drop to 0.28-0.39 where this law with 377 W static predicts 0.49 -- if anything the law
   is mild about Blackwell's power sensitivity.
 
+* CDNA 3 reference: MI300X, 750 W (MI300X datasheet), 304 CUs, 2.1 GHz peak engine clock
+  (catalog ``mi300x``), 2048 / 4096 / 0 dense bf16 / fp8 / fp4 FLOP per CU per clock
+  (1307.4e12 / (304 x 2.1e9)); MI325X is the same XCD silicon at 1000 W with the same
+  datasheet peaks, MI355X (CDNA 4, another CU) gets 1.  Both ARE power-limited under GEMM
+  load, far below the 2.1 GHz they are quoted at: AMD's "Measuring Max-Achievable FLOPs -
+  Part 2" (ROCm blogs, 2025-02-28, hipBLASLt-bench at the MAF shape, normal-distributed
+  data, thermally settled, Table 1) measures the lowest-XCD median clock MI300X bf16 1207
+  MHz / fp8 1230 / fp16 1115 against MI325X 1447 / 1464 / 1354 MHz -- ratios 1.199 / 1.190
+  / 1.214.  ``static_w`` 400 W is the value that makes the cube law give those ratios
+  (they imply 404 / 386 / 434 W; 400 W gives ((1000 - 400) / (750 - 400))^(1/3) = 1.197),
+  i.e. a vendor microbenchmark, no serving or training row; it sits above idle + HBM alone
+  (HBM3 at 5.3 TB/s x 8 bit x 3.9 pJ/bit = 165 W), the rest being the four IODs with their
+  256 MB Infinity Cache and the Infinity Fabric, which run whatever the XCD clock.  The
+  MI300X MAF fractions of peak (708 / 1307 = 0.54 bf16, 1273 / 2615 = 0.49 fp8) are the
+  ``cdna3`` efficiency constants' own scale (:mod:`dse.spec.efficiency`: 0.50 / 0.45), so
+  they already hold MI300X's sustained clock.  ``max_power_w`` 1000 W (MI325X, the highest
+  CDNA 3 rating); ``max_boost_hz`` 2.1 GHz.
+
 Blackwell against Hopper (why no further factor on B200 itself): the constants of
 :mod:`dse.spec.efficiency` that Blackwell borrows from Hopper hold H100's sustained clock at
 700 W, so B200's peak would need the ratio of the two sustained / quoted clock fractions.
@@ -122,6 +140,11 @@ REFERENCE: dict[str, PowerReference] = {
     "blackwell": PowerReference(tdp_w=1000.0, num_sms=148.0, clock_hz=1.86e9, static_w=377.0,
                                 max_power_w=1200.0, max_boost_hz=2.062e9,
                                 flop_per_sm_clk=(8192.0, 16384.0, 32768.0)),
+    # MI300X at 750 W; static 400 W from AMD's measured MAF clocks of MI300X / MI325X
+    # (module docstring: the one CDNA 3 pair measured under the same GEMM)
+    "cdna3": PowerReference(tdp_w=750.0, num_sms=304.0, clock_hz=2.1e9, static_w=400.0,
+                            max_power_w=1000.0, max_boost_hz=2.1e9,
+                            flop_per_sm_clk=(2048.0, 4096.0, 0.0)),
 }
 
 
