@@ -23,7 +23,10 @@ same rule's message.  Rules (Megatron-LM ``arguments.py`` and ``parallel_state.p
   * under the ``deepspeed`` framework profile, pp > 1 needs zero <= 1: DeepSpeed's
     pipeline engine refuses ZeRO-2/3 (deepspeedai/DeepSpeed
     ``deepspeed/runtime/pipe/engine.py``: ``assert self.zero_optimization_stage() <
-    ZeroStageEnum.gradients``); Megatron-LM and FSDP have no such rule
+    ZeroStageEnum.gradients``), and vpp == 1: its ``PipelineModule`` splits the layers
+    into one contiguous part per stage and ``runtime/pipe/schedule.py`` has only the
+    non-interleaved ``TrainSchedule`` (virtual stages are Megatron-Core's); Megatron-LM
+    and FSDP have no such rule
 
 Integers are int64 here, so no product of degrees, batch and sequence overflows.
 """
@@ -87,6 +90,9 @@ def _rules(model, gpus, global_batch, seq_len, c, framework=0):
         ("zero", (int(framework) != FRAMEWORK_DEEPSPEED) | (pp1 == 1) | (z <= 1),
          lambda i: f"DeepSpeed's pipeline engine needs `zero <= 1` when pp > 1, but got "
          f"(pp={int(pp[i])}, zero={int(z[i])})"),
+        ("vpp", (int(framework) != FRAMEWORK_DEEPSPEED) | (vpp == 1),
+         lambda i: f"DeepSpeed's pipeline engine has no interleaved schedule: `vpp == 1` must hold, "
+         f"but got (vpp={int(vpp[i])})"),
     ]
     return r
 

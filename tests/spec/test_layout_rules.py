@@ -72,3 +72,16 @@ def test_deepspeed_pipeline_needs_zero_at_most_1():
     assert not np.any((ds["pp"] > 1) & (ds["zero"] >= 2))
     assert np.any((mg["pp"] > 1) & (mg["zero"] >= 2))
     assert np.any((ds["pp"] == 1) & (ds["zero"] == 3))
+
+
+def test_deepspeed_pipeline_has_no_interleaving():
+    """DeepSpeed's ``PipelineModule`` gives each stage one contiguous part and its only
+    training schedule is the non-interleaved ``TrainSchedule``: vpp > 1 is Megatron's."""
+    from dse.spec.layout import FRAMEWORK_DEEPSPEED, FRAMEWORK_MEGATRON
+    inter = Layout(tp=2, pp=2, dp=4, cp=1, ep=1, mbs=1, vpp=2, recompute=0, zero=1, sp=0)
+    check_layout(MODEL, 16, 64, 4096, inter, framework=FRAMEWORK_MEGATRON)
+    with pytest.raises(InputError, match="no interleaved schedule: `vpp == 1`"):
+        check_layout(MODEL, 16, 64, 4096, inter, framework=FRAMEWORK_DEEPSPEED)
+    ds = enumerate_layouts(MODEL, 16, 64, 4096, OPT, framework=FRAMEWORK_DEEPSPEED)
+    mg = enumerate_layouts(MODEL, 16, 64, 4096, OPT, framework=FRAMEWORK_MEGATRON)
+    assert np.all(ds["vpp"] == 1) and np.any(mg["vpp"] > 1)
