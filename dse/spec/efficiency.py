@@ -24,6 +24,14 @@ means and where it comes from:
     the sustained-clock part of it is 0.93-1.04 (:mod:`dse.spec.power`: B200 1580 / 1856
     MHz under back-to-back tensor load against H100's bounded 0.82-0.92), so the rest is
     kernel maturity on one microbenchmark, too thin a base to move a global constant.
+    A second, independent source settles it the other way: the maximum-achievable-matmul
+    table of stas00/ml-engineering (``mamf-finder.py``, a brute-force shape search,
+    ``compute/accelerator`` and its H200 -> B200 upgrade guide) measures B200 SXM bf16
+    1745 of 2250 TFLOP/s = 77.6 % against H100 / H200 SXM 794.5 of 989 = 80.3 % (ratio
+    0.97) and fp8 3432.5 of 4500 = 76.3 % against H200 1453.4 of 1979 = 73.4 % (1.04):
+    with a mature stack B200 reaches Hopper's fraction of peak within 4 %, so Hopper's
+    values stand for Blackwell.  (The same table: MI300X bf16 781.9 of 1300 = 60.1 % on
+    ROCm 6.2, AMD's own MAF 708 of 1307 = 54 %, ``cdna3`` below.)
     GB200's sustained clock below its 2.06 GHz quoted clock is :mod:`dse.spec.power`'s.
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
