@@ -23,7 +23,9 @@ multi-second XLA compile) -- no cost arithmetic here.  Ops per micro-batch and s
 * order (:func:`pipeline_order`), ``vpp == 1``: 1F1B -- ``min(pp - s - 1, m)`` warm-up
   forwards on stage ``s``, steady one-forward-one-backward, cool-down backwards; the
   p2p sits on stream 0 (blocking), as the cost model counts ``2 (m + pp - 1)`` exposed
-  transfers.
+  transfers for Megatron (under the deepspeed profile the cost model charges DeepSpeed's
+  unpaired blocking send / recv, ``4 m + 2 pp - 8``, :mod:`dse.train.pipe_transfers`;
+  the trace keeps this one order for every profile).
 * ``vpp > 1``: Megatron's interleaved 1F1B (Narayanan et al. SC'21 sec. 2.2.2;
   ``megatron/core/pipeline_parallel/schedules.py``,
   ``forward_backward_pipelining_with_interleaving``).  Rank ``s`` holds ``vpp`` model
