@@ -91,3 +91,15 @@ def test_head_dim_column_decouples_attention_width_from_hidden():
     assert out.loc[1, "predicted_iter_time_s"] > out.loc[0, "predicted_iter_time_s"]
     assert out.loc[1, "predicted_mem_gib"] > out.loc[0, "predicted_mem_gib"]
     assert out.loc[1, "predicted_iter_time_s"] == out.loc[2, "predicted_iter_time_s"]
+
+
+def test_deepspeed_rows_are_held_to_the_pipeline_engine_rules():
+    """A deepspeed row searches only layouts DeepSpeed's pipeline engine runs (ZeRO <= 1
+    and vpp 1 with pp > 1), and a row whose given fields break them says which rule."""
+    piped = dict(ROW, id=1, tp=4, pp=4, dp=8, framework="deepspeed", zero_stage=None, vpp=None,
+                 micro_batch_size=4)
+    bad = dict(piped, id=2, zero_stage=2)
+    out = predict_frame(pd.DataFrame([piped, bad]), "t.csv")
+    assert out.loc[0, "status"] == "ok"
+    assert out.loc[0, "chosen_zero"] <= 1 and out.loc[0, "chosen_vpp"] == 1
+    assert out.loc[1, "status"].startswith("infeasible: zero: DeepSpeed's pipeline engine needs `zero <= 1`")
