@@ -215,14 +215,23 @@ def _layout_conflict(model: Model, gpus: int, fixed: dict) -> str:
     return ""
 
 
+def _row_layouts(model: Model, gpus: int, gbs: int, seq: int, opt: GridOptions, fixed: dict,
+                 framework: int = 0) -> dict:
+    """The valid layouts (under ``framework``'s rules) the row's given fields allow: the
+    grid of ``opt``, held to the given dp (the grid derives dp from the other degrees)."""
+    cols = enumerate_layouts(model, gpus, gbs, seq, opt, framework=framework)
+    if "dp" in fixed:
+        keep = cols["dp"] == fixed["dp"]
+        cols = {k: v[keep] for k, v in cols.items()}
+    return cols
+
+
 def _framework_conflict(model: Model, gpus: int, gbs: int, seq: int, opt: GridOptions,
                         fixed: dict, framework: int) -> str:
     """When the framework's rules leave no layout but the general ones do, the first
     framework rule the row's layouts break ("field: rule"), else ""."""
     from dse.spec.layout_rules import layout_violations
-    cols = enumerate_layouts(model, gpus, gbs, seq, opt)
-    if "dp" in fixed:
-        cols = {k: v[cols["dp"] == fixed["dp"]] for k, v in cols.items()}
+    cols = _row_layouts(model, gpus, gbs, seq, opt, fixed)
     if len(cols["tp"]) == 0:
         return ""
     _, reason = layout_violations(model, gpus, gbs, seq, cols, framework)
@@ -260,22 +269,20 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
         return {**out, "status": f"infeasible: {reason}"}
     if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    framework = FRAMEWORK[fw]
     # the framework's own layout rules (dse.spec.layout_rules: DeepSpeed's pipeline
     # engine runs ZeRO <= 1 and no interleaving) bound the blank fields too
-    cols = enumerate_layouts(model, gpus, gbs, seq, opt, framework=FRAMEWORK[fw])
-    if "dp" in fixed:
-        keep = cols["dp"] == fixed["dp"]
-        cols = {k: v[keep] for k, v in cols.items()}
+    cols = _row_layouts(model, gpus, gbs, seq, opt, fixed, framework)
     if fixed.get("ep", 1) > 1 and model.num_experts == 1:
         return {**out, "status": "infeasible: ep > 1 needs a mixture-of-experts model "
                                  "(give num_experts and top_k columns)"}
     if len(cols["tp"]) == 0:
-        why = _framework_conflict(model, gpus, gbs, seq, opt, fixed, FRAMEWORK[fw])
+        why = _framework_conflict(model, gpus, gbs, seq, opt, fixed, framework)
         return {**out, "status": "infeasible: " + (why or "no valid layout matches the given fields "
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)")}
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
-                  framework=FRAMEWORK[fw], tp_overlap=int(ov == "true"),
+                  framework=framework, tp_overlap=int(ov == "true"),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
                   moe_drop_pad=drop_pad)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))

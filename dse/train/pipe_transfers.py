@@ -41,9 +41,9 @@ def exposed_transfers(framework: int, m, pp, vpp):
     """Transfers of one micro-batch's activation (or gradient) on the step's critical
     path: the formulas of the module docstring; interleaved Megatron ``2 (pp-1) vpp``
     (only warm-up and cool-down are exposed); 0 without pipelining."""
-    megatron = jnp.where(vpp > 1, 2.0 * (pp - 1.0) * vpp, 2.0 * (m + pp - 1.0))
+    n = jnp.where(vpp > 1, 2.0 * (pp - 1.0) * vpp, 2.0 * (m + pp - 1.0))     # Megatron
     if int(framework) == FRAMEWORK_DEEPSPEED:
-        ds = jnp.where(pp == 2, 2.0 * m,
-                       jnp.where(m <= 1, 2.0 * (pp - 1.0), 4.0 * m + 2.0 * pp - 8.0))
-        megatron = jnp.where(vpp > 1, megatron, ds)
-    return jnp.where(pp > 1, megatron, 0.0)
+        blocking = jnp.where(pp == 2, 2.0 * m,
+                             jnp.where(m <= 1, 2.0 * (pp - 1.0), 4.0 * m + 2.0 * pp - 8.0))
+        n = jnp.where(vpp > 1, n, blocking)
+    return jnp.where(pp > 1, n, 0.0)
