@@ -60,10 +60,9 @@ def flash_head_dim(d, fa2=False):
     so its MMAs cover ``ceil(d8/32)*32`` columns (256 above 192): a head dim of 80 costs
     as 96.  The native kernels (cuDNN fused SDPA) take any multiple of 8."""
     d8 = jnp.ceil(d / FA_HEAD_DIM_ALIGN) * FA_HEAD_DIM_ALIGN
-    if not fa2:
-        return d8
-    return jnp.where(d8 <= FA2_MAX_TILED_HEAD_DIM,
-                     jnp.ceil(d8 / FA2_HEAD_DIM_TILE) * FA2_HEAD_DIM_TILE, FA_MAX_HEAD_DIM)
+    tiled = jnp.where(d8 <= FA2_MAX_TILED_HEAD_DIM,
+                      jnp.ceil(d8 / FA2_HEAD_DIM_TILE) * FA2_HEAD_DIM_TILE, FA_MAX_HEAD_DIM)
+    return jnp.where(fa2, tiled, d8)
 
 
 def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):

@@ -28,22 +28,26 @@ TRT-LLM's own kernels on Hopper.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from dse.spec.frameworks import profile
 from dse.spec.layout import ATTENTION_FA2, ATTENTION_NATIVE
 
 
-def attention_kernel(wl) -> int:
-    """The kernel class of workload ``wl`` (static): :data:`ATTENTION_FA2` or
-    :data:`ATTENTION_NATIVE` -- the stated one, else the framework profile's."""
-    if wl.attention in (ATTENTION_FA2, ATTENTION_NATIVE):
-        return int(wl.attention)
-    return ATTENTION_FA2 if profile(wl.framework).attention_kernel == "fa2" else ATTENTION_NATIVE
+def attention_kernel(wl):
+    """The kernel class of workload ``wl``: :data:`ATTENTION_FA2` or
+    :data:`ATTENTION_NATIVE` -- the stated one, else the framework profile's.  A traced
+    value: ``wl.attention`` is a leaf of the workload (one compiled step serves every
+    attention setting), the framework static."""
+    default = ATTENTION_FA2 if profile(wl.framework).attention_kernel == "fa2" else ATTENTION_NATIVE
+    a = jnp.asarray(wl.attention)
+    return jnp.where((a == ATTENTION_FA2) | (a == ATTENTION_NATIVE), a, default)
 
 
-def attention_eff(hw, kernel: int):
+def attention_eff(hw, kernel):
     """Fraction of tensor peak the forward of ``kernel`` reaches on ``hw``:
     ``eff_attn`` (native) or ``eff_attn x eff_attn_fa2`` (fa2)."""
-    return hw.eff_attn * (hw.eff_attn_fa2 if kernel == ATTENTION_FA2 else 1.0)
+    return hw.eff_attn * jnp.where(kernel == ATTENTION_FA2, hw.eff_attn_fa2, 1.0)
 
 
 def with_attention_kernel(hw, wl):

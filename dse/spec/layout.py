@@ -20,8 +20,10 @@ it; 0 = the unfused path of Megatron-LM before 2022 (materialised scores, fused 
 (Megatron-DeepSpeed's pipeline engine and ZeRO/bf16 optimizers), 2 = PyTorch FSDP1
 (llm-foundry / Composer), 3 = PyTorch FSDP2 (torchtitan): it changes how model states are
 held in memory, how pipeline activations are sent and how ZeRO-3 gathers and reduces
-(:mod:`dse.spec.frameworks`, :mod:`dse.train.memory`, :mod:`dse.train.zero3`).  Both are static fields: each value compiles
-its own cost function.  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
+(:mod:`dse.spec.frameworks`, :mod:`dse.train.memory`, :mod:`dse.train.zero3`).  ``framework`` is a static
+field (each value compiles its own cost function); ``attention`` is a leaf, so one compiled
+step serves every attention setting (the calibration's unfused and flash rows, ``dse
+predict``'s ``attention`` column).  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
 (Transformer Engine userbuffers: TP collectives pipelined with the GEMMs that consume or
 produce them; needs sequence parallelism), 0 = TP collectives on the critical path
 (Megatron-LM's default).  ``moe_a2a_overlap`` 1 = the run uses Megatron-Core's 1F1B
@@ -87,7 +89,7 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("attention", "framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
+@pytree_dataclass(static=("framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
                           "moe_dispatcher", "moe_drop_pad"))
 class Workload:
     global_batch: int
