@@ -21,9 +21,11 @@ it; 0 = the unfused path of Megatron-LM before 2022 (materialised scores, fused 
 (llm-foundry / Composer), 3 = PyTorch FSDP2 (torchtitan): it changes how model states are
 held in memory, how pipeline activations are sent and how ZeRO-3 gathers and reduces
 (:mod:`dse.spec.frameworks`, :mod:`dse.train.memory`, :mod:`dse.train.zero3`).  ``framework`` is a static
-field (each value compiles its own cost function); ``attention`` is a leaf, so one compiled
-step serves every attention setting (the calibration's unfused and flash rows, ``dse
-predict``'s ``attention`` column).  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
+field (each value compiles its own cost function), as are ``tp_overlap`` and
+``moe_a2a_overlap`` (each switches a costed path on); ``attention``, ``cuda_graphs``,
+``moe_dispatcher`` and ``moe_drop_pad`` are leaves (a ``jnp.where`` between values), so one
+compiled step serves every setting of them (the calibration's unfused and flash rows, the
+recipe columns of ``dse predict``).  ``tp_overlap`` 1 = Megatron-Core's ``--tp-comm-overlap``
 (Transformer Engine userbuffers: TP collectives pipelined with the GEMMs that consume or
 produce them; needs sequence parallelism), 0 = TP collectives on the critical path
 (Megatron-LM's default).  ``moe_a2a_overlap`` 1 = the run uses Megatron-Core's 1F1B
@@ -89,8 +91,7 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
 
-@pytree_dataclass(static=("framework", "tp_overlap", "moe_a2a_overlap", "cuda_graphs",
-                          "moe_dispatcher", "moe_drop_pad"))
+@pytree_dataclass(static=("framework", "tp_overlap", "moe_a2a_overlap"))
 class Workload:
     global_batch: int
     seq_len: int
