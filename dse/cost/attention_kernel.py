@@ -40,7 +40,7 @@ def attention_kernel(wl):
     value: ``wl.attention`` is a leaf of the workload (one compiled step serves every
     attention setting), the framework static."""
     default = ATTENTION_FA2 if profile(wl.framework).attention_kernel == "fa2" else ATTENTION_NATIVE
-    a = jnp.asarray(wl.attention)
+    a = wl.attention
     return jnp.where((a == ATTENTION_FA2) | (a == ATTENTION_NATIVE), a, default)
 
 

@@ -207,7 +207,7 @@ def ep_busiest_factor(model, lay, T, drop_pad=0):
     for ``ep`` = 1 and with ``drop_pad`` (``Workload.moe_drop_pad``: padded to capacity)."""
     moe = model.num_experts > 1
     pairs = expert_tp(lay) * moe_input_tokens(T, lay) * model.top_k * lay.ep
-    return jnp.where(moe & (lay.ep > 1) & (jnp.asarray(drop_pad) == 0), ep_load_factor(pairs, lay.ep), 1.0)
+    return jnp.where(moe & (lay.ep > 1) & (drop_pad == 0), ep_load_factor(pairs, lay.ep), 1.0)
 
 
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
@@ -255,7 +255,7 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     probs = Tks * PROB_BYTES * imb
     etp_on = jnp.where(e > 1, 1.0, 0.0) * on
     # DeepEP / HybridEP (Workload.moe_dispatcher): each token sent once per remote node
-    flex = jnp.asarray(wl.moe_dispatcher) > 0
+    flex = wl.moe_dispatcher > 0
     dd_k, dd_E = jnp.where(flex, k, 0.0), jnp.where(flex, E, 0.0)
     comm = []
     for phase in ("fwd", "bwd"):

@@ -107,7 +107,7 @@ def reduce_layer(ops, wl: Workload, lay: Layout, hw: Hardware, r: Rates) -> Laye
     # graph (Workload.cuda_graphs: Megatron-Core cuda_graph_impl="full_iteration",
     # megatron/core/full_cuda_graph.py) replays the step's kernels from one graph launch,
     # so the host issues none of them one by one: no floor
-    host_op_s = jnp.where(jnp.asarray(wl.cuda_graphs) > 0, 0.0, HOST_OP_S.get(wl.framework, HOST_OP_S[0]))
+    host_op_s = jnp.where(wl.cuda_graphs > 0, 0.0, HOST_OP_S.get(wl.framework, HOST_OP_S[0]))
     kernels = map_ops(host_kernels, ops)
     host = lambda phase: host_op_s * _sum(op.calls * k for op, k in zip(ops, kernels) if op.phase == phase)
     tp_share = jnp.where(tp_comm > 0, tp_raw_fwd / jnp.where(tp_comm > 0, tp_comm, 1.0), 0.5)
