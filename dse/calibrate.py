@@ -15,7 +15,8 @@ Output: a hardware TOML table ``base = "<catalog name>"`` plus the fitted keys, 
 
 Fits (every one is least squares of ``ln t_model - ln t_measured``, i.e. of relative
 error, so a 16 MiB and a 8 GiB all-reduce weigh the same):
-  * ``eff_gemm`` (``eff_gemm_fp8`` for fp8 rows): the model's own
+  * ``eff_gemm`` (``eff_gemm_fp8`` for fp8 rows, ``eff_gemm_fp4`` for ``nvfp4`` / ``mxfp4``
+    rows on a GPU with fp4 tensor cores): the model's own
     :func:`dse.cost.gemm.gemm_time_s` (tile/wave quantization, L2-aware HBM traffic,
     roofline max, launch cost) at the base's rates, one scalar searched on a refined
     log grid.  Rows the model puts on the memory side of the roofline do not move it.
@@ -48,7 +49,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.spec.hardware import Hardware, catalog
-from dse.spec.layout import PRECISION
+from dse.spec.layout import PRECISION_FP8, PRECISION_MXFP4, PRECISION_NVFP4, SERVING_PRECISION
 
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
        "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all"}
@@ -90,10 +91,10 @@ def read_gemm_csv(path: str) -> pd.DataFrame:
             raise InputError(path, c, f"{rule}, but got ({c}={_plain(df[c].iloc[i])!r} in line {i + 2})")
         df[c] = v
     dt = df["dtype"].astype(str).str.strip().str.lower()
-    bad = ~dt.isin(list(PRECISION))
-    require(not bad.any(), path, "dtype", f"must be one of {sorted(PRECISION)}, but got "
+    bad = ~dt.isin(list(SERVING_PRECISION))
+    require(not bad.any(), path, "dtype", f"must be one of {sorted(SERVING_PRECISION)}, but got "
             f"{dt[bad].iloc[0] if bad.any() else ''!r}")
-    df["precision"] = dt.map(PRECISION)
+    df["precision"] = dt.map(SERVING_PRECISION)
     return df
 
 
@@ -316,6 +317,8 @@ def _check_below_peak(hw: Hardware, df: pd.DataFrame) -> None:
     from dse.cost.rates import rates
     for p, sub in df.groupby("precision"):
         peak_tflops = float(rates(hw, int(p)).peak_linear_flops_per_s) / 1e12
+        require(peak_tflops > 0, "--gemm", "dtype", f"{sub['dtype'].iloc[0]} rows need a GPU "
+                f"with {sub['dtype'].iloc[0]} tensor cores, but {hw.name} has none (line {sub.index[0] + 2})")
         over = sub[sub["tflops"] > PEAK_SLACK * peak_tflops]
         require(over.empty, "--gemm", "tflops",
                 f"`tflops <= {PEAK_SLACK:g} x peak` ({PEAK_SLACK * peak_tflops:.4g} for "
@@ -336,7 +339,10 @@ def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
     notes: list[str] = []
     if gemm is not None:
         _check_below_peak(hw, gemm)
-        for key, sel in (("eff_gemm", gemm["precision"] != 2), ("eff_gemm_fp8", gemm["precision"] == 2)):
+        fp4 = gemm["precision"].isin([PRECISION_NVFP4, PRECISION_MXFP4])
+        for key, sel in (("eff_gemm", (gemm["precision"] < PRECISION_FP8)),
+                         ("eff_gemm_fp8", gemm["precision"] == PRECISION_FP8),
+                         ("eff_gemm_fp4", fp4)):
             rows = gemm[sel]
             if rows.empty:
                 continue

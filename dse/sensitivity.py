@@ -96,6 +96,7 @@ _LEAVES = {
     "tdp_w": ("capacity", "W", 1.0, "not used by the time model"),
     "eff_gemm": ("efficiency", "", 1.0, ""),
     "eff_gemm_fp8": ("efficiency", "", 1.0, ""),
+    "eff_gemm_fp4": ("efficiency", "", 1.0, ""),
     "eff_attn": ("efficiency", "", 1.0, ""),
     "eff_attn_bwd": ("efficiency", "", 1.0, ""),
     "eff_attn_fa2": ("efficiency", "", 1.0, "FA2-class kernel speed relative to eff_attn's"),

@@ -84,3 +84,36 @@ def test_bad_input_exit_2(tmp_path, capsys, args, needle):
     rc = main(["calibrate", *args, "-o", str(tmp_path / "x.toml")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and needle in err
+
+
+def test_fit_recovers_fp4_efficiency_on_blackwell():
+    """NVFP4 rows fit ``eff_gemm_fp4`` (the fp4 peak's own fraction), not the fp8 one."""
+    true = get_hardware("b200").replace(eff_gemm_fp4=0.47)
+    gemm = pd.concat([_gemm_rows(true, 0.47, "nvfp4", 3),
+                      _gemm_rows(true.replace(eff_gemm_fp8=0.66), 0.66, "fp8", 2)])
+    keys, _, hw = calibrate("b200", gemm, [])
+    assert keys["eff_gemm_fp4"] == pytest.approx(0.47, rel=2e-3)
+    assert keys["eff_gemm_fp8"] == pytest.approx(0.66, rel=2e-3)
+    assert "eff_gemm" not in keys
+
+
+def test_fp4_rows_need_fp4_tensor_cores(tmp_path, capsys):
+    rc = main(["calibrate", "--base", "h100-sxm-80gb", "--gemm",
+               str(DATA / "gemm_b200_mxfp4_cublaslt.csv"), "-o", str(tmp_path / "h.toml")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mxfp4" in err[0] and "h100-sxm-80gb" in err[0]
+    assert not (tmp_path / "h.toml").exists()
+
+
+def test_published_b200_fp4_sample_gives_a_kernel_ceiling(tmp_path):
+    """The cuBLASLt MXF4 sample (DeepGEMM PR #348's table) fits an ``eff_gemm_fp4`` above
+    the in-serving constant (a kernel ceiling, like MAMF's bf16 fit on H100 above the
+    in-training ``eff_gemm``) and below 1; the written TOML loads with it."""
+    out = tmp_path / "b200.toml"
+    assert main(["calibrate", "--base", "b200", "--gemm",
+                 str(DATA / "gemm_b200_mxfp4_cublaslt.csv"), "-o", str(out)]) == 0
+    hw = get_hardware(str(out))
+    base = get_hardware("b200")
+    assert base.eff_gemm_fp4 < hw.eff_gemm_fp4 < 1.0
+    assert hw.eff_gemm_fp8 == base.eff_gemm_fp8

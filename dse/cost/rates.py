@@ -5,7 +5,9 @@ every cost function of a training step uses (computed once per point).
   16-bit path, fp8 linears on the FP8 path (attention stays bf16, as Transformer Engine
   does; NVIDIA TE docs, "Using FP8 with Transformer Engine").
 * serving's fp4 codes 3 (NVFP4) and 4 (MXFP4) run the linears on the fp4 peak with the
-  fp8 GEMM efficiency (no fp4 constant is fitted) and ``linear_bytes`` = 0.5 + block
+  fp4 GEMM efficiency ``eff_gemm_fp4`` (:mod:`dse.spec.efficiency` ``gemm_fp4``: fp8's
+  fraction of peak times the fp4 / fp8 ratio GEMM microbenchmarks measure on B200, not
+  fitted to a serving row) and ``linear_bytes`` = 0.5 + block
   scales (:func:`linear_el_bytes`); attention and the LM head stay 16-bit.
 * throttle: ``x_eff = x (1 - throttle)`` on HBM bandwidth, and on clock-derived rates
   when ``throttle_clock`` (dse.spec.hardware.effective).
@@ -55,7 +57,7 @@ def rates(hw: Hardware, precision) -> Rates:
     return Rates(
         peak_16_flops_per_s=p16_e,
         peak_linear_flops_per_s=p_lin_e,
-        eff_linear=jnp.where(is8 | is4, hw.eff_gemm_fp8, hw.eff_gemm),
+        eff_linear=jnp.where(is4, hw.eff_gemm_fp4, jnp.where(is8, hw.eff_gemm_fp8, hw.eff_gemm)),
         hbm_bw_bytes_per_s=hbm_e * hw.eff_hbm,
         hbm_bw_raw_bytes_per_s=hbm_e,
         l2_bw_bytes_per_s=l2_e,

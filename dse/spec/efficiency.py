@@ -36,6 +36,26 @@ means and where it comes from:
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
     Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
+``gemm_fp4``
+    The same for the 4-bit GEMMs of serving (NVFP4 / MXFP4 weights and activations, the
+    ``tcgen05.mma`` ``kind::mxf4nvf4`` path at twice the fp8 rate), as a fraction of the
+    dense fp4 peak.  Blackwell: ``gemm_fp8`` x ``FP4_OVER_FP8`` (0.763), NOT FITTED to any
+    serving row.  The ratio is the two kernel ceilings cuBLAS(Lt) reaches on one B200 at
+    its best shape, each as a fraction of its own dense peak: MXF4 x MXF4 8192^3 5239 of
+    9000 TFLOP/s = 0.582 (cuBLASLt 13.3 ``cublasTest``, the table of deepseek-ai/DeepGEMM
+    PR #348, 2026-06) against fp8 3432.5 of 4500 = 0.763 (the mamf-finder table cited under
+    ``gemm``).  A second pair points the same way and further, but is not like for like:
+    vLLM's CUTLASS kernels at the Llama-3.1-8B QKV shape (N 6144, K 4096, M 1024) reach fp8
+    2341 of 4500 (vllm-project/vllm PR #19566, tuned) and NVFP4 2895 of 9000 (PR #20646,
+    its untuned "before" configs), a ratio of 0.62.  The physics of the shortfall: a 4-bit
+    MMA tile finishes its K loop in half the fp8 time, while the per-tile work beside it
+    does not shrink -- the block scales (one e4m3 per 16 elements, staged into tensor
+    memory) and the epilogue's tensor-memory -> register -> 16-bit global store of the same
+    output tile.  Serving uses it for the fp4 linears of :func:`dse.cost.rates.rates`
+    only; an MXFP4-expert checkpoint's W4A8 experts run at the fp8 rate with ``gemm_fp8``
+    (:mod:`dse.infer.moe_serving`).  ``cdna4`` (MI355X fp4): ``cdna3``'s ``gemm_fp8``
+    carried over, unmeasured.  Generations without fp4 tensor cores carry their
+    ``gemm_fp8`` (never read: their fp4 peak is 0 and the precision is refused).
 ``attn``
     Fraction of tensor peak reached by the matmuls of the generation's *native* fused
     attention kernel -- the one Megatron-Core / Transformer Engine runs: TE's
@@ -144,6 +164,7 @@ from dataclasses import dataclass, replace
 class GenerationEfficiency:
     gemm: float
     gemm_fp8: float
+    gemm_fp4: float
     attn: float
     attn_bwd: float
     attn_fa2: float
@@ -157,11 +178,16 @@ class GenerationEfficiency:
     cluster: int
 
 
+# fp4 / fp8 fraction-of-peak ratio of the cuBLAS(Lt) kernel ceilings on one B200
+# (``gemm_fp4`` in the module docstring)
+FP4_OVER_FP8 = (5239.0 / 9000.0) / (3432.5 / 4500.0)     # 0.763
+
+
 GENERATIONS: dict[str, GenerationEfficiency] = {
-    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
+    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, gemm_fp4=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, gemm_fp4=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
@@ -172,14 +198,15 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     # streaming kernels (Chips and Cheese, "Testing AMD's Giant MI300X"); xGMI all-reduce
     # bus bandwidth ~310 of 448 GB/s per direction (RCCL tests on 8x MI300X, 0.70);
     # launch ~6 us (HIP launch overhead above CUDA's).  Tiles 256x128 (hipBLASLt MT256x128).
-    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
+    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, gemm_fp4=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
                                   hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
                                   kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }
 # Blackwell (B200 / GB200 / B300): Hopper's fractions carried over, NOT FITTED (no Blackwell
 # calibration row; the B200 GEMM microbenchmark found is weighed in the docstring), except fp8_transpose = 0
-# (TE is_non_tn_fp8_gemm_supported on sm100); attn: see docstring
-GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0)
+# (TE is_non_tn_fp8_gemm_supported on sm100) and gemm_fp4 (microbenchmark ratio, docstring); attn: see docstring
+GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0,
+                                   gemm_fp4=GENERATIONS["hopper"].gemm_fp8 * FP4_OVER_FP8)
 # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
 # above) until MI355X measurements exist
 GENERATIONS["cdna4"] = GENERATIONS["cdna3"]

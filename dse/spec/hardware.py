@@ -60,6 +60,7 @@ class Hardware:
     # batch may mix generations
     eff_gemm: float = 0.85
     eff_gemm_fp8: float = 0.7
+    eff_gemm_fp4: float = 0.7     # NVFP4 / MXFP4 serving GEMMs, fraction of the fp4 peak
     eff_attn: float = 0.6
     eff_attn_bwd: float = 0.85
     eff_attn_fa2: float = 1.0     # FA2-class kernel speed / native kernel's (a ratio)
@@ -90,7 +91,7 @@ def _nonneg(key, attr, scale, unit, doc):
 
 # measured efficiencies a calibrated file may set for its own machine (``dse calibrate``),
 # in (0, 1]; absent keys take the generation's constants (dse.spec.efficiency)
-EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_attn", "eff_attn_bwd", "eff_attn_fa2", "eff_hbm",
+EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_gemm_fp4", "eff_attn", "eff_attn_bwd", "eff_attn_fa2", "eff_hbm",
             "eff_nvlink", "eff_nic")
 
 # The hardware file schema (human units; docs/architecture.md "Bad input").
@@ -163,7 +164,7 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw["power_clock"] = sustained_clock(gen, v["gpu_power_w"] or v["tdp_w"], v["num_sms"],
                                         kw["clock_hz"], where, name, flop_per_sm_clk(kw))
     e = GENERATIONS[gen]
-    defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_attn=e.attn,
+    defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_gemm_fp4=e.gemm_fp4, eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
                     eff_nvlink=e.nvlink, eff_nic=e.nic)
     for k, val in defaults.items():
