@@ -129,7 +129,7 @@ EW_KERNELS_PER_LAYER = 5.0
 # cross-GPU flag barrier) pay a fixed cost of this order per call.
 NCCL_BASE_LATENCY_S = 6.6e-6
 # Compute efficiency of an MoE layer's expert GEMMs relative to a dense GEMM of the same
-# shape (it multiplies ``eff_gemm`` / ``eff_gemm_fp8`` in the compute term only; the
+# shape (it multiplies ``eff_gemm`` / ``eff_gemm_fp8`` / ``eff_gemm_fp4`` in the compute term only; the
 # weight-read term of small-batch decode is unchanged).  The engines of the calibration
 # data run the experts as one grouped GEMM over a token-permuted layout (TensorRT-LLM's
 # MoE plugin, CUTLASS grouped GEMM; vLLM / SGLang ``fused_moe``), which pays for small
