@@ -46,8 +46,9 @@ means and where it comes from:
     PR #348, 2026-06) against fp8 3432.5 of 4500 = 0.763 (the mamf-finder table cited under
     ``gemm``).  A second pair points the same way and further, but is not like for like:
     vLLM's CUTLASS kernels at the Llama-3.1-8B QKV shape (N 6144, K 4096, M 1024) reach fp8
-    2341 of 4500 (vllm-project/vllm PR #19566, tuned) and NVFP4 2895 of 9000 (PR #20646,
-    its untuned "before" configs), a ratio of 0.62.  The physics of the shortfall: a 4-bit
+    2341 of 4500 (vllm-project/vllm PR #19566, "Further tunings for SM100 FP8 CUTLASS
+    kernel") and NVFP4 2895 of 9000 (PR #20646, its untuned "before" configs), a ratio of
+    0.62.  The physics of the shortfall: a 4-bit
     MMA tile finishes its K loop in half the fp8 time, while the per-tile work beside it
     does not shrink -- the block scales (one e4m3 per 16 elements, staged into tensor
     memory) and the epilogue's tensor-memory -> register -> 16-bit global store of the same
