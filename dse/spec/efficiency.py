@@ -48,8 +48,8 @@ means and where it comes from:
     vLLM's CUTLASS kernels at the Llama-3.1-8B QKV shape (N 6144, K 4096, M 1024) reach fp8
     2341 of 4500 (vllm-project/vllm PR #19566, "Further tunings for SM100 FP8 CUTLASS
     kernel") and NVFP4 2895 of 9000 (PR #20646, its untuned "before" configs), a ratio of
-    0.62.  The physics of the shortfall: a 4-bit
-    MMA tile finishes its K loop in half the fp8 time, while the per-tile work beside it
+    0.62.  The physics of the shortfall: a 4-bit MMA tile finishes its K loop in half the
+    fp8 time, while the per-tile work beside it
     does not shrink -- the block scales (one e4m3 per 16 elements, staged into tensor
     memory) and the epilogue's tensor-memory -> register -> 16-bit global store of the same
     output tile.  Serving uses it for the fp4 linears of :func:`dse.cost.rates.rates`
@@ -165,7 +165,6 @@ from dataclasses import dataclass, replace
 class GenerationEfficiency:
     gemm: float
     gemm_fp8: float
-    gemm_fp4: float
     attn: float
     attn_bwd: float
     attn_fa2: float
@@ -177,6 +176,11 @@ class GenerationEfficiency:
     tile_m: int
     tile_n: int
     cluster: int
+    gemm_fp4: float | None = None   # None: the generation's gemm_fp8 (module docstring)
+
+    def __post_init__(self):
+        if self.gemm_fp4 is None:
+            object.__setattr__(self, "gemm_fp4", self.gemm_fp8)
 
 
 # fp4 / fp8 fraction-of-peak ratio of the cuBLAS(Lt) kernel ceilings on one B200
@@ -185,10 +189,10 @@ FP4_OVER_FP8 = (5239.0 / 9000.0) / (3432.5 / 4500.0)     # 0.763
 
 
 GENERATIONS: dict[str, GenerationEfficiency] = {
-    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, gemm_fp4=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
+    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1),
-    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, gemm_fp4=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
     # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
@@ -199,7 +203,7 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
     # streaming kernels (Chips and Cheese, "Testing AMD's Giant MI300X"); xGMI all-reduce
     # bus bandwidth ~310 of 448 GB/s per direction (RCCL tests on 8x MI300X, 0.70);
     # launch ~6 us (HIP launch overhead above CUDA's).  Tiles 256x128 (hipBLASLt MT256x128).
-    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, gemm_fp4=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
+    "cdna3": GenerationEfficiency(gemm=0.50, gemm_fp8=0.45, attn=0.35, attn_bwd=0.85, attn_fa2=1.0,
                                   hbm=0.80, fp8_transpose=1.0, nvlink=0.70, nic=0.90,
                                   kernel_launch_s=6e-6, tile_m=256, tile_n=128, cluster=1),
 }

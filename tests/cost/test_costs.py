@@ -115,6 +115,7 @@ def test_fp4_linears_use_their_own_efficiency():
     (dse.spec.efficiency ``gemm_fp4``: fp8's fraction x the microbenchmarks' fp4 / fp8
     ratio), so on B200 a large fp4 GEMM is faster than fp8 but by less than the 2x peak."""
     from dse.cost.rates import rates
+    from dse.graph.ops import Gemm, time_s
     from dse.spec.efficiency import FP4_OVER_FP8, GENERATIONS
     from dse.spec.hardware import get_hardware
     b200 = get_hardware("b200")
@@ -124,9 +125,6 @@ def test_fp4_linears_use_their_own_efficiency():
     for p in (2, 3, 4):
         r = rates(b200, p)
         assert float(r.eff_linear) == pytest.approx(b200.eff_gemm_fp4 if p > 2 else b200.eff_gemm_fp8)
-        t[p] = float(gemm_time_s(16384, 16384, 16384, r.peak_linear_flops_per_s, r.eff_linear,
-                                 r.hbm_bw_raw_bytes_per_s, r.l2_bw_bytes_per_s, b200.l2_bytes,
-                                 b200.num_sms, b200.tile_m, b200.tile_n, r.linear_bytes,
-                                 b200.kernel_launch_s, 1.0, b200.gemm_cluster))
+        t[p] = float(time_s(Gemm(16384.0, 16384.0, 16384.0), b200, r))
     assert t[2] / 2.0 < t[3] < t[2]
     assert t[4] == pytest.approx(t[3], rel=1e-6)
