@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.spec.hardware import Hardware, catalog
+from dse.spec.hardware import Hardware, catalog, catalog_key
 from dse.spec.layout import PRECISION_FP8, PRECISION_MXFP4, PRECISION_NVFP4, SERVING_PRECISION
 
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
@@ -332,9 +332,10 @@ def _mape(model, meas) -> float:
 
 def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
     """(keys for the TOML table in human units, report lines, calibrated Hardware)."""
-    require(base in catalog(), "--base", "base", f"must be a catalog name "
+    key = catalog_key(base, catalog())
+    require(key is not None, "--base", "base", f"must be a catalog name "
             f"({', '.join(sorted(catalog()))}), but got {base!r}")
-    hw = catalog()[base]
+    hw = catalog()[key]
     keys: dict[str, float] = {}
     notes: list[str] = []
     if gemm is not None:
@@ -403,6 +404,7 @@ def cmd_calibrate(a) -> int:
     require(bool(a.gemm or a.nccl), "command line", "--gemm/--nccl", "give at least one input")
     from dse.report.atomic import atomic_write, check_output_file
     out = check_output_file(a.output, "-o")
+    a.base = catalog_key(a.base, catalog()) or a.base     # the catalog's spelling in the TOML
     name = f"{a.base}-calibrated" if a.name is None else a.name
     require(re.fullmatch(r"[A-Za-z0-9_.-]+", name) is not None, "--name", "name",
             f"must be letters, digits, '_', '.' or '-', but got {name!r}")

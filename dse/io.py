@@ -92,3 +92,12 @@ def load_json(path: str | Path, where: str | None = None) -> dict:
         raise InputError(where, "json", f"top level must be a JSON object, but got "
                          f"{type(data).__name__}")
     return data
+
+
+def catalog_key(name: str, names) -> str | None:
+    """The catalog entry ``name`` denotes among ``names`` (the catalog's keys, all lower
+    case): itself, or its lower-cased, stripped form (``H100-SXM-80GB``); None if neither."""
+    if name in names:
+        return name
+    low = name.strip().lower()
+    return low if low in names else None

@@ -18,7 +18,7 @@ from pathlib import Path
 import jax.numpy as jnp
 
 from dse.errors import InputError, require
-from dse.io import load_toml  # noqa: F401  (re-exported: older imports of spec.hardware.load_toml)
+from dse.io import catalog_key, load_toml  # noqa: F401  (load_toml re-exported: older imports)
 from dse.spec.efficiency import GENERATIONS
 from dse.spec.power import REFERENCE, power_clock, same_sm
 from dse.spec.pytree import pytree_dataclass
@@ -203,9 +203,11 @@ def with_base(d: dict, where: str, name: str) -> dict:
     """The catalog table ``d["base"]`` names, updated with ``d``'s other keys."""
     base = d["base"]
     raw = _raw_catalog()
-    require(isinstance(base, str) and base in raw, where, f"{name}.base",
+    key = catalog_key(base, raw) if isinstance(base, str) else None
+    require(key is not None, where, f"{name}.base",
             f"must be a catalog name ({', '.join(sorted(raw))}), but got {base!r}")
-    return {**raw[base], **{k: v for k, v in d.items() if k != "base"}}
+    return {**raw[key], **{k: v for k, v in d.items() if k != "base"}}
+
 
 
 _RAW: dict | None = None
@@ -234,11 +236,13 @@ def catalog() -> dict[str, Hardware]:
 
 
 def get_hardware(name: str, where: str = "--hardware") -> Hardware:
-    """A catalog name, or a path to a TOML file holding one or more hardware tables
-    (``path.toml`` takes the first table, ``path.toml:name`` the named one)."""
+    """A catalog name (any letter case: ``H100-SXM-80GB`` is ``h100-sxm-80gb``), or a path
+    to a TOML file holding one or more hardware tables (``path.toml`` takes the first
+    table, ``path.toml:name`` the named one)."""
     cat = catalog()
-    if name in cat:
-        return cat[name]
+    key = catalog_key(name, cat)
+    if key is not None:
+        return cat[key]
     path, _, table = name.partition(":")
     if path.endswith(".toml"):
         data = load_toml(Path(path))

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dse.errors import InputError, require
-from dse.io import load_toml
+from dse.io import catalog_key, load_toml
 from dse.spec.hf_config import HF_FIELDS, hf_config_table  # noqa: F401 (HF_FIELDS re-exported)
 from dse.spec.pytree import pytree_dataclass
 from dse.spec.schema import Field, validate_table
@@ -458,11 +458,12 @@ def hf_id_index() -> dict[str, str]:
 
 
 def get_model(name: str, where: str = "--model") -> Model:
-    """A catalog name, a Hugging Face repo id the catalog lists (``hf_ids``), a
-    ``config.json`` path, or ``file.toml[:table]``."""
+    """A catalog name (any letter case), a Hugging Face repo id the catalog lists
+    (``hf_ids``), a ``config.json`` path, or ``file.toml[:table]``."""
     cat = catalog()
-    if name in cat:
-        return cat[name]
+    key = catalog_key(name, cat)
+    if key is not None:
+        return cat[key]
     if name.strip().lower() in hf_id_index():
         return cat[hf_id_index()[name.strip().lower()]]
     if name.endswith(".json"):

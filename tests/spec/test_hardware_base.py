@@ -26,3 +26,15 @@ def test_bad_base_files(tmp_path, body, needle):
     f.write_text(f"[x]\n{body}\n")
     with pytest.raises(InputError, match=needle):
         get_hardware(str(f))
+
+
+def test_catalog_names_in_any_letter_case(tmp_path):
+    """``H100-SXM-80GB`` (as datasheets and the calibration files write it) is the catalog's
+    ``h100-sxm-80gb``, on the command line and as a file's ``base``; other names still fail."""
+    ref = get_hardware("h100-sxm-80gb")
+    assert get_hardware("H100-SXM-80GB") is ref and get_hardware(" GB200 ") is get_hardware("gb200")
+    f = tmp_path / "hw.toml"
+    f.write_text('[mine]\nbase = "H100-SXM-80GB"\neff_gemm = 0.8\n')
+    assert get_hardware(str(f)).hbm_bw_bytes_per_s == ref.hbm_bw_bytes_per_s
+    with pytest.raises(InputError, match="catalog name"):
+        get_hardware("H100-SXM-80")

@@ -83,6 +83,7 @@ def test_catalog_agrees_with_the_config_json(name):
     ("llama3.1-405b", "llama3-405b"), ("deepseek-ai/DeepSeek-R1", "deepseek-r1"),
     ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b"), ("openai/gpt-oss-120b", "gpt-oss-120b"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama4-maverick"), ("Qwen/Qwen3-8B", "qwen3-8b"),
+    ("Qwen3-235B-A22B", "qwen3-235b-a22b"), (" Mixtral-8x7B ", "mixtral-8x7b"),   # any letter case
 ])
 def test_short_names_and_hf_ids_resolve(alias, table):
     assert get_model(alias) is catalog()[table]
