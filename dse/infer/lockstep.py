@@ -120,3 +120,59 @@ def lockstep_concurrency(dep: Deployment, n: float, S: float, O: float, replicas
     tps = N * O / e2e * units
     note = "" if N <= W else "queued: concurrency above the wave the KV cache holds"
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, note)
+
+
+def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
+                          max_model_len: float | None = None) -> ServingResult:
+    """Closed loop of ``n`` requests with fixed lengths on an engine that mixes prompts
+    into decode iterations (in-flight batching: TensorRT-LLM's executor schedules new
+    context requests into every iteration beside the running generation requests,
+    ``EngineProfile.mixed_batches``).  The first wave's prompts are prefilled in ``K``
+    passes of ``k`` prompts (:func:`pass_tokens`), and a cohort decodes from the
+    iteration after its own pass -- unlike the prefill-first engines of
+    :func:`lockstep_concurrency`, it does not wait for the wave's last prompt -- so
+    cohorts finish, and their clients resubmit, one iteration apart.  The load settles
+    into a cycle of ``c + O - 1`` iterations (a request's ``c = ceil(S / per_pass)``
+    prefill passes, then ``O - 1`` tokens), ``K`` of them carrying a cohort's prompt
+    tokens (``t_mix``: the pass's prompt tokens beside ``W - k`` decoding sequences) and
+    the rest decode only (``t_dec``, ``W`` sequences at context ``S + O/2``):
+
+      TTFT = c t_mix,   e2e = K t_mix + (c + O - 1 - K) t_dec,
+      TPOT = (e2e - TTFT) / (O - 1),   tokens/s = N O / e2e,
+
+    with ``K`` capped at the cycle (every iteration mixed).  Each request sees every
+    other cohort's pass once in its lifetime, so TPOT carries ``(K - c) t_mix`` -- the
+    prefill interference a closed-loop sweep measures as the ITL rising with
+    concurrency -- while TTFT stays one pass: the NVIDIA NIM Llama-3.3-70B sweep
+    (tests/data/published_serving.md) keeps TTFT at 0.4-0.8 s up to 50 in flight while its
+    ITL triples.  Above the wave cap ``W`` (KV slots at the final footprint, the
+    engine's ``max_batch``) the other ``N - W`` wait in the server queue, Little's law as
+    :func:`lockstep_concurrency`."""
+    gpus = gpus_per_replica(dep) * replicas
+    units = streams(dep, replicas)
+    N = n / units
+    cap = min(kv_slots(dep, S, O, final=True), float(dep.engine.max_batch))
+    if cap < 1:
+        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
+                             "infeasible: the weights leave no KV cache for one sequence")
+    W = float(math.floor(max(min(N, cap), 1.0)))
+    budget = pass_tokens(dep, S, max_model_len)
+    per_pass = min(budget, W * S)
+    if not dep.engine.chunked_prefill:
+        per_pass = max(math.floor(per_pass / S), 1) * S
+    K = math.ceil(W * S / per_pass - 1e-9)              # passes per wave
+    c = math.ceil(S / per_pass - 1e-9)                  # passes per prompt
+    ctx = S + O / 2.0
+    k = per_pass / S                                    # prompts per pass
+    t_mix = iteration_s(dep, max(W - k, 0.0), ctx, prompt_tokens=per_pass, prompt_len=S)
+    t_dec = iteration_s(dep, W, ctx) if O > 1 else 0.0
+    life = c + O - 1.0
+    K_eff = min(float(K), life)
+    t_cycle = K_eff * t_mix + (life - K_eff) * t_dec
+    wait = max(N - W, 0.0) * t_cycle / W
+    ttft = wait + c * t_mix
+    e2e = wait + t_cycle
+    tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0
+    tps = N * O / e2e * units
+    note = "" if N <= W else "queued: concurrency above the wave the KV cache holds"
+    return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, note)

@@ -51,7 +51,7 @@ import pandas as pd
 
 from dse.errors import InputError
 from dse.infer.engines import EngineProfile, engine_profile, flag_values
-from dse.infer.lockstep import lockstep_concurrency
+from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
 from dse.spec.hardware import flop_per_sm_clk, get_hardware, sustained_clock
@@ -323,8 +323,12 @@ def predict_inference_row(row: dict) -> dict:
     elif scen == "concurrency":
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
-        res = (lockstep_concurrency(dep, n, S, O, replicas, max_model_len) if fixed_lengths
-               else concurrency(dep, n, S, O, replicas, o2=o2))
+        if not fixed_lengths:
+            res = concurrency(dep, n, S, O, replicas, o2=o2)
+        elif eng.mixed_batches:
+            res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
+        else:
+            res = lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:

@@ -62,7 +62,7 @@ from dse.graph.moe import dp_shard_params, expert_tp
 from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
-from dse.spec.layout import Layout, Workload
+from dse.spec.layout import FRAMEWORK_MEGATRON, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             layer_params, mla_attention_params, select, shared_ffn,
                             stage_layer_counts)
@@ -204,6 +204,41 @@ def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, p
     return (base * (params - linear) + per_linear * linear) / params
 
 
+def peak_inflight(model: Model, wl: Workload, lay: Layout, inflight0, m):
+    """Micro-batches' worth of ``L_st`` layers whose activations the peak pipeline rank
+    holds.  An even split: the first rank's ``inflight0`` (the most in flight).  An
+    uneven Megatron-Core split (``slack = pp L_st - L >= 2``: the
+    ``account_for_embedding/loss_in_pipeline_split`` layout the step time assumes,
+    :func:`dse.train.step.stage_balanced_head_s`) gives the first virtual stage one
+    layer fewer, so rank 0 and rank 1 are compared (Megatron-Core
+    ``pipeline_parallel/schedules.py``: rank r runs ``(pp - r - 1) 2 + (vpp - 1) pp``
+    warm-up chunks, plus one in the steady state; without interleaving ``min(m, pp - r)``
+    micro-batches):
+
+      rank 0: ``inflight0 L_st - n_c0``, ``n_c0`` its in-flight first chunks (warm-up
+              runs chunk c for groups of pp micro-batches in turn:
+              ``pp floor(C / (pp vpp)) + min(C mod (pp vpp), pp)`` of ``C = inflight0 vpp``
+              chunks; all ``inflight0`` without interleaving);
+      rank 1: ``L_st`` layers, 2 chunks fewer (``min(m, pp - 1)`` micro-batches without
+              interleaving);
+
+    returning ``max(rank 0, rank 1) / L_st``.  Llama 3.1 405B (126 layers) at PP16 VPP4:
+    rank 0 holds 127 layer-activations of one micro-batch, rank 1 154, against 158 for
+    eight layers on rank 0.  Other frameworks keep ``inflight0``."""
+    L_st = layers_per_stage(model, lay)
+    slack = lay.pp * L_st - model.num_layers
+    on = (lay.pp > 1) & (slack >= 2) & (wl.framework == FRAMEWORK_MEGATRON)
+    vpp = lay.vpp * 1.0
+    chunks0 = inflight0 * vpp
+    group = lay.pp * vpp
+    first = jnp.where(vpp > 1, lay.pp * jnp.floor(chunks0 / group)
+                      + jnp.minimum(jnp.mod(chunks0, group), lay.pp * 1.0), inflight0)
+    rank0 = inflight0 * L_st - first
+    rank1 = jnp.where(vpp > 1, jnp.maximum(inflight0 - 2.0 / vpp, 0.0),
+                      jnp.minimum(m, lay.pp - 1.0)) * L_st
+    return jnp.where(on, jnp.maximum(rank0, rank1) / L_st, inflight0)
+
+
 def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes=jnp.inf,
                    fp8_transpose=1.0) -> MemoryBreakdown:
     """Peak bytes per GPU (module docstring).  ``hbm_bytes`` is only used by block
@@ -254,6 +289,7 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
         # extra warm-up micro-batch of the interleaved schedule (schedules.py)
         allowed = (model.num_experts > 1) & (lay.ep > 1) & (lay.recompute < 2) & ((lay.pp == 1) | (lay.vpp > 1))
         inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0), 0.0)
+    inflight = peak_inflight(model, wl, lay, inflight, m)
     no_scores, scores = activation_bytes_per_layer(model, wl, lay, act_bytes)
     full_layer = no_scores + scores
     T = lay.mbs * wl.seq_len / lay.cp

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from dse.infer.engines import PROFILES, engine_profile
-from dse.infer.lockstep import lockstep_concurrency, pass_tokens, wave_prefill
+from dse.infer.lockstep import (lockstep_concurrency, pass_tokens, staggered_concurrency,
+                                wave_prefill)
 from dse.infer.predict_rows import launch_settings, predict_inference_frame
 from dse.infer.serving import Deployment, iteration_s, kv_slots, prefill_s
 from dse.spec.hardware import get_hardware
@@ -79,6 +80,49 @@ def test_launch_flags_replace_the_profile_limits():
     assert (eng.max_batch, eng.max_num_tokens, mml) == (512, 16384, None)
     eng, mml = launch_settings({"notes": "vllm serve --max-model-len 32768"}, PROFILES["vllm"])
     assert mml == 32768.0 and eng == PROFILES["vllm"]
+
+
+def test_in_flight_batching_staggers_the_cohorts():
+    """A mixed-batch engine (TensorRT-LLM in-flight batching): one cohort's prompt per pass,
+    each cohort decodes from its own pass, so TTFT stays one (mixed) pass while TPOT
+    carries the other cohorts' passes: e2e = K t_mix + (O - K) t_dec for whole prompts."""
+    d = dep("trtllm")
+    S, O = 5000.0, 500.0                      # one 5000-token prompt per 8192-token pass
+    r1, r25 = (staggered_concurrency(d, n, S, O, 1) for n in (1, 25))
+    t_mix = iteration_s(d, 24.0, S + O / 2, prompt_tokens=S, prompt_len=S)
+    t_dec = iteration_s(d, 25.0, S + O / 2)
+    assert r25.ttft_s == pytest.approx(t_mix)
+    assert r25.e2e_s == pytest.approx(25 * t_mix + (O - 25) * t_dec)
+    assert r25.tpot_s == pytest.approx((r25.e2e_s - r25.ttft_s) / (O - 1))
+    assert r25.tokens_per_s == pytest.approx(25 * O / r25.e2e_s)
+    # against the prefill-first wave: the same prompts, a far shorter mean TTFT
+    assert r25.ttft_s < 0.2 * lockstep_concurrency(d, 25, S, O, 1).ttft_s
+    assert r25.tpot_s > r1.tpot_s and r25.tokens_per_s > 5 * r1.tokens_per_s
+
+
+def test_staggered_load_saturates_and_queues_above_the_kv_cap():
+    d = dep("trtllm")
+    S, O = 2000.0, 200.0
+    cap = min(kv_slots(d, S, O, final=True), d.engine.max_batch)
+    res = [staggered_concurrency(d, n, S, O, 1) for n in (1, 8, 64, 2 * cap, 4 * cap)]
+    tps = [r.tokens_per_s for r in res]
+    assert all(b >= a * 0.999 for a, b in zip(tps, tps[1:]))
+    assert tps[-1] == pytest.approx(tps[-2], rel=0.02) and res[-1].note.startswith("queued")
+    assert res[-1].ttft_s > 1.5 * res[-2].ttft_s                          # queue wait grows
+
+
+def test_fixed_length_concurrency_rows_pick_the_engine_schedule():
+    """Prefill-first engines (vLLM V0, SGLang) run lockstep waves; in-flight batching runs
+    staggered cohorts (dse.infer.predict_rows)."""
+    rows = [{**BASE_ROW, "id": "t", "engine": "trtllm (v0.13.0, C++ engine)",
+             "batch_or_concurrency": 16, "input_len": 4000, "output_len": 256},
+            {**BASE_ROW, "id": "v", "engine": "vllm (v0.6.0)",
+             "batch_or_concurrency": 16, "input_len": 4000, "output_len": 256}]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    t = staggered_concurrency(dep("trtllm"), 16, 4000.0, 256.0, 1)
+    v = lockstep_concurrency(dep("vllm"), 16, 4000.0, 256.0, 1)
+    assert p.loc["t", "predicted_ttft_ms"] == pytest.approx(t.ttft_s * 1e3, rel=1e-6)
+    assert p.loc["v", "predicted_ttft_ms"] == pytest.approx(v.ttft_s * 1e3, rel=1e-6)
 
 
 def test_early_pytorch_backend_of_tensorrt_llm_runs_eager():
