@@ -80,3 +80,22 @@ def test_405b_uneven_split_charges_less_than_the_whole_head_per_micro_batch():
     res, sc, _ = step_and_schedule(m, wl, lay, h100())
     assert float(sc.head_calls) < 64.0
     assert float(res.step_time_s) > 64.0 * 16 * float(sc.layer.fwd_compute_s + sc.layer.bwd_compute_s)
+
+
+def test_uneven_split_peak_activations_are_rank_1s():
+    """Llama 3.1 405B (126 layers) at PP16 x VPP4: rank 0's first chunk is one layer short
+    (account_for_embedding_in_pipeline_split), so the peak is rank 1's 77 chunks x 2 layers
+    = 154 layer-activations, against rank 0's 79 x 2 = 158 of an even split; the
+    non-interleaved split peaks at rank 1's 15 x 8 = 120 (rank 0: 16 x 7 = 112, even 128).
+    Another framework keeps the even count; an even split (80 layers) is unchanged."""
+    m = get_model("llama3-405b")
+    wl = lambda fw: Workload(global_batch=1536, seq_len=8192, precision=2, framework=FRAMEWORK[fw])
+    for vpp, peak, even in ((4, 154.0, 158.0), (1, 120.0, 128.0)):
+        lay = Layout(tp=4, pp=16, dp=4, vpp=vpp, sp=1, mbs=1, zero=1)
+        meg, ds = memory_per_gpu(m, wl("megatron"), lay, 2.0), memory_per_gpu(m, wl("deepspeed"), lay, 2.0)
+        assert float(meg.activations_bytes) / float(ds.activations_bytes) == pytest.approx(
+            peak / even, rel=0.02)        # the LM-head logits term rides on both
+    lay = Layout(tp=4, pp=8, dp=2, vpp=5, sp=1, mbs=1, zero=1)
+    w70 = Workload(global_batch=128, seq_len=8192, precision=2)
+    from dse.train.memory import peak_inflight
+    assert float(peak_inflight(llama70b(), w70, lay, 9.0, 64.0)) == 9.0
