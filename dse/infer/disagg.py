@@ -128,17 +128,30 @@ def offline(dis: Disaggregated, S: float, O: float) -> ServingResult:
 
 
 def concurrency(dis: Disaggregated, n: float, S: float, O: float) -> ServingResult:
+    """Closed loop, ``n`` in flight on an xPyD deployment: ``B = min(n / units, cap)``
+    decode, service time ``e2e_run = prefill(1, S) + KV transfer + (O - 1) t_dec``,
+    tokens/s ``min(n O / e2e_run, offline)``; Little's law (Little 1961): each request
+    spends ``n O / tokens/s``, the excess over ``e2e_run`` waiting ahead of its first
+    token."""
     cap = _decode_cap(dis, S, O)
     if cap < 1:
         return _infeasible("the decode pool's weights leave no KV cache for one sequence")
     units = streams(dis.decode, dis.y)
     B = min(n / units, cap)
     t_d = _decode_t(dis, B, S, O)
-    ttft = prefill_s(dis.prefill, 1.0, S) + kv_transfer_s(dis, S)
-    e2e = ttft + (O - 1.0) * t_d
+    run_ttft = prefill_s(dis.prefill, 1.0, S) + kv_transfer_s(dis, S)
+    run_e2e = run_ttft + (O - 1.0) * t_d
     off = offline(dis, S, O)
-    tps = min(n * O / e2e, off.tokens_per_s)
-    note = "" if n / units <= cap else "queued: concurrency above the decode pool's KV slots"
+    tps = min(n * O / run_e2e, off.tokens_per_s)
+    # Little's law on the closed loop: n requests in the system at tps / O completions/s
+    # spend n O / tps each; what exceeds the service time waits in a queue (the decode
+    # pool's slots or the slower pool), ahead of the first token.
+    wait = max(n * O / tps - run_e2e, 0.0)
+    ttft = wait + run_ttft
+    e2e = wait + run_e2e
+    note = ("" if wait <= 0.0 else
+            "queued: concurrency above the decode pool's KV slots" if n / units > cap else
+            "queued: concurrency above what the prefill pool sustains")
     return ServingResult(tps, tps / dis.gpus, ttft, t_d, e2e, B, note)
 
 

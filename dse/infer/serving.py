@@ -612,7 +612,15 @@ def offline(dep: Deployment, S: float, O: float, replicas: int,
 
 def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
                 spread: bool = False, o2: float = 1.0) -> ServingResult:
-    """Closed loop, ``n`` requests in flight; ``spread``, ``o2`` as :func:`offline`."""
+    """Closed loop, ``n`` requests in flight; ``spread``, ``o2`` as :func:`offline`.
+
+    ``B = min(n / units, slots)`` run; above the slots the other ``n / units - B`` wait
+    in the server's queue.  A closed loop completes ``B`` requests every service time
+    ``e2e_run`` per unit, so by Little's law (Little 1961) each request spends
+    ``(n / units) e2e_run / B`` in the system: the queue wait ``(n / (units B) - 1)
+    e2e_run`` lands in TTFT and e2e (a benchmark client times from its send), tokens/s
+    stays ``B O / e2e_run`` per unit -- as the sweep's
+    :func:`dse.infer.continuous.queued_point`."""
     gpus = gpus_per_replica(dep) * replicas
     slots = tuned_batch(dep, S, O, spread, o2)
     units = streams(dep, replicas)
@@ -621,9 +629,12 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
     c = _steady(dep, B, S, O, spread, o2)
-    ttft = first_token_s(dep, c)
-    e2e = ttft + (O - 1) * c.mean_s
-    tps = B * O / e2e * units
+    run_ttft = first_token_s(dep, c)
+    run_e2e = run_ttft + (O - 1) * c.mean_s
+    wait = max(n / (units * B) - 1.0, 0.0) * run_e2e
+    ttft = wait + run_ttft
+    e2e = wait + run_e2e
+    tps = B * O / run_e2e * units
     return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, B,
                          "" if n / units <= slots else "queued: concurrency above the KV slots")
 

@@ -56,6 +56,19 @@ def test_ttft_is_prefill_plus_transfer():
     assert "saturated" in poisson(d, 1e4, 2000, 200).note
 
 
+def test_concurrency_past_the_slower_pool_waits_by_littles_law():
+    """One prefill replica feeding three decode replicas on long prompts: past what the
+    prefill pool sustains, tokens/s is flat and each request spends n O / tokens/s in the
+    system (Little's law), the excess ahead of its first token."""
+    d = _dis(1, 3)
+    S, O = 8000.0, 64.0
+    lo, hi = concurrency(d, 4, S, O), concurrency(d, 256, S, O)
+    assert hi.note.startswith("queued") and hi.tokens_per_s <= offline(d, S, O).tokens_per_s * (1 + 1e-9)
+    assert hi.e2e_s == pytest.approx(256 * O / hi.tokens_per_s, rel=1e-9)
+    assert hi.e2e_s - hi.ttft_s == pytest.approx((O - 1) * hi.tpot_s, rel=1e-9)   # wait is before token 1
+    assert hi.ttft_s > 10 * lo.ttft_s
+
+
 def test_disagg_rows():
     base = dict(id="x", model="meta-llama/Llama-3.1-70B", hardware="h100-sxm-80gb", gpus=16,
                 tp=4, pp=1, precision="fp8", engine="sglang", scenario="offline_throughput",

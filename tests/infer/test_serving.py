@@ -87,6 +87,20 @@ def test_throughput_rises_then_saturates_with_concurrency():
     assert tps[-1] <= offline(d, S, O, 1).tokens_per_s * (1 + 1e-6)
 
 
+def test_concurrency_above_the_slots_waits_in_the_queue_by_littles_law():
+    """Past the slots the closed loop's throughput is flat, so each request's time in
+    the system is n / X: TTFT and e2e grow linearly in n by the queue wait."""
+    d = dep()
+    S, O = 1000, 1000
+    B = tuned_batch(d, S, O)
+    at, over = concurrency(d, B, S, O, 1), concurrency(d, 4 * B, S, O, 1)
+    assert at.note == "" and over.note.startswith("queued")
+    assert over.tokens_per_s == pytest.approx(at.tokens_per_s, rel=1e-9)
+    assert over.e2e_s == pytest.approx(4 * B * O / over.tokens_per_s, rel=1e-9)
+    assert over.ttft_s - at.ttft_s == pytest.approx(3 * at.e2e_s, rel=1e-9)
+    assert over.tpot_s == pytest.approx(at.tpot_s, rel=1e-9)
+
+
 def test_ttft_grows_with_arrival_rate_toward_capacity():
     d = dep(engine="vllm")
     S, O = 512, 256
