@@ -180,7 +180,7 @@ def gemm_model_s(hw: Hardware, m, n, k, precision: int, eff):
     r = rates(hw, precision)
     return gemm_time_s(m, n, k, r.peak_linear_flops_per_s, eff, r.hbm_bw_raw_bytes_per_s,
                        r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms, hw.tile_m, hw.tile_n,
-                       r.linear_bytes, hw.kernel_launch_s, 1.0, hw.gemm_cluster)
+                       r.linear_bytes, hw.kernel_launch_s, 1.0, hw.gemm_cluster, r.act_bytes)
 
 
 def collective_model_s(hw: Hardware, run: NcclRun, sizes=None):

@@ -17,6 +17,15 @@ For C[M,N] = A[M,K] @ B[K,N] in ``bytes_per_el`` precision:
 * L2 traffic: every SM tile streams its A and B panels from L2, shared by the
   ``cluster`` SMs of a TMA-multicast cluster (Hopper+):
   ``elems_l2 = M*N*K*(1/tile_n + 1/tile_m)/cluster + M*N``.
+* Output precision.  The epilogue writes C in ``out_bytes_per_el``, which need not be the
+  inputs' size: fp8 and NVFP4 / MXFP4 GEMMs read 1- or 0.5-byte A and B and write bf16
+  C (Transformer Engine ``te.Linear`` and TensorRT-LLM's fp8 / FP4 GEMM plugins output
+  the activation dtype; cuBLASLt ``cublasLtMatmul`` with ``CUDA_R_8F_E4M3`` inputs and a
+  ``CUDA_R_16BF`` D; CUTLASS's block-scaled SM100 GEMMs likewise), so the ``M*N`` terms
+  above are counted at ``out_bytes_per_el`` and the rest at ``bytes_per_el``.  It is
+  what bounds a narrow-K, wide-M low-precision GEMM (fine-grained MoE experts in
+  prefill: ``K`` = 768 to 2048) by memory: per output row ``2 N K`` FLOPs against
+  ``K el_in + N el_out`` bytes.
 * Overlap: compute and memory overlap fully inside the kernel (roofline, Williams et al.
   2009): ``t = max(t_compute, t_hbm, t_l2) + kernel_launch_s``.
 
@@ -29,37 +38,40 @@ import jax.numpy as jnp
 
 
 def gemm_terms(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
-               l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, count=1.0, cluster=1.0):
+               l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, count=1.0, cluster=1.0,
+               out_bytes_per_el=None):
     """The roofline terms of :func:`gemm_time_s` (module docstring), seconds:
     ``(t_compute, t_hbm, t_l2)`` for ``count`` identical problems; the largest is what
-    bounds the kernel."""
+    bounds the kernel.  ``out_bytes_per_el``: C's element size (None: ``bytes_per_el``)."""
+    out = bytes_per_el if out_bytes_per_el is None else out_bytes_per_el
     tiles = count * jnp.ceil(m / tile_m) * jnp.ceil(n / tile_n)
     waves = jnp.ceil(tiles / num_sms)
     t_compute = waves * num_sms * 2.0 * tile_m * tile_n * k / (peak_flops_per_s * eff)
-    l2_block = jnp.sqrt(jnp.maximum(l2_bytes / (3.0 * bytes_per_el), 1.0))
-    hbm_elems = m * n + jnp.maximum(m * k + k * n, 2.0 * m * n * k / l2_block)
-    t_hbm = hbm_elems * bytes_per_el / hbm_bw_bytes_per_s
-    l2_elems = m * n * k * (1.0 / tile_n + 1.0 / tile_m) / cluster + m * n
-    t_l2 = l2_elems * bytes_per_el / l2_bw_bytes_per_s
+    t_hbm = gemm_hbm_bytes(m, n, k, l2_bytes, bytes_per_el, 1.0, out) / hbm_bw_bytes_per_s
+    l2_in = m * n * k * (1.0 / tile_n + 1.0 / tile_m) / cluster
+    t_l2 = (l2_in * bytes_per_el + m * n * out) / l2_bw_bytes_per_s
     return t_compute, count * t_hbm, count * t_l2
 
 
-def gemm_hbm_bytes(m, n, k, l2_bytes, bytes_per_el, count=1.0):
-    """HBM bytes of ``count`` GEMMs with L2 reuse (module docstring)."""
+def gemm_hbm_bytes(m, n, k, l2_bytes, bytes_per_el, count=1.0, out_bytes_per_el=None):
+    """HBM bytes of ``count`` GEMMs with L2 reuse (module docstring): C written at
+    ``out_bytes_per_el`` (None: ``bytes_per_el``), A and B read at ``bytes_per_el``."""
+    out = bytes_per_el if out_bytes_per_el is None else out_bytes_per_el
     l2_block = jnp.sqrt(jnp.maximum(l2_bytes / (3.0 * bytes_per_el), 1.0))
-    return count * (m * n + jnp.maximum(m * k + k * n, 2.0 * m * n * k / l2_block)) * bytes_per_el
+    return count * (m * n * out
+                    + jnp.maximum(m * k + k * n, 2.0 * m * n * k / l2_block) * bytes_per_el)
 
 
 def gemm_time_s(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                 l2_bytes, num_sms, tile_m, tile_n, bytes_per_el, kernel_launch_s,
-                count=1.0, cluster=1.0):
+                count=1.0, cluster=1.0, out_bytes_per_el=None):
     """Time of one batched (or grouped) GEMM kernel doing ``count`` identical problems of
     shape (m, n, k), as cuBLAS ``gemmStridedBatched`` and grouped-GEMM kernels do: the
     tiles of all problems share the waves, and the launch cost is paid once:
     ``max(t_compute, t_hbm, t_l2) + kernel_launch_s`` (:func:`gemm_terms`)."""
     t_compute, t_hbm, t_l2 = gemm_terms(m, n, k, peak_flops_per_s, eff, hbm_bw_bytes_per_s,
                                         l2_bw_bytes_per_s, l2_bytes, num_sms, tile_m, tile_n,
-                                        bytes_per_el, count, cluster)
+                                        bytes_per_el, count, cluster, out_bytes_per_el)
     return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s
 
 

@@ -231,7 +231,8 @@ def skinny_split(m, n, k, hw):
 
 
 def _gemm_args(op: Gemm, hw, r):
-    """(m, n, k, peak, eff, hbm_bw, tile_m, bytes_per_el) the cost functions take."""
+    """(m, n, k, peak, eff, hbm_bw, tile_m, bytes_per_el) the cost functions take; the
+    output is written in the activation size ``r.act_bytes`` (:mod:`dse.cost.gemm`)."""
     if op.rate == "linear":
         peak, eff, el = r.peak_linear_flops_per_s, r.eff_linear, r.linear_bytes
     else:
@@ -247,7 +248,7 @@ def _gemm_args(op: Gemm, hw, r):
 def _gemm_terms(op: Gemm, hw, r):
     m, n, k, peak, eff, bw, tile_m, el = _gemm_args(op, hw, r)
     return gemm_terms(m, n, k, peak, eff, bw, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
-                      tile_m, hw.tile_n, el, op.count * op.chunks, hw.gemm_cluster)
+                      tile_m, hw.tile_n, el, op.count * op.chunks, hw.gemm_cluster, r.act_bytes)
 
 
 def _attn_call_args(op: Attention, hw, r):
@@ -474,7 +475,8 @@ def bytes_moved(op, hw, r):
         return _mixed(bytes_moved, op, hw, r)
     if isinstance(op, Gemm):
         m, n, k, _, _, _, _, el = _gemm_args(op, hw, r)
-        return op.calls * gemm_hbm_bytes(m, n, k, hw.l2_bytes, el, op.count * op.chunks)
+        return op.calls * gemm_hbm_bytes(m, n, k, hw.l2_bytes, el, op.count * op.chunks,
+                                         r.act_bytes)
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
         fa = flash_attention_terms(*flash, backward=op.backward)[3]

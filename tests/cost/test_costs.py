@@ -32,6 +32,34 @@ def test_bigger_l2_helps_memory_bound_gemm():
     assert big < small
 
 
+def test_low_precision_gemm_writes_its_output_in_bf16():
+    """fp8 / FP4 inputs, bf16 output (dse.cost.gemm): a narrow-K GEMM's HBM bytes are
+    ``M N 2 + (M K + K N) el_in``, so an fp4 GEMM there is slower than the
+    inputs-only count would say, and never faster than the bf16-output bound."""
+    from dse.cost.gemm import gemm_hbm_bytes, gemm_terms
+    m, n, k = 16384.0, 1536.0, 768.0
+    assert float(gemm_hbm_bytes(m, n, k, 1e9, 0.5, 1.0, 2.0)) == pytest.approx(
+        m * n * 2.0 + (m * k + k * n) * 0.5)
+    assert float(gemm_hbm_bytes(m, n, k, 1e9, 0.5)) == pytest.approx((m * n + m * k + k * n) * 0.5)
+    args = (m, n, k, 1e18, 1.0, 1e12, 1e18, 1e9, 100.0, 128.0, 128.0, 0.5)
+    t_in = float(gemm_terms(*args)[1])
+    t_out = float(gemm_terms(*args, 1.0, 1.0, 2.0)[1])
+    assert t_out > 2.5 * t_in
+    assert t_out >= m * n * 2.0 / 1e12
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1.0, 65536.0), st.floats(64.0, 32768.0), st.floats(64.0, 32768.0),
+       st.sampled_from([0.5, 1.0, 2.0]))
+def test_wider_output_is_never_faster(m, n, k, el):
+    """A GEMM that writes 2-byte C is never faster than one that writes ``el``-byte C."""
+    narrow = float(gemm_time_s(m, n, k, 1e15, 0.7, 3e12, 1e13, 50e6, 132.0, 128.0, 128.0,
+                               el, 5e-6, 1.0, 1.0, el))
+    wide = float(gemm_time_s(m, n, k, 1e15, 0.7, 3e12, 1e13, 50e6, 132.0, 128.0, 128.0,
+                             el, 5e-6, 1.0, 1.0, 2.0))
+    assert wide >= narrow * (1 - 1e-9)
+
+
 def test_ring_allreduce_formula():
     t = float(ring_allreduce_s(1e9, 8.0, 100e9, 1e-6))
     assert t == pytest.approx(2 * 7 / 8 * 1e9 / 100e9 + 14e-6)
