@@ -620,23 +620,26 @@ def concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
     ``(n / units) e2e_run / B`` in the system: the queue wait ``(n / (units B) - 1)
     e2e_run`` lands in TTFT and e2e (a benchmark client times from its send), tokens/s
     stays ``B O / e2e_run`` per unit -- as the sweep's
-    :func:`dse.infer.continuous.queued_point`."""
+    :func:`dse.infer.continuous.queued_point`.  Fewer requests than units (``n / units``
+    < 1): ``n`` units run one request each, the rest idle, tokens/s ``n O / e2e_run``
+    (as :func:`dse.infer.lockstep.lockstep_concurrency`)."""
     gpus = gpus_per_replica(dep) * replicas
     slots = tuned_batch(dep, S, O, spread, o2)
     units = streams(dep, replicas)
-    B = min(n / units, slots)
-    if B < 1:
+    if slots < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
+    N = n / units                              # requests in flight per unit
+    B = max(min(N, slots), 1.0)                # a busy unit runs at least one
     c = _steady(dep, B, S, O, spread, o2)
     run_ttft = first_token_s(dep, c)
     run_e2e = run_ttft + (O - 1) * c.mean_s
-    wait = max(n / (units * B) - 1.0, 0.0) * run_e2e
+    wait = max(N / B - 1.0, 0.0) * run_e2e
     ttft = wait + run_ttft
     e2e = wait + run_e2e
-    tps = B * O / run_e2e * units
+    tps = min(N, B) * O / run_e2e * units
     return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, B,
-                         "" if n / units <= slots else "queued: concurrency above the KV slots")
+                         "" if N <= slots else "queued: concurrency above the KV slots")
 
 
 def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,

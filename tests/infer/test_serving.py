@@ -101,6 +101,20 @@ def test_concurrency_above_the_slots_waits_in_the_queue_by_littles_law():
     assert over.tpot_s == pytest.approx(at.tpot_s, rel=1e-9)
 
 
+def test_fewer_requests_than_replicas_run_one_each():
+    """n requests on more than n replicas: n replicas serve one request each (not "no
+    KV cache"), so tokens/s is n times one replica's at batch 1 and the latency is its."""
+    d = dep()
+    S, O = 1000, 500
+    one = concurrency(d, 1, S, O, 1)
+    for n in (1, 3):
+        r = concurrency(d, n, S, O, 4)
+        assert r.note == "" and r.batch == 1.0
+        assert r.tokens_per_s == pytest.approx(n * one.tokens_per_s, rel=1e-9)
+        assert r.ttft_s == pytest.approx(one.ttft_s, rel=1e-9)
+        assert r.e2e_s == pytest.approx(one.e2e_s, rel=1e-9)
+
+
 def test_ttft_grows_with_arrival_rate_toward_capacity():
     d = dep(engine="vllm")
     S, O = 512, 256
