@@ -142,11 +142,14 @@ def concurrency(dis: Disaggregated, n: float, S: float, O: float) -> ServingResu
     run_ttft = prefill_s(dis.prefill, 1.0, S) + kv_transfer_s(dis, S)
     run_e2e = run_ttft + (O - 1.0) * t_d
     off = offline(dis, S, O)
-    tps = min(n * O / run_e2e, off.tokens_per_s)
+    demand = n * O / run_e2e
+    tps = min(demand, off.tokens_per_s)
     # Little's law on the closed loop: n requests in the system at tps / O completions/s
-    # spend n O / tps each; what exceeds the service time waits in a queue (the decode
-    # pool's slots or the slower pool), ahead of the first token.
-    wait = max(n * O / tps - run_e2e, 0.0)
+    # spend n O / tps each; where the pools cap tps below the demand, the excess over the
+    # service time waits in a queue (the decode pool's slots or the slower pool), ahead
+    # of the first token.  Compared, not subtracted, below the cap: n O / (n O / e2e_run)
+    # - e2e_run rounds to a few ulps, not 0.
+    wait = n * O / tps - run_e2e if tps < demand else 0.0
     ttft = wait + run_ttft
     e2e = wait + run_e2e
     note = ("" if wait <= 0.0 else

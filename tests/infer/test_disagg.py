@@ -67,6 +67,10 @@ def test_concurrency_past_the_slower_pool_waits_by_littles_law():
     assert hi.e2e_s == pytest.approx(256 * O / hi.tokens_per_s, rel=1e-9)
     assert hi.e2e_s - hi.ttft_s == pytest.approx((O - 1) * hi.tpot_s, rel=1e-9)   # wait is before token 1
     assert hi.ttft_s > 10 * lo.ttft_s
+    # below capacity nothing waits: no rounding residue turns into a queue note
+    for n in range(1, 17):
+        r = concurrency(_dis(2, 2), n, 2000.0, 200.0)
+        assert r.note == "" and r.ttft_s == concurrency(_dis(2, 2), 1, 2000.0, 200.0).ttft_s, n
 
 
 def test_disagg_rows():
