@@ -17,7 +17,8 @@ first keeps ``seed``).
 
 A trial that was not evaluated is FAIL with user attr ``fail_reason`` and does **not**
 count toward the target, so it is re-run: its parameters are enqueued again (at most
-:data:`MAX_RETRY` times, then a fresh point is asked; ``system_attrs["failed_trial"]``
+:data:`MAX_RETRY` times, then a fresh point is asked, as for a trial killed before all
+its knobs were suggested; ``system_attrs["failed_trial"]``
 names the first attempt, as :class:`optuna.storages.RetryFailedTrialCallback` does).
 Such trials are
 
@@ -253,9 +254,13 @@ def _abandon(study: optuna.Study, storage, trial_id: int, reason: str, retry: bo
 
 def _retry(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:
     """Enqueue ``failed``'s parameters as a WAITING trial (as Optuna's
-    :class:`~optuna.storages.RetryFailedTrialCallback`, without its user attrs)."""
+    :class:`~optuna.storages.RetryFailedTrialCallback`, without its user attrs).  A
+    trial killed before every knob of the study's space (``dse_space``) was suggested
+    holds part of a point; re-enqueued, the rest would be sampled afresh -- neither its
+    point nor a fresh one -- so a fresh point is asked instead."""
     history = [*failed.system_attrs.get("retry_history", []), failed.number]
-    if len(history) > MAX_RETRY or not failed.params:
+    knobs = set(study.user_attrs.get("dse_space", failed.params))
+    if len(history) > MAX_RETRY or not failed.params or set(failed.params) != knobs:
         return  # a fresh point is asked instead
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.WAITING, params=failed.params, distributions=failed.distributions,

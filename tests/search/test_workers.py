@@ -79,9 +79,11 @@ def _resume_reaches_the_target(url: str, study: str, n_trials: int, failed: set[
     assert {t.number for t in trials if t.state == TrialState.FAIL} == failed
     assert all(trials[n].user_attrs["fail_reason"] for n in failed)
     retried = {t.system_attrs["failed_trial"]: t for t in trials if "failed_trial" in t.system_attrs}
-    for n in failed:  # a trial killed before its knobs were suggested gets a fresh point
-        if trials[n].params:
+    for n in failed:  # a trial killed before all its knobs were suggested gets a fresh point
+        if set(trials[n].params) == set(toy.SPACE):
             assert retried[n].params == trials[n].params and retried[n].state == TrialState.COMPLETE
+        else:
+            assert n not in retried, (n, trials[n].params)
     df = trials_dataframe(optuna.load_study(study_name=study, storage=open_storage(url, None)))
     assert (df.loc[sorted(failed), "reason"].str.len() > 0).all()
     assert "fail_reason" not in {k for t in trials if t.state == TrialState.COMPLETE
@@ -123,3 +125,25 @@ def test_a_stopped_worker_leaves_nothing_running(tmp_path, sig, rc):
                           for n in failed)
     assert "Traceback" not in err
     _resume_reaches_the_target(url, "stop", n_trials, failed)
+
+
+def test_a_trial_killed_between_its_knobs_is_not_re_enqueued_half_made(tmp_path):
+    """_retry: a failed trial that holds every knob is enqueued again with its point; one
+    killed between two suggests (only x) is not -- a fresh point is asked instead."""
+    from dse.search.runner import _retry
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", study_name="r",
+                                directions=toy.DIRECTIONS)
+    study.set_user_attr("dse_space", {"x": {}, "y": {}})
+    dist = {n: k.distribution() for n, k in toy.SPACE.items()}
+    whole = optuna.trial.create_trial(state=TrialState.FAIL, params={"x": 1.0, "y": 2.0},
+                                      distributions=dist)
+    half = optuna.trial.create_trial(state=TrialState.FAIL, params={"x": 1.5},
+                                     distributions={"x": dist["x"]})
+    study.add_trials([whole, half])
+    whole, half = study.get_trials()
+    _retry(study, half)
+    assert not study.get_trials(states=(TrialState.WAITING,))
+    _retry(study, whole)
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.params for t in waiting] == [{"x": 1.0, "y": 2.0}]
+    assert waiting[0].system_attrs["failed_trial"] == whole.number
