@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 from dse.graph.ops import P2P, time_s
 from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
-                               kv_slots, prefill_s, streams)
+                               kv_slots, md1_wait_s, prefill_s, streams)
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.cost.rates import rates
 
@@ -177,8 +177,7 @@ def poisson(dis: Disaggregated, rate: float, S: float, O: float) -> ServingResul
             break
         t = 0.5 * (t + t_new)
     t_pf = prefill_s(dis.prefill, 1.0, S)
-    rho = min(rate / dis.x * prefill_s(dis.prefill, 1.0, S, overhead=False), 0.99)
-    wait = rho * t_pf / (2.0 * (1.0 - rho))
+    wait = md1_wait_s(rate / dis.x * prefill_s(dis.prefill, 1.0, S, overhead=False), t_pf)
     ttft = t_pf + wait + kv_transfer_s(dis, S)
     e2e = ttft + (O - 1.0) * t
     tps = rate * O

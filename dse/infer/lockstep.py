@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 
 from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
-                               kv_slots, prefill_s, streams)
+                               kv_slots, md1_wait_s, prefill_s, streams)
 
 #: vLLM ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` (``vllm/config.py``, ``SchedulerConfig``)
 VLLM_MIN_BATCHED_TOKENS = 2048
@@ -137,17 +137,32 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     tokens (``t_mix``: the pass's prompt tokens beside ``W - k`` decoding sequences) and
     the rest decode only (``t_dec``, ``W`` sequences at context ``S + O/2``):
 
-      TTFT = c t_mix,   e2e = K t_mix + (c + O - 1 - K) t_dec,
+      TTFT = c t_mix + w_j,   e2e = K t_mix + (c + O - 1 - K) t_dec,
       TPOT = (e2e - TTFT) / (O - 1),   tokens/s = N O / e2e,
 
     with ``K`` capped at the cycle (every iteration mixed).  Each request sees every
     other cohort's pass once in its lifetime, so TPOT carries ``(K - c) t_mix`` -- the
     prefill interference a closed-loop sweep measures as the ITL rising with
-    concurrency -- while TTFT stays one pass: the NVIDIA NIM Llama-3.3-70B sweep
-    (tests/data/published_serving.md) keeps TTFT at 0.4-0.8 s up to 50 in flight while its
-    ITL triples.  Above the wave cap ``W`` (KV slots at the final footprint, the
+    concurrency.  Above the wave cap ``W`` (KV slots at the final footprint, the
     engine's ``max_batch``) the other ``N - W`` wait in the server queue, Little's law as
-    :func:`lockstep_concurrency`."""
+    :func:`lockstep_concurrency`.
+
+    **Jitter** (:func:`prefill_jitter_wait_s`): the cohorts stay one iteration apart only
+    if every resubmission lands on the iteration boundary after its cohort's last token.
+    A benchmark client resubmits after the last streamed token crosses HTTP, the
+    detokenizer and its own event loop, so the prompts reach the scheduler at drifting,
+    effectively random instants, and one that arrives while another prompt's pass runs
+    waits for it.  The prompt passes are then a single FCFS server, busy a share
+    ``rho = K t_mix / t_cycle`` of the cycle, with a deterministic service of ``s = K
+    t_mix / W`` per prompt; an arriving request sees the other ``W - 1`` (the arrival
+    theorem of closed networks, Lavenberg & Reiser 1980, J. Appl. Prob. 17:1048): the
+    M/D/1 wait at ``rho (W - 1) / W`` (:func:`dse.infer.serving.md1_wait_s`).  The work
+    per cycle is the same passes, so the wait moves time from the request's decode phase
+    to its first token and leaves e2e and tokens/s unchanged: a request that waits for
+    another's pass does not see that pass while it decodes.  Hence the wait is at most
+    the interference it would have seen, ``(K - c)(t_mix - t_dec)``.  (NVIDIA NIM's
+    Llama-3.3-70B sweep, tests/data/published_serving.md, shows this shift: TTFT 0.41 ->
+    0.83 s from 1 to 50 in flight below the slots.)"""
     gpus = gpus_per_replica(dep) * replicas
     units = streams(dep, replicas)
     N = n / units
@@ -170,9 +185,25 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     K_eff = min(float(K), life)
     t_cycle = K_eff * t_mix + (life - K_eff) * t_dec
     wait = max(N - W, 0.0) * t_cycle / W
-    ttft = wait + c * t_mix
+    jitter = prefill_jitter_wait_s(W, K_eff, c, t_mix, t_dec, t_cycle)
+    ttft = wait + c * t_mix + jitter
     e2e = wait + t_cycle
     tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0
     tps = N * O / e2e * units
     note = "" if N <= W else "queued: concurrency above the wave the KV cache holds"
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, note)
+
+
+def prefill_jitter_wait_s(W: float, K: float, c: float, t_mix: float, t_dec: float,
+                          t_cycle: float) -> float:
+    """Mean wait of a resubmitted prompt for the other prompts' passes in a jittered
+    staggered cycle (:func:`staggered_concurrency`, "Jitter"): the M/D/1 wait
+    (:func:`dse.infer.serving.md1_wait_s`) at utilization ``rho (W - 1) / W``, ``rho = K
+    t_mix / t_cycle``, service ``K t_mix / W`` per prompt, capped at the prompt-pass
+    interference of the decode phase, ``max(K - c, 0) (t_mix - t_dec)``; 0 for one
+    request in flight."""
+    if W <= 1.0 or K <= 0.0 or t_cycle <= 0.0:
+        return 0.0
+    rho = K * t_mix / t_cycle * (W - 1.0) / W
+    cap = max(K - c, 0.0) * max(t_mix - t_dec, 0.0)
+    return min(md1_wait_s(rho, K * t_mix / W), cap)

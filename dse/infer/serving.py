@@ -524,6 +524,18 @@ def ttft_iterations(dep: Deployment) -> float:
     return 0.5 * dep.engine.scheduler_steps + 1.0
 
 
+MD1_MAX_UTILIZATION = 0.99   # keeps the Pollaczek-Khinchine wait finite at saturation
+
+
+def md1_wait_s(rho, service_s):
+    """Mean wait in an M/D/1 queue (Poisson arrivals, one server, a deterministic service
+    time ``service_s`` at utilization ``rho``), the Pollaczek-Khinchine formula
+    ``W = rho s / (2 (1 - rho))`` (Kleinrock, *Queueing Systems* vol. 1, 1975, eq. 5.76
+    with ``E[S^2] = s^2``); ``rho`` is capped at ``MD1_MAX_UTILIZATION``."""
+    rho = min(max(rho, 0.0), MD1_MAX_UTILIZATION)
+    return rho * service_s / (2.0 * (1.0 - rho))
+
+
 def first_token_s(dep: Deployment, c: Cycle) -> float:
     """Time to first token without queueing for the prefill itself: the new request waits
     for half the running scheduling pass (``scheduler_steps / 2`` mean iterations), then
@@ -678,9 +690,7 @@ def poisson(dep: Deployment, rate: float, S: float, O: float, replicas: int,
     t = hi
     c = excess(t)[1]
     t_pf = prefill_s(dep, 1.0, S, overhead=False)
-    rho = min(lam * t_pf, 0.99)
-    wait = rho * t_pf / (2.0 * (1.0 - rho))
-    ttft = first_token_s(dep, c) + wait
+    ttft = first_token_s(dep, c) + md1_wait_s(lam * t_pf, t_pf)
     e2e = ttft + (O - 1.0) * c.mean_s
     tps = rate * O
     return ServingResult(tps, tps / gpus, ttft, c.mean_s, e2e, lam * (O - 1.0) * c.mean_s, "")

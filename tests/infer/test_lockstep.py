@@ -91,13 +91,41 @@ def test_in_flight_batching_staggers_the_cohorts():
     r1, r25 = (staggered_concurrency(d, n, S, O, 1) for n in (1, 25))
     t_mix = iteration_s(d, 24.0, S + O / 2, prompt_tokens=S, prompt_len=S)
     t_dec = iteration_s(d, 25.0, S + O / 2)
-    assert r25.ttft_s == pytest.approx(t_mix)
-    assert r25.e2e_s == pytest.approx(25 * t_mix + (O - 25) * t_dec)
+    e2e = 25 * t_mix + (O - 25) * t_dec
+    assert r25.e2e_s == pytest.approx(e2e)
+    rho = 25 * t_mix / e2e * 24 / 25                   # the jittered prompt passes (M/D/1)
+    assert r25.ttft_s == pytest.approx(t_mix + rho * t_mix / (2 * (1 - rho)))
+    assert r1.ttft_s == pytest.approx(iteration_s(d, 0.0, S + O / 2, prompt_tokens=S, prompt_len=S))
     assert r25.tpot_s == pytest.approx((r25.e2e_s - r25.ttft_s) / (O - 1))
     assert r25.tokens_per_s == pytest.approx(25 * O / r25.e2e_s)
     # against the prefill-first wave: the same prompts, a far shorter mean TTFT
     assert r25.ttft_s < 0.2 * lockstep_concurrency(d, 25, S, O, 1).ttft_s
     assert r25.tpot_s > r1.tpot_s and r25.tokens_per_s > 5 * r1.tokens_per_s
+
+
+def test_jitter_moves_time_from_decode_to_the_first_token_and_keeps_throughput():
+    """Resubmissions at random instants wait for the other prompts' passes (M/D/1 at the
+    closed-loop utilization, arrival theorem): TTFT rises with concurrency below the
+    slots, TPOT falls by the same time over O - 1 tokens, e2e and tokens/s are those of
+    the deterministic cycle; the wait never exceeds the interference it displaces."""
+    from dse.infer.lockstep import prefill_jitter_wait_s
+    d = dep("trtllm")
+    S, O = 5000.0, 500.0
+    prev = 0.0
+    for n in (2, 5, 10, 25):
+        r = staggered_concurrency(d, n, S, O, 1)
+        t_mix = iteration_s(d, n - 1.0, S + O / 2, prompt_tokens=S, prompt_len=S)
+        t_dec = iteration_s(d, float(n), S + O / 2)
+        e2e = n * t_mix + (O - n) * t_dec
+        assert r.e2e_s == pytest.approx(e2e) and r.tokens_per_s == pytest.approx(n * O / e2e)
+        w = r.ttft_s - t_mix
+        assert 0.0 < w <= (n - 1) * (t_mix - t_dec) + 1e-12
+        assert r.tpot_s == pytest.approx((e2e - t_mix - w) / (O - 1))
+        assert w > prev                               # more in flight, longer wait
+        prev = w
+    assert prefill_jitter_wait_s(1.0, 1.0, 1.0, 0.5, 0.05, 10.0) == 0.0
+    # a saturated prompt server is capped by the interference the decode phase held
+    assert prefill_jitter_wait_s(50.0, 50.0, 1.0, 0.5, 0.45, 25.0) == pytest.approx(49 * 0.05)
 
 
 def test_staggered_load_saturates_and_queues_above_the_kv_cap():
