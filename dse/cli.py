@@ -423,8 +423,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="continuous (in-flight, as serving engines run; --batch = requests in flight "
                         "per replica) or static (a batch prefilled and decoded together)")
     s.add_argument("--engine", default=None,
-                   help="engine profile for continuous batching: trtllm | vllm | sglang | trtllm_mlperf "
-                        "| trtllm_static | nemo (default: trtllm on NVIDIA, vllm on AMD)")
+                   help="engine profile for continuous batching: trtllm | trtllm_pytorch | vllm (V0) "
+                        "| vllm_v1 | sglang (v0.3) | sglang_overlap | trtllm_mlperf | trtllm_static "
+                        "| nemo (default: trtllm on NVIDIA, vllm on AMD)")
     s.add_argument("--ep", nargs="+", metavar="N", default=None,
                    help="MoE expert-parallel degrees to sweep, or auto (default under continuous "
                         "batching: every valid one; dense models: 1)")

@@ -170,7 +170,7 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     b = jnp.asarray(b, jnp.float32)
     decode_only = p is None
     no_prompt = True if decode_only else (p <= 0)
-    graphs = jnp.logical_and(jnp.logical_and(eng.cuda_graphs, no_prompt), b <= eng.graph_max_batch)
+    graphs = eng.graph_replay(b, 0.0 if decode_only else p)
     hw = _launch(rep.hw, graphs)
     r = rates(hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(jnp.where(b >= 1, b, 1.0), rep.pp * 1.0), 1.0)

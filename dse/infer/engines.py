@@ -264,6 +264,35 @@ Profiles (constants and where they come from):
     / 12.40 %).  vLLM 0.6 is left at 0: its MLPerf MI300X rows (vLLM 0.4.3, offline
     at the batch cap) are already predicted slow, and a per-sequence term makes them
     slower.
+``sglang_overlap`` -- SGLang from v0.3.6 (engine text "sglang" with a version >= 0.3.6, or
+    none): the ``sglang`` profile with the overlap scheduler, on by default since 0.3.6
+    (``server_args.py``: ``disable_overlap_schedule = False``; ``managers/scheduler.py``
+    ``event_loop_overlap`` launches batch n, then processes the results of n - 1 and
+    schedules n + 1 while the GPU runs): iteration ``max(GPU pass, host)``
+    (``host_overlap``).  Still prefill-first (``get_next_batch_to_run``: "Run prefill
+    first if possible", through 0.5.7) with ``enable_mixed_chunk`` off, so fixed-length
+    closed loops keep the lockstep waves.  From 0.4.8 ``chunked_prefill_size`` and
+    ``cuda_graph_max_bs`` follow the GPU memory (:func:`hardware_defaults`).
+``vllm_v1`` -- vLLM's V1 engine: the default from 0.8.0 (``vllm/envs.py`` ``VLLM_USE_V1``
+    "1"), the only engine from 0.11.0; ``VLLM_USE_V1=1`` / ``=0`` in the engine text and
+    multi-step scheduling (a V0-only option) override the version rule
+    (:func:`vllm_runs_v1`).  The V1 scheduler has "no 'decoding phase' nor 'prefill
+    phase'" (``vllm/v1/core/sched/scheduler.py``): it schedules the running requests,
+    then the waiting ones, in one token budget, with chunked prefill always on
+    (``arg_utils.py``: "V1 always uses chunked prefills"), so prompts are chunks of
+    ``max_num_batched_tokens`` mixed into the decode steps (``mixed_batches``,
+    ``chunked_prefill``; fixed-length closed loops stagger, as on TensorRT-LLM).  Limits
+    by GPU (:func:`hardware_defaults`): ``max_num_batched_tokens`` 8192 (server) / 16384
+    (offline ``LLM`` class) and ``max_num_seqs`` 1024 on >= 70 GiB GPUs other than A100,
+    else 2048 / 8192 and 256.  CUDA graphs are piecewise (attention outside them) and
+    chosen by the step's token count, mixed steps included (``gpu_model_runner.py``:
+    ``num_scheduled_tokens <= cudagraph_batch_sizes[-1]``, capture sizes up to 512:
+    ``graphs_by_tokens``, ``graph_max_batch`` 512); larger steps run the compiled model
+    without graphs (the eager floor is kept for them).  ``gpu_memory_utilization`` 0.9 and
+    16-token blocks as V0.  Host time: the EngineCore step is serial (schedule ->
+    execute -> update_from_output) until async scheduling became the default in 0.14; no
+    published per-step V1 figure was found (the V1 release blog gives only "up to 1.7x"
+    V0's throughput), so V0's 4 ms (``VLLM_STEP_S``) is carried -- an open item.
 
 Units: seconds, bytes, tokens.
 """
@@ -283,6 +312,9 @@ TORCH_LINEAR_BW_EFF = 0.85   # weight-stream share of PyTorch linears (module do
 # host time per running sequence per iteration of TensorRT-LLM's PyExecutor (``trtllm_pytorch``
 # in the module docstring: 8.8 ms / 256 requests on Grace x 13.48 / 37.08 for an x86 host)
 TRTLLM_PY_SEQ_S = 8.8e-3 / 256 * (13.48 / 37.08)
+# host time per iteration of vLLM's engine step, V0 (v0.5.3 profile, module docstring) and
+# carried to V1's EngineCore step for want of a V1 measurement (``vllm_v1``: open item)
+VLLM_STEP_S = 4.0e-3
 
 
 @dataclass(frozen=True)
@@ -309,6 +341,7 @@ class EngineProfile:
     host_overlap: bool = False     # host time runs beside the GPU pass (overlap scheduler)
     bench_tuned_tokens: bool = False  # trtllm-bench sets max_num_tokens from ISL/OSL
     python_host: bool = False      # host work is Python: scales with the host CPU (dse.spec.host_cpu)
+    graphs_by_tokens: bool = False  # a pass of <= graph_max_batch tokens, mixed or not, replays a graph
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -332,6 +365,23 @@ class EngineProfile:
         not a reason to scale it.  Open item; the per-iteration and per-sequence host
         loops (:meth:`host_s`), measured on Grace in the first place, are scaled."""
         return self.eager_op_s
+
+    def graph_replay(self, decode_batch, prompt_tokens):
+        """Whether a pass of ``decode_batch`` decode sequences and ``prompt_tokens`` prompt
+        tokens replays a CUDA graph: generation-only batches up to ``graph_max_batch``
+        sequences, or, where graphs are chosen by the pass's token count
+        (``graphs_by_tokens``: vLLM V1's piecewise graphs, ``num_scheduled_tokens <=
+        cudagraph_batch_sizes[-1]``), any pass of at most ``graph_max_batch`` tokens.
+        Python numbers give a bool, traced ones a JAX bool."""
+        b, p = decode_batch, prompt_tokens
+        if self.graphs_by_tokens:
+            fits = b + p <= self.graph_max_batch
+        else:
+            fits = (p <= 0) & (b <= self.graph_max_batch) if not isinstance(p, (int, float)) \
+                else (p <= 0) and (b <= self.graph_max_batch)
+        if isinstance(fits, bool):
+            return bool(self.cuda_graphs) and fits
+        return jnp.logical_and(self.cuda_graphs, fits)
 
     def host_s(self, sequences, host_scale=1.0) -> float:
         """Host time of one iteration that is serial with the GPU: the per-pass part
@@ -368,15 +418,23 @@ PROFILES = {
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
                           False, python_host=True),
-    "vllm": EngineProfile("vllm", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 256, 8192, False,
+    "vllm": EngineProfile("vllm", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False, eager_op_s=EAGER_OP_S,
                           linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
-    "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, 4.0e-3, 1, 0.90, False, 16, False, 1 << 20,
+    "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 1 << 20,
                                  8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S,
                                  linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
                             linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
+    "sglang_overlap": EngineProfile("sglang_overlap", True, 160, 1.5e-3, 1, 0.88, False, 1, False,
+                                    4096, 8192, True, mixed_batches=False, seq_overhead_s=20e-6,
+                                    eager_op_s=EAGER_OP_S, linear_bw_eff=TORCH_LINEAR_BW_EFF,
+                                    host_overlap=True, python_host=True),
+    "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
+                             8192, True, mixed_batches=True, eager_op_s=EAGER_OP_S,
+                             linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
+                             graphs_by_tokens=True),
 }
 
 
@@ -396,6 +454,79 @@ def _version(text: str) -> tuple[int, int] | None:
         return int(m.group(1)), int(m.group(2))
     m = re.search(r"\bv?(\d+)\.x\b", text)             # "v1.x": the release series
     return (int(m.group(1)), 0) if m else None
+
+
+def version3(text: str) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` of the engine's own version in ``text`` (as
+    :func:`_version`; a missing patch is 0: ``"v0.4"`` -> (0, 4, 0)), or None."""
+    text = _OTHER_VERSION.sub(" ", text)
+    m = re.search(r"\bv?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    v = _version(text)
+    return None if v is None else (v[0], v[1], 0)
+
+
+VLLM_V1_DEFAULT = (0, 8, 0)        # vllm/envs.py: VLLM_USE_V1 defaults to "1" from v0.8.0
+VLLM_V0_REMOVED = (0, 11, 0)       # v0.11.0: vllm/engine/llm_engine.py is the V1 LLMEngine
+SGLANG_OVERLAP_DEFAULT = (0, 3, 6)  # server_args.py: disable_overlap_schedule = False from v0.3.6
+_V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
+_V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
+
+
+def vllm_runs_v1(t: str, v: tuple | None, multi_step: bool) -> bool:
+    """Whether a vLLM engine text (lower case) runs the V1 engine: ``VLLM_USE_V1=1`` says
+    so (opt-in since 0.7), ``VLLM_USE_V1=0`` or multi-step scheduling (a V0-only
+    option) says V0; otherwise V1 from 0.8.0 on (the default), V0 before, and V1 with no
+    version stated (today's vLLM: V0 is gone since 0.11)."""
+    if _V1_ON.search(t):
+        return True
+    if _V1_OFF.search(t) or multi_step:
+        return False
+    return v is None or v >= VLLM_V1_DEFAULT
+
+
+_OFFLINE_VLLM = re.compile(r"benchmark_(?:latency|throughput)|bench\s+(?:latency|throughput)|"
+                           r"\bllm\s+class\b|\bllm\.generate\b|offline inference")
+GIB = float(2**30)
+
+
+def hardware_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
+                      scenario: str) -> EngineProfile:
+    """The limits an engine derives from the GPU it runs on, where the profile has them
+    (the launch flags a row states override these afterwards):
+
+    * ``vllm_v1`` (``vllm/engine/arg_utils.py`` ``_set_default_args_v1``, 0.8.5-0.11; the
+      table moved to ``get_batch_defaults`` in 0.11.1 unchanged): on a GPU with >= 70 GiB
+      that is not an A100, ``max_num_batched_tokens`` 16384 for the offline ``LLM`` class
+      (``benchmark_latency`` / ``benchmark_throughput``) and 8192 for the OpenAI server,
+      ``max_num_seqs`` 1024; otherwise 8192 / 2048 and 256.  The offline class is read from
+      the engine text (a ``benchmark_latency`` / ``benchmark_throughput`` /
+      ``LLM.generate`` run), else from a static-batch scenario (``fixed_batch``,
+      ``latency``).
+    * ``sglang_overlap`` from 0.4.8 (``python/sglang/srt/server_args.py``
+      ``__post_init__``): ``chunked_prefill_size`` 2048 below 35 GiB, 8192 below 160 GiB,
+      16384 above; ``cuda_graph_max_bs`` 160, extended by the capture list to 256 above
+      90 GiB and 512 above 160 GiB (``model_executor/cuda_graph_runner.py``).  (0.5.3+
+      raises the graph limit to 512 at TP >= 4 and sizes ``mem_fraction_static`` by a
+      reserve formula: not modelled, the 0.88 of the profile kept.)"""
+    gib = float(hbm_bytes) / GIB
+    t = str(text).lower()
+    if eng.name == "vllm_v1":
+        big = gib >= 70.0 and "a100" not in hw_name.lower()
+        offline = bool(_OFFLINE_VLLM.search(t)) or scenario in ("fixed_batch", "latency")
+        tokens = (16384 if offline else 8192) if big else (8192 if offline else 2048)
+        seqs = 1024 if big else 256
+        return EngineProfile(**{**eng.__dict__, "max_num_tokens": tokens,
+                                "max_batch": max(eng.max_batch, seqs) if eng.max_batch > 1024 else seqs})
+    if eng.name == "sglang_overlap":
+        v = version3(t)
+        if v is None or v >= (0, 4, 8):
+            tokens = 2048 if gib < 35.0 else 8192 if gib < 160.0 else 16384
+            graph = 512 if gib > 160.0 else 256 if gib > 90.0 else 160
+            return EngineProfile(**{**eng.__dict__, "max_num_tokens": tokens,
+                                    "graph_max_batch": graph})
+    return eng
 
 
 FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays
@@ -441,15 +572,26 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             return PROFILES["trtllm_pytorch"], ""
         return PROFILES["trtllm"], ""
     if t.startswith("vllm"):
-        p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
         if len(set(steps)) > 1:
             raise InputError("row", "engine", f"--num-scheduler-steps must be stated once, but "
                              f"got {steps}")
+        v = version3(t)
+        if steps and v is not None and v >= VLLM_V0_REMOVED:
+            raise InputError("row", "engine", f"--num-scheduler-steps is a V0-engine option and "
+                             f"vLLM >= 0.11 has only the V1 engine, but got {text!r}")
+        if vllm_runs_v1(t, v, bool(steps)):
+            p = PROFILES["vllm_v1"]
+            if "harness" in t:                 # the submitter sets max_num_seqs (as vllm_mlperf)
+                p = EngineProfile(**{**p.__dict__, "max_batch": PROFILES["vllm_mlperf"].max_batch})
+            return p, ""
+        p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
         if steps:
             p = EngineProfile(**{**p.__dict__, "scheduler_steps": steps[0]})
         return p, ""
     if t.startswith("sglang"):
-        return PROFILES["sglang"], ""
+        v = version3(t)
+        return PROFILES["sglang" if v is not None and v < SGLANG_OVERLAP_DEFAULT else
+                        "sglang_overlap"], ""
     if t == "" or t == "nan":
         return PROFILES["trtllm"], ""
     return PROFILES["trtllm"], (f"engine {text!r} has no profile (known: trtllm, vllm, sglang, "

@@ -215,7 +215,7 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     m = dep.model
     b = float(decode_batch)
     p = float(prompt_tokens)
-    graphs = dep.engine.cuda_graphs and p == 0.0 and b <= dep.engine.graph_max_batch
+    graphs = dep.engine.graph_replay(b, p)
     hw = _hw_for(dep, graphs)
     micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
     bs, ps = b / micro, p / micro

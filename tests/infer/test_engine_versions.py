@@ -1,0 +1,98 @@
+"""Engine releases whose scheduling changed (dse.infer.engines): vLLM's V1 engine (default
+from 0.8.0, the only one from 0.11.0) mixes chunked prompts into decode steps and replays
+piecewise graphs by token count; SGLang overlaps its scheduler with the GPU from 0.3.6;
+both take limits from the GPU they run on.  And what that does to a fixed-length closed
+loop: V1 staggers the cohorts (TTFT about one pass), V0 runs prefill-first waves."""
+
+import pandas as pd
+import pytest
+
+from dse.errors import InputError
+from dse.infer.engines import PROFILES, engine_profile, hardware_defaults, version3
+from dse.infer.predict_rows import predict_inference_frame
+from dse.spec.hardware import get_hardware
+
+GIB = 2.0**30
+
+
+@pytest.mark.parametrize("text,name", [
+    ("vllm (v0.6.0, --num-scheduler-steps 10)", "vllm"),
+    ("vllm (0.7.3.dev138 ROCm 6.3)", "vllm"),
+    ("vllm (0.7.2, VLLM_USE_V1=1)", "vllm_v1"),           # opt-in before 0.8
+    ("vllm (0.8.0)", "vllm_v1"),
+    ("vllm (0.10.1, VLLM_USE_V1=0)", "vllm"),             # opt-out before 0.11
+    ("vllm (0.9.0.2.dev108 ROCm 6.4.1, AMD MLPerf harness, --num-scheduler-steps 9)", "vllm_mlperf"),
+    ("vllm (0.10.0, AMD MLPerf harness)", "vllm_v1"),
+    ("vllm (ROCm 6.4, v0.9.1)", "vllm_v1"),              # ROCm's version is not vLLM's
+    ("vllm", "vllm_v1"),                                  # no version: today's vLLM
+    ("sglang (v0.3.0)", "sglang"),
+    ("sglang (v0.3.5)", "sglang"),
+    ("sglang (v0.3.6)", "sglang_overlap"),
+    ("sglang (0.4.2.post4 ROCm 6.3)", "sglang_overlap"),
+    ("sglang", "sglang_overlap"),
+])
+def test_engine_release_routing(text, name):
+    assert engine_profile(text)[0].name == name
+
+
+def test_multi_step_is_refused_on_a_v1_only_release():
+    with pytest.raises(InputError, match="num-scheduler-steps"):
+        engine_profile("vllm (0.11.0, --num-scheduler-steps 8)")
+
+
+def test_version3_reads_the_patch_and_skips_other_packages():
+    assert version3("sglang (0.4.2.post4 ROCm 6.3)") == (0, 4, 2)
+    assert version3("vllm (ROCm 6.4.1, v0.9.1)") == (0, 9, 1)
+    assert version3("vllm (v0.8)") == (0, 8, 0)
+    assert version3("vllm") is None
+
+
+def test_v1_profile_mixes_chunks_and_replays_graphs_by_tokens():
+    v1, v0 = PROFILES["vllm_v1"], PROFILES["vllm"]
+    assert v1.mixed_batches and v1.chunked_prefill and not v0.mixed_batches
+    assert v1.graph_replay(100.0, 400.0) and not v1.graph_replay(100.0, 413.0)   # 512 tokens
+    assert not v0.graph_replay(100.0, 1.0) and v0.graph_replay(256.0, 0.0)
+    assert not v0.graph_replay(257.0, 0.0)
+
+
+@pytest.mark.parametrize("hbm_gib,name,text,scen,tokens,seqs", [
+    (80, "h100-sxm-80gb", "vllm (0.9.1)", "concurrency", 8192, 1024),       # OpenAI server
+    (80, "h100-sxm-80gb", "vllm (0.9.1, benchmark_throughput.py)", "offline_throughput", 16384, 1024),
+    (80, "h100-sxm-80gb", "vllm (0.9.1)", "fixed_batch", 16384, 1024),      # static batch: LLM class
+    (80, "a100-sxm-80gb", "vllm (0.9.1)", "concurrency", 2048, 256),        # A100 excluded
+    (48, "l40s", "vllm (0.9.1, benchmark_latency.py)", "latency", 8192, 256),
+])
+def test_v1_limits_follow_the_gpu(hbm_gib, name, text, scen, tokens, seqs):
+    e = hardware_defaults(engine_profile(text)[0], text, hbm_gib * GIB, name, scen)
+    assert (e.max_num_tokens, e.max_batch) == (tokens, seqs)
+
+
+@pytest.mark.parametrize("hbm_gib,tokens,graph", [(24, 2048, 160), (80, 8192, 160),
+                                                  (141, 8192, 256), (192, 16384, 512)])
+def test_sglang_limits_follow_the_gpu(hbm_gib, tokens, graph):
+    e = hardware_defaults(PROFILES["sglang_overlap"], "sglang (0.4.8)", hbm_gib * GIB, "x", "concurrency")
+    assert (e.max_num_tokens, e.graph_max_batch) == (tokens, graph)
+    old = hardware_defaults(PROFILES["sglang_overlap"], "sglang (0.4.2)", hbm_gib * GIB, "x", "concurrency")
+    assert (old.max_num_tokens, old.graph_max_batch) == (8192, 160)        # before 0.4.8
+
+
+def test_sglang_overlap_hides_the_scheduler_behind_the_gpu():
+    old, new = PROFILES["sglang"], PROFILES["sglang_overlap"]
+    assert old.with_host_s(0.02, 64) == pytest.approx(0.02 + old.host_s(64))
+    assert new.with_host_s(0.02, 64) == pytest.approx(0.02)
+
+
+ROW = {"model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": "h100-sxm-80gb", "gpus": 1, "tp": 1,
+       "precision": "bf16", "scenario": "concurrency", "batch_or_concurrency": 32,
+       "input_len": 2000, "output_len": 200, "dataset": "random (fixed lengths)"}
+
+
+def test_a_v1_closed_loop_staggers_where_v0_runs_waves():
+    """32 fixed-length requests of 2000 + 200 tokens on one H100: V0 prefills the whole
+    burst before any decode (mean TTFT of a staircase of passes), V1 mixes 8192-token
+    chunks into the decode steps, so a cohort's first token comes within a few passes."""
+    rows = [{**ROW, "id": "v0", "engine": "vllm (v0.6.0)"}, {**ROW, "id": "v1", "engine": "vllm (0.9.1)"}]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert (p.status == "ok").all() and p.loc["v1", "chosen_engine"] == "vllm_v1"
+    assert p.loc["v1", "predicted_ttft_ms"] < 0.5 * p.loc["v0", "predicted_ttft_ms"]
+    assert p.loc["v1", "predicted_output_tok_s"] > 0.0
