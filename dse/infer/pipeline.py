@@ -54,8 +54,10 @@ shorter than the ``(pp - 1)`` stage passes of the pipeline's fill, which it is n
 adds no term here.
 
 Engines: the rule applies to the profiles whose pp = 1 overlap is the PyExecutor's
-overlap loop (``host_overlap``: ``trtllm_pytorch``).  The C++ executor profiles already
-charge their host time in series (``gpu + host``) and are left as they are.
+overlap loop (``host_overlap``: ``trtllm_pytorch``), and to SGLang's overlap scheduler
+(``sglang_overlap``), which ``server_args.py`` switches off with ``pp_size > 1`` (from
+0.4.10: ``if self.pp_size > 1: self.disable_overlap_schedule = True``).  The C++ executor
+profiles already charge their host time in series (``gpu + host``) and are left as they are.
 
 Units: seconds, sequences.
 """
