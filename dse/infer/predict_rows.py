@@ -325,7 +325,7 @@ def predict_inference_row(row: dict) -> dict:
         if n is None:
             raise InputError("row", "batch_or_concurrency", "is required for concurrency")
         if not fixed_lengths:
-            res = concurrency(dep, n, S, O, replicas, o2=o2)
+            res = concurrency(dep, n, S, O, replicas, spread=True, o2=o2)
         elif eng.mixed_batches:
             res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
         else:

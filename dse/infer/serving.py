@@ -84,9 +84,13 @@ replicas for the system):
   plus, while the prefill work alone occupies a share rho = t_prefill(S) lambda_r of the
   GPU, an M/D/1 wait ``rho t_prefill / (2 (1 - rho))``
   (Pollaczek-Khinchine with a deterministic service time).  Throughput = lambda O.
-  ``offline_throughput`` / ``concurrency`` keep the deterministic ``B / O`` prompts per
-  iteration (``spread`` False): a full queue is admitted by the scheduler, and the tuned
-  batch (:func:`tuned_batch`) is the best per-token point, as a tuned deployment sets it.
+  ``offline_throughput`` keeps the deterministic ``B / O`` prompts per iteration
+  (``spread`` False): a full queue is admitted by the scheduler, and the tuned batch
+  (:func:`tuned_batch`) is the best per-token point, as a tuned deployment sets it.  A
+  ``concurrency`` row with dataset-driven lengths (``dse predict``) admits one request per
+  completion, and the completions of many requests of random lengths arrive as a Poisson
+  stream (Palm-Khintchine, :func:`cycle`): ``spread`` True.  Fixed lengths run in
+  cohorts instead (:mod:`dse.infer.lockstep`).
 
 **Expert parallelism and attention DP** (MoE; :mod:`dse.infer.forward` has the layout
 and its sources): a replica is ``tp x dp x pp`` GPUs.  With ``dp`` > 1 each of the

@@ -96,3 +96,21 @@ def test_a_v1_closed_loop_staggers_where_v0_runs_waves():
     assert (p.status == "ok").all() and p.loc["v1", "chosen_engine"] == "vllm_v1"
     assert p.loc["v1", "predicted_ttft_ms"] < 0.5 * p.loc["v0", "predicted_ttft_ms"]
     assert p.loc["v1", "predicted_output_tok_s"] > 0.0
+
+
+def test_a_dataset_closed_loop_admits_at_random_instants():
+    """ShareGPT lengths: a closed loop's admissions follow random completions, so the row
+    runs the Poisson prompt counts of dse.infer.serving.cycle (spread), not the evenly spaced
+    ones of a full queue."""
+    from dse.infer.serving import Deployment, concurrency
+    from dse.spec.model import get_model
+    row = {**ROW, "id": "s", "engine": "vllm (0.9.1)", "batch_or_concurrency": 64,
+           "dataset": "sharegpt", "input_len": "", "output_len": ""}
+    p = predict_inference_frame(pd.DataFrame([row]), "x").iloc[0]
+    hw = get_hardware("h100-sxm-80gb")
+    eng = hardware_defaults(PROFILES["vllm_v1"], "vllm (0.9.1)", float(hw.hbm_bytes), hw.name, "concurrency")
+    dep = Deployment(get_model("meta-llama/Llama-3.1-8B-Instruct"), hw, eng, 1, 1, 1, 2.0)
+    want = concurrency(dep, 64, 226.0, 194.4, 1, spread=True, o2=2.0)
+    even = concurrency(dep, 64, 226.0, 194.4, 1, spread=False, o2=2.0)
+    assert p.predicted_ttft_ms == pytest.approx(want.ttft_s * 1e3, rel=1e-6)
+    assert want.ttft_s > even.ttft_s          # prompts that meet share (and wait for) a pass
