@@ -486,6 +486,18 @@ def vllm_runs_v1(t: str, v: tuple | None, multi_step: bool) -> bool:
     return v is None or v >= VLLM_V1_DEFAULT
 
 
+TRTLLM_BUILD_MAX_BATCH, TRTLLM_BUILD_MAX_TOKENS = 2048, 8192   # BuildConfig defaults
+
+
+def _trtllm_serve(t: str, scenario: str) -> bool:
+    """Whether a TensorRT-LLM engine text (lower case) runs the server / LLM API defaults
+    rather than ``trtllm-bench``'s tuned limits (:func:`hardware_defaults`)."""
+    if "trtllm-bench" in t or "trtllm_bench" in t:
+        return False
+    return ("trtllm-serve" in t or "llm api" in t or "llm-api" in t
+            or scenario in ("concurrency", "poisson_rate"))
+
+
 _OFFLINE_VLLM = re.compile(r"benchmark_(?:latency|throughput)|bench\s+(?:latency|throughput)|"
                            r"\bllm\s+class\b|\bllm\.generate\b|offline inference")
 GIB = float(2**30)
@@ -504,6 +516,10 @@ def hardware_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: 
       the engine text (a ``benchmark_latency`` / ``benchmark_throughput`` /
       ``LLM.generate`` run), else from a static-batch scenario (``fixed_batch``,
       ``latency``).
+    * ``trtllm_pytorch`` outside ``trtllm-bench`` (``trtllm-serve`` or the LLM API; a
+      ``concurrency`` / ``poisson_rate`` row naming neither): ``tensorrt_llm/commands/serve.py``
+      ``get_llm_args`` passes ``BuildConfig``'s ``max_batch_size`` / ``max_num_tokens``
+      defaults, 2048 and 8192, not the bench's tuned caps (4096 / 32768).
     * ``sglang_overlap`` from 0.4.8 (``python/sglang/srt/server_args.py``
       ``__post_init__``): ``chunked_prefill_size`` 2048 below 35 GiB, 8192 below 160 GiB,
       16384 above; ``cuda_graph_max_bs`` 160, extended by the capture list to 256 above
@@ -512,6 +528,9 @@ def hardware_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: 
       reserve formula: not modelled, the 0.88 of the profile kept.)"""
     gib = float(hbm_bytes) / GIB
     t = str(text).lower()
+    if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
+        return EngineProfile(**{**eng.__dict__, "max_batch": TRTLLM_BUILD_MAX_BATCH,
+                                "max_num_tokens": TRTLLM_BUILD_MAX_TOKENS})
     if eng.name == "vllm_v1":
         big = gib >= 70.0 and "a100" not in hw_name.lower()
         offline = bool(_OFFLINE_VLLM.search(t)) or scenario in ("fixed_batch", "latency")

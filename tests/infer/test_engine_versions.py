@@ -114,3 +114,14 @@ def test_a_dataset_closed_loop_admits_at_random_instants():
     even = concurrency(dep, 64, 226.0, 194.4, 1, spread=False, o2=2.0)
     assert p.predicted_ttft_ms == pytest.approx(want.ttft_s * 1e3, rel=1e-6)
     assert want.ttft_s > even.ttft_s          # prompts that meet share (and wait for) a pass
+
+
+@pytest.mark.parametrize("text,scen,limits", [
+    ("trtllm (1.1.0rc2, trtllm-serve PyTorch backend)", "concurrency", (2048, 8192)),
+    ("trtllm (v1.0, trtllm-bench throughput, PyTorch backend)", "offline_throughput", (4096, 32768)),
+    ("trtllm (v1.0)", "concurrency", (2048, 8192)),          # a server load: the server's defaults
+    ("trtllm (v1.0)", "offline_throughput", (4096, 32768)),
+])
+def test_trtllm_serve_keeps_the_build_config_defaults(text, scen, limits):
+    e = hardware_defaults(engine_profile(text)[0], text, 180 * GIB, "b200", scen)
+    assert (e.max_batch, e.max_num_tokens) == limits
