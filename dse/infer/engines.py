@@ -287,8 +287,11 @@ Profiles (constants and where they come from):
     else 2048 / 8192 and 256.  CUDA graphs are piecewise (attention outside them) and
     chosen by the step's token count, mixed steps included (``gpu_model_runner.py``:
     ``num_scheduled_tokens <= cudagraph_batch_sizes[-1]``, capture sizes up to 512:
-    ``graphs_by_tokens``, ``graph_max_batch`` 512); larger steps run the compiled model
-    without graphs (the eager floor is kept for them).  ``gpu_memory_utilization`` 0.9 and
+    ``graphs_by_tokens``, ``graph_max_batch`` 512); larger steps run the compiled
+    (``torch.compile`` / Inductor) model without graphs, whose generated wrapper launches
+    each kernel with one Python call: the issue floor is ``COMPILED_OP_S`` =
+    ``EAGER_OP_S`` / 2.4 per kernel (the eager constant is ~2.4 torch calls of 15-20 us per
+    kernel; one such call per kernel here).  ``gpu_memory_utilization`` 0.9 and
     16-token blocks as V0.  Host time: the EngineCore step is serial (schedule ->
     execute -> update_from_output) until async scheduling became the default in 0.14; no
     published per-step V1 figure was found (the V1 release blog gives only "up to 1.7x"
@@ -308,6 +311,9 @@ from dse.errors import InputError
 
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
+# vLLM V1 beyond its CUDA-graph sizes runs the torch.compile'd model: one Python launch per
+# kernel (Inductor's wrapper) instead of EAGER_OP_S's ~2.4 eager torch calls per kernel
+COMPILED_OP_S = EAGER_OP_S / 2.4
 TORCH_LINEAR_BW_EFF = 0.85   # weight-stream share of PyTorch linears (module docstring; FITTED)
 # host time per running sequence per iteration of TensorRT-LLM's PyExecutor (``trtllm_pytorch``
 # in the module docstring: 8.8 ms / 256 requests on Grace x 13.48 / 37.08 for an x86 host)
@@ -432,7 +438,7 @@ PROFILES = {
                                     eager_op_s=EAGER_OP_S, linear_bw_eff=TORCH_LINEAR_BW_EFF,
                                     host_overlap=True, python_host=True),
     "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
-                             8192, True, mixed_batches=True, eager_op_s=EAGER_OP_S,
+                             8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
                              graphs_by_tokens=True),
 }

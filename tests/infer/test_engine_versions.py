@@ -125,3 +125,9 @@ def test_a_dataset_closed_loop_admits_at_random_instants():
 def test_trtllm_serve_keeps_the_build_config_defaults(text, scen, limits):
     e = hardware_defaults(engine_profile(text)[0], text, 180 * GIB, "b200", scen)
     assert (e.max_batch, e.max_num_tokens) == limits
+
+
+def test_v1_steps_past_the_graph_sizes_issue_one_call_per_kernel():
+    from dse.infer.engines import COMPILED_OP_S, EAGER_OP_S
+    assert PROFILES["vllm_v1"].eager_op_s == pytest.approx(EAGER_OP_S / 2.4) == COMPILED_OP_S
+    assert PROFILES["vllm"].eager_op_s == EAGER_OP_S
