@@ -154,6 +154,9 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
 
 
+MXFP4_WEIGHT_ONLY = "mxfp4-w4a16"   # chosen_precision of an MXFP4 checkpoint on a GPU without fp4
+
+
 _LAUNCH = {"max_num_tokens": r"max[-_]num[-_](?:batched[-_])?tokens",
            "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)",
            "max_model_len": r"max[-_]model[-_]len"}
@@ -249,10 +252,17 @@ def predict_inference_row(row: dict) -> dict:
         raise InputError("row", "precision", f"must be bf16, fp16, fp8 or fp4 (nvfp4, mxfp4), "
                          f"but got {prec!r}")
     amd = str(hw.generation).startswith("cdna")
-    if prec == "fp4":                      # the hardware's native block-scaled 4-bit format
-        prec = "mxfp4" if amd else "nvfp4"
+    if prec == "fp4":                      # the hardware's native block-scaled 4-bit format,
+        prec = "mxfp4" if amd or int(model.mxfp4_experts) > 0 else "nvfp4"   # or the checkpoint's
     if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
+    # an MXFP4-expert checkpoint (gpt-oss) labelled fp4 on a GPU without fp4 tensor cores is
+    # served as stored: weight-only MXFP4 experts (W4A16) beside bf16 linears, the mode of the
+    # "fp8"-labelled rows (dse.infer.moe_serving.mxfp4_expert_rates); no fp8 KV by default
+    weight_only = (prec == "mxfp4" and float(hw.peak_fp4_flops_per_s) <= 0
+                   and int(model.mxfp4_experts) > 0 and float(hw.peak_fp8_flops_per_s) > 0)
+    if weight_only:
+        prec = "fp8"
     if prec in ("nvfp4", "mxfp4") and float(hw.peak_fp4_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (peak_tflops_fp4 = 0)"}
     if prec == "nvfp4" and amd:
@@ -267,9 +277,10 @@ def predict_inference_row(row: dict) -> dict:
     dp = _posint(row, "attn_dp", 1)
     pp = _posint(row, "pp", 1)
     tp = _posint(row, "tp", None)
-    kvb = 1.0 if _kv_fp8(row, prec, eng) else 2.0
+    kvb = 1.0 if _kv_fp8(row, "bf16" if weight_only else prec, eng) else 2.0
     code = SERVING_PRECISION[prec]
-    chosen = {"chosen_precision": prec, "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
+    chosen = {"chosen_precision": MXFP4_WEIGHT_ONLY if weight_only else prec,
+              "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:
         tp = 1
         if dp > 1:

@@ -131,3 +131,21 @@ def test_v1_steps_past_the_graph_sizes_issue_one_call_per_kernel():
     from dse.infer.engines import COMPILED_OP_S, EAGER_OP_S
     assert PROFILES["vllm_v1"].eager_op_s == pytest.approx(EAGER_OP_S / 2.4) == COMPILED_OP_S
     assert PROFILES["vllm"].eager_op_s == EAGER_OP_S
+
+
+def test_an_mxfp4_checkpoint_labelled_fp4_runs_weight_only_without_fp4_tensor_cores():
+    """gpt-oss's MXFP4 experts on H100 / MI300X (no fp4 tensor cores) run as stored: W4A16
+    experts beside bf16 linears -- the "fp8"-labelled path -- with the checkpoint's 16-bit KV;
+    a dense model in fp4 there stays infeasible."""
+    base = {**ROW, "model": "openai/gpt-oss-120b", "batch_or_concurrency": 16, "engine": "vllm (0.10.1)"}
+    rows = [{**base, "id": f"{hw}-{p}", "hardware": hw, "precision": p}
+            for hw in ("h100-sxm-80gb", "mi300x") for p in ("fp4", "mxfp4", "fp8")]
+    rows.append({**ROW, "id": "dense", "precision": "fp4", "engine": "vllm (0.10.1)"})
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    for hw in ("h100-sxm-80gb", "mi300x"):
+        assert p.loc[f"{hw}-fp4", "chosen_precision"] == "mxfp4-w4a16"
+        assert p.loc[f"{hw}-fp4", "chosen_kv_bytes"] == 2.0
+        for lab in ("fp4", "mxfp4"):
+            assert p.loc[f"{hw}-{lab}", "predicted_tpot_ms"] == pytest.approx(
+                p.loc[f"{hw}-fp8", "predicted_tpot_ms"], rel=1e-6)
+    assert p.loc["dense", "status"].startswith("infeasible") and "fp4" in p.loc["dense", "status"]
