@@ -235,12 +235,52 @@ def catalog() -> dict[str, Hardware]:
     return _CACHE
 
 
+#: vendor spellings of a catalog entry that name one SKU only (after :func:`_spelling`:
+#: lower case, spaces / underscores as hyphens, a vendor / system prefix dropped).  "A100"
+#: alone is not here: it is a 40 GB or an 80 GB part.
+HARDWARE_ALIASES = {
+    **dict.fromkeys(("h100", "h100-sxm", "h100-sxm5", "h100-sxm5-80gb", "h100-80gb-hbm3",
+                     "h100-sxm-80g"), "h100-sxm-80gb"),
+    **dict.fromkeys(("h100-nvl", "h100-nvl-94g"), "h100-nvl-94gb"),
+    **dict.fromkeys(("h100-pcie", "h100-pcie-80g"), "h100-pcie-80gb"),
+    **dict.fromkeys(("h200", "h200-sxm", "h200-sxm5", "h200-141gb", "h200-sxm5-141gb",
+                     "h200-sxm-141g"), "h200-sxm-141gb"),
+    **dict.fromkeys(("a100-sxm4-80gb", "a100-80gb-sxm", "a100-sxm-80g", "a100-sxm4-80g"),
+                    "a100-sxm-80gb"),
+    **dict.fromkeys(("a100-sxm4-40gb", "a100-40gb-sxm", "a100-sxm-40g"), "a100-sxm-40gb"),
+    **dict.fromkeys(("gb200-nvl72", "gb200-nvl", "gb200-nvl4"), "gb200"),
+    **dict.fromkeys(("gb300-nvl72", "gb300-nvl"), "gb300"),
+    **dict.fromkeys(("rtx-pro-6000-blackwell", "rtx-pro-6000-blackwell-server-edition",
+                     "rtx-pro-6000-server", "rtx-pro-6000-blackwell-server"), "rtx-pro-6000"),
+    "gh200-480gb": "gh200", "mi300x-192gb": "mi300x", "mi325x-256gb": "mi325x",
+    "mi355x-288gb": "mi355x",
+}
+_VENDOR_PREFIX = ("nvidia-", "amd-", "instinct-", "dgx-", "hgx-")
+
+
+def _spelling(name: str) -> str:
+    """``name`` in the catalog's spelling: lower case, spaces and underscores as hyphens,
+    a vendor or system prefix (NVIDIA, AMD, Instinct, DGX, HGX) dropped."""
+    low = "-".join(str(name).strip().lower().replace("_", " ").split())
+    changed = True
+    while changed:
+        changed = False
+        for p in _VENDOR_PREFIX:
+            if low.startswith(p):
+                low, changed = low[len(p):], True
+    return low
+
+
 def get_hardware(name: str, where: str = "--hardware") -> Hardware:
-    """A catalog name (any letter case: ``H100-SXM-80GB`` is ``h100-sxm-80gb``), or a path
-    to a TOML file holding one or more hardware tables (``path.toml`` takes the first
-    table, ``path.toml:name`` the named one)."""
+    """A catalog name (any letter case: ``H100-SXM-80GB`` is ``h100-sxm-80gb``; a vendor
+    spelling of one SKU, ``NVIDIA H100 SXM`` or ``GB200 NVL72``, via
+    :data:`HARDWARE_ALIASES`), or a path to a TOML file holding one or more hardware tables
+    (``path.toml`` takes the first table, ``path.toml:name`` the named one)."""
     cat = catalog()
     key = catalog_key(name, cat)
+    if key is None and not str(name).endswith(".toml") and ".toml:" not in str(name):
+        spelt = _spelling(name)
+        key = spelt if spelt in cat else HARDWARE_ALIASES.get(spelt)
     if key is not None:
         return cat[key]
     path, _, table = name.partition(":")
