@@ -42,6 +42,8 @@ TensorRT-LLM ``examples/models/core/gpt_oss/README.md``).  Only the serving cost
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 from typing import NamedTuple
 from pathlib import Path
@@ -457,15 +459,41 @@ def hf_id_index() -> dict[str, str]:
     return _HF_IDS
 
 
+#: a re-published checkpoint's quantization suffix ("-FP8", "-FP8-KV", "-FP8-dynamic",
+#: "-FP4-v2", "-MXFP4-Preview", "-NVFP4", "-W4A16", "-AWQ", ...): the weights' format, which the
+#: row's ``precision`` states, on the same architecture
+_QUANT_SUFFIX = re.compile(r"[-_](?:fp8|fp4|nvfp4|mxfp4|w4a16|w8a8|w4a8|int4|int8|awq|gptq)"
+                           r"(?:[-_][a-z0-9.]+)*$", re.IGNORECASE)
+
+
+def requantized_base(name: str) -> str | None:
+    """The catalog model a re-published quantized checkpoint of a catalog repo denotes
+    (``nvidia/Llama-3.3-70B-Instruct-FP4``, ``amd/Llama-3.1-70B-Instruct-FP8-KV``,
+    ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``): its repo name without the quantization
+    suffix equals the repo name of one catalog ``hf_ids`` entry (any organisation, any
+    letter case).  None if there is no such entry or more than one catalog model has it."""
+    repo = name.strip().rsplit("/", 1)[-1]
+    base = _QUANT_SUFFIX.sub("", repo).lower()
+    if not base or base == repo.lower():
+        return None
+    hits = {n for i, n in hf_id_index().items() if i.rsplit("/", 1)[-1] == base}
+    return next(iter(hits)) if len(hits) == 1 else None
+
+
 def get_model(name: str, where: str = "--model") -> Model:
     """A catalog name (any letter case), a Hugging Face repo id the catalog lists
-    (``hf_ids``), a ``config.json`` path, or ``file.toml[:table]``."""
+    (``hf_ids``) or a re-published quantized checkpoint of one (:func:`requantized_base`),
+    a ``config.json`` path, or ``file.toml[:table]``."""
     cat = catalog()
     key = catalog_key(name, cat)
     if key is not None:
         return cat[key]
     if name.strip().lower() in hf_id_index():
         return cat[hf_id_index()[name.strip().lower()]]
+    if "/" in name and not name.endswith((".json", ".toml")) and ".toml:" not in name:
+        base = requantized_base(name)
+        if base is not None:
+            return cat[base]
     if name.endswith(".json"):
         return model_from_hf_config(Path(name))
     path, _, table = name.partition(":")

@@ -1,0 +1,27 @@
+"""Re-published quantized checkpoints of a catalog architecture resolve to it
+(dse.spec.model.requantized_base); anything else stays a one-line error."""
+
+import pytest
+
+from dse.errors import InputError
+from dse.spec.model import get_model, requantized_base
+
+
+@pytest.mark.parametrize("repo,name", [
+    ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-r1"),
+    ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-r1"),
+    ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama3-70b"),
+    ("amd/Llama-3.1-70B-Instruct-FP8-KV", "llama3-70b"),
+    ("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8", "llama3-70b"),
+    ("nvidia/Qwen3-235B-A22B-FP4", "qwen3-235b-a22b"),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),            # same layer shapes: an hf_ids entry
+])
+def test_requantized_repos_resolve(repo, name):
+    assert get_model(repo).name == get_model(name).name
+
+
+@pytest.mark.parametrize("repo", ["foo/bar-FP8", "nvidia/Unknown-70B-FP4", "meta-llama/Llama-3.2-1B"])
+def test_unknown_repos_are_refused(repo):
+    assert requantized_base(repo) is None
+    with pytest.raises(InputError, match="must be a catalog name"):
+        get_model(repo)
