@@ -25,3 +25,10 @@ def test_unknown_repos_are_refused(repo):
     assert requantized_base(repo) is None
     with pytest.raises(InputError, match="must be a catalog name"):
         get_model(repo)
+
+
+def test_gpt_oss_20b_matches_its_model_card():
+    """openai/gpt-oss-20b (config.json; model card arXiv:2508.10925 Table 1: 20.91B total)."""
+    m = get_model("openai/gpt-oss-20b")
+    assert (m.num_layers, m.num_experts, m.top_k, m.mxfp4_experts) == (24, 32, 4, True)
+    assert m.num_params() == pytest.approx(20.91e9, rel=0.01)
