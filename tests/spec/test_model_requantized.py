@@ -32,3 +32,11 @@ def test_gpt_oss_20b_matches_its_model_card():
     m = get_model("openai/gpt-oss-20b")
     assert (m.num_layers, m.num_experts, m.top_k, m.mxfp4_experts) == (24, 32, 4, True)
     assert m.num_params() == pytest.approx(20.91e9, rel=0.01)
+
+
+def test_kimi_k2_matches_its_technical_report():
+    """moonshotai/Kimi-K2-Instruct (DeepSeek-V3 layout; arXiv:2507.20534: "1.04 trillion",
+    the model card "1T"; the config's shapes give 1.026T)."""
+    m = get_model("moonshotai/Kimi-K2-Instruct")
+    assert (m.num_experts, m.top_k, m.first_k_dense, m.kv_lora_rank) == (384, 8, 1, 512)
+    assert m.num_params() == pytest.approx(1.04e12, rel=0.015)
