@@ -40,3 +40,11 @@ def test_kimi_k2_matches_its_technical_report():
     m = get_model("moonshotai/Kimi-K2-Instruct")
     assert (m.num_experts, m.top_k, m.first_k_dense, m.kv_lora_rank) == (384, 8, 1, 512)
     assert m.num_params() == pytest.approx(1.04e12, rel=0.015)
+
+
+def test_glm45_air_matches_its_model_card():
+    """zai-org/GLM-4.5-Air (config.json; model card: 106B total), and its FP8 re-publication."""
+    m = get_model("zai-org/GLM-4.5-Air")
+    assert get_model("zai-org/GLM-4.5-Air-FP8").name == m.name == get_model("glm-4.5-air").name
+    assert (m.num_experts, m.top_k, m.first_k_dense, m.num_shared_experts) == (128, 8, 1, 1)
+    assert m.num_params() == pytest.approx(106e9, rel=0.015)
