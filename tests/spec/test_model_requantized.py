@@ -48,3 +48,10 @@ def test_glm45_air_matches_its_model_card():
     assert get_model("zai-org/GLM-4.5-Air-FP8").name == m.name == get_model("glm-4.5-air").name
     assert (m.num_experts, m.top_k, m.first_k_dense, m.num_shared_experts) == (128, 8, 1, 1)
     assert m.num_params() == pytest.approx(106e9, rel=0.015)
+
+
+def test_qwen3_coder_matches_its_model_card():
+    """Qwen/Qwen3-Coder-480B-A35B-Instruct (model card: 480B total, 35B activated)."""
+    m = get_model("Qwen/Qwen3-Coder-480B-A35B-Instruct")
+    assert (m.num_layers, m.num_experts, m.top_k) == (62, 160, 8)
+    assert m.num_params() == pytest.approx(480e9, rel=0.01)
