@@ -272,7 +272,7 @@ Profiles (constants and where they come from):
     (``host_overlap``).  Still prefill-first (``get_next_batch_to_run``: "Run prefill
     first if possible", through 0.5.7) with ``enable_mixed_chunk`` off, so fixed-length
     closed loops keep the lockstep waves.  From 0.4.8 ``chunked_prefill_size`` and
-    ``cuda_graph_max_bs`` follow the GPU memory (:func:`hardware_defaults`).
+    ``cuda_graph_max_bs`` follow the GPU memory (:func:`launch_defaults`).
 ``vllm_v1`` -- vLLM's V1 engine: the default from 0.8.0 (``vllm/envs.py`` ``VLLM_USE_V1``
     "1"), the only engine from 0.11.0; ``VLLM_USE_V1=1`` / ``=0`` in the engine text and
     multi-step scheduling (a V0-only option) override the version rule
@@ -282,7 +282,7 @@ Profiles (constants and where they come from):
     (``arg_utils.py``: "V1 always uses chunked prefills"), so prompts are chunks of
     ``max_num_batched_tokens`` mixed into the decode steps (``mixed_batches``,
     ``chunked_prefill``; fixed-length closed loops stagger, as on TensorRT-LLM).  Limits
-    by GPU (:func:`hardware_defaults`): ``max_num_batched_tokens`` 8192 (server) / 16384
+    by GPU (:func:`launch_defaults`): ``max_num_batched_tokens`` 8192 (server) / 16384
     (offline ``LLM`` class) and ``max_num_seqs`` 1024 on >= 70 GiB GPUs other than A100,
     else 2048 / 8192 and 256.  CUDA graphs are piecewise (attention outside them) and
     chosen by the step's token count, mixed steps included (``gpu_model_runner.py``:
@@ -497,7 +497,7 @@ TRTLLM_BUILD_MAX_BATCH, TRTLLM_BUILD_MAX_TOKENS = 2048, 8192   # BuildConfig def
 
 def _trtllm_serve(t: str, scenario: str) -> bool:
     """Whether a TensorRT-LLM engine text (lower case) runs the server / LLM API defaults
-    rather than ``trtllm-bench``'s tuned limits (:func:`hardware_defaults`)."""
+    rather than ``trtllm-bench``'s tuned limits (:func:`launch_defaults`)."""
     if "trtllm-bench" in t or "trtllm_bench" in t:
         return False
     return ("trtllm-serve" in t or "llm api" in t or "llm-api" in t
@@ -509,10 +509,11 @@ _OFFLINE_VLLM = re.compile(r"benchmark_(?:latency|throughput)|bench\s+(?:latency
 GIB = float(2**30)
 
 
-def hardware_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
-                      scenario: str) -> EngineProfile:
-    """The limits an engine derives from the GPU it runs on, where the profile has them
-    (the launch flags a row states override these afterwards):
+def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
+                    scenario: str) -> EngineProfile:
+    """The limits an engine launched with its defaults takes from the GPU it runs on and
+    the way it is launched, where the profile has them (the launch flags a row states
+    override these afterwards):
 
     * ``vllm_v1`` (``vllm/engine/arg_utils.py`` ``_set_default_args_v1``, 0.8.5-0.11; the
       table moved to ``get_batch_defaults`` in 0.11.1 unchanged): on a GPU with >= 70 GiB

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
-from dse.infer.engines import EngineProfile, engine_profile, flag_values, hardware_defaults
+from dse.infer.engines import EngineProfile, engine_profile, flag_values, launch_defaults
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -270,7 +270,7 @@ def predict_inference_row(row: dict) -> dict:
     eng, why = engine_profile(row.get("engine", ""))
     if why:
         return {**out, "status": f"infeasible: {why}"}
-    eng = hardware_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen)
+    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen)
     eng, max_model_len = launch_settings(row, eng)
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)

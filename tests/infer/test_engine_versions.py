@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dse.errors import InputError
-from dse.infer.engines import PROFILES, engine_profile, hardware_defaults, version3
+from dse.infer.engines import PROFILES, engine_profile, launch_defaults, version3
 from dse.infer.predict_rows import predict_inference_frame
 from dse.spec.hardware import get_hardware
 
@@ -63,16 +63,16 @@ def test_v1_profile_mixes_chunks_and_replays_graphs_by_tokens():
     (48, "l40s", "vllm (0.9.1, benchmark_latency.py)", "latency", 8192, 256),
 ])
 def test_v1_limits_follow_the_gpu(hbm_gib, name, text, scen, tokens, seqs):
-    e = hardware_defaults(engine_profile(text)[0], text, hbm_gib * GIB, name, scen)
+    e = launch_defaults(engine_profile(text)[0], text, hbm_gib * GIB, name, scen)
     assert (e.max_num_tokens, e.max_batch) == (tokens, seqs)
 
 
 @pytest.mark.parametrize("hbm_gib,tokens,graph", [(24, 2048, 160), (80, 8192, 160),
                                                   (141, 8192, 256), (192, 16384, 512)])
 def test_sglang_limits_follow_the_gpu(hbm_gib, tokens, graph):
-    e = hardware_defaults(PROFILES["sglang_overlap"], "sglang (0.4.8)", hbm_gib * GIB, "x", "concurrency")
+    e = launch_defaults(PROFILES["sglang_overlap"], "sglang (0.4.8)", hbm_gib * GIB, "x", "concurrency")
     assert (e.max_num_tokens, e.graph_max_batch) == (tokens, graph)
-    old = hardware_defaults(PROFILES["sglang_overlap"], "sglang (0.4.2)", hbm_gib * GIB, "x", "concurrency")
+    old = launch_defaults(PROFILES["sglang_overlap"], "sglang (0.4.2)", hbm_gib * GIB, "x", "concurrency")
     assert (old.max_num_tokens, old.graph_max_batch) == (8192, 160)        # before 0.4.8
 
 
@@ -108,7 +108,7 @@ def test_a_dataset_closed_loop_admits_at_random_instants():
            "dataset": "sharegpt", "input_len": "", "output_len": ""}
     p = predict_inference_frame(pd.DataFrame([row]), "x").iloc[0]
     hw = get_hardware("h100-sxm-80gb")
-    eng = hardware_defaults(PROFILES["vllm_v1"], "vllm (0.9.1)", float(hw.hbm_bytes), hw.name, "concurrency")
+    eng = launch_defaults(PROFILES["vllm_v1"], "vllm (0.9.1)", float(hw.hbm_bytes), hw.name, "concurrency")
     dep = Deployment(get_model("meta-llama/Llama-3.1-8B-Instruct"), hw, eng, 1, 1, 1, 2.0)
     want = concurrency(dep, 64, 226.0, 194.4, 1, spread=True, o2=2.0)
     even = concurrency(dep, 64, 226.0, 194.4, 1, spread=False, o2=2.0)
@@ -123,7 +123,7 @@ def test_a_dataset_closed_loop_admits_at_random_instants():
     ("trtllm (v1.0)", "offline_throughput", (4096, 32768)),
 ])
 def test_trtllm_serve_keeps_the_build_config_defaults(text, scen, limits):
-    e = hardware_defaults(engine_profile(text)[0], text, 180 * GIB, "b200", scen)
+    e = launch_defaults(engine_profile(text)[0], text, 180 * GIB, "b200", scen)
     assert (e.max_batch, e.max_num_tokens) == limits
 
 
