@@ -605,6 +605,9 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
         if steps and v is not None and v >= VLLM_V0_REMOVED:
             raise InputError("row", "engine", f"--num-scheduler-steps is a V0-engine option and "
                              f"vLLM >= 0.11 has only the V1 engine, but got {text!r}")
+        if steps and _V1_ON.search(t):
+            raise InputError("row", "engine", f"--num-scheduler-steps is a V0-engine option, so "
+                             f"it cannot run with VLLM_USE_V1=1, but got {text!r}")
         if vllm_runs_v1(t, v, bool(steps)):
             p = PROFILES["vllm_v1"]
             if "harness" in t:                 # the submitter sets max_num_seqs (as vllm_mlperf)

@@ -35,9 +35,11 @@ def test_engine_release_routing(text, name):
     assert engine_profile(text)[0].name == name
 
 
-def test_multi_step_is_refused_on_a_v1_only_release():
+@pytest.mark.parametrize("text", ["vllm (0.11.0, --num-scheduler-steps 8)",
+                                  "vllm (0.8.5, VLLM_USE_V1=1, --num-scheduler-steps 8)"])
+def test_multi_step_is_refused_on_the_v1_engine(text):
     with pytest.raises(InputError, match="num-scheduler-steps"):
-        engine_profile("vllm (0.11.0, --num-scheduler-steps 8)")
+        engine_profile(text)
 
 
 def test_version3_reads_the_patch_and_skips_other_packages():
