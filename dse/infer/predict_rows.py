@@ -3,8 +3,11 @@
 column).
 
 Each row becomes a :class:`dse.infer.serving.Deployment` (model by Hugging Face repo id
-or catalog name, hardware by catalog name, ``tp`` x ``pp`` per replica, ``replicas`` =
-``gpus / (tp pp)``, engine profile parsed from ``engine``) and one scenario of
+-- a re-published quantized one too -- or catalog name, hardware by catalog name or a
+vendor spelling of one SKU, ``tp`` x ``pp`` per replica, ``replicas`` = ``gpus / (tp
+pp)``, engine profile parsed from ``engine`` and its release,
+:func:`dse.infer.engines.engine_profile`, with the limits it launches with,
+:func:`dse.infer.engines.launch_defaults`) and one scenario of
 :mod:`dse.infer.serving`.  Outputs: ``predicted_output_tok_s`` (whole system),
 ``predicted_output_tok_s_per_gpu``, ``predicted_ttft_ms``, ``predicted_tpot_ms``,
 ``predicted_e2e_latency_ms``, the settings chosen for blank fields (``chosen_*``) and a
@@ -16,7 +19,10 @@ Blank settings, as a tuned deployment would choose them:
   fp8 weights and activations; ``fp4`` means 4-bit block-scaled weights and activations
   in the hardware's native format (NVFP4 on NVIDIA Blackwell, MXFP4 on AMD CDNA4;
   ``nvfp4`` / ``mxfp4`` name one explicitly), GEMMs on ``peak_tflops_fp4``; hardware
-  without fp4 tensor cores gets an ``infeasible`` status; the KV cache is fp8 too where the source says so
+  without fp4 tensor cores gets an ``infeasible`` status, except for a checkpoint that
+  stores its experts in MXFP4 (gpt-oss, ``mxfp4_experts``): ``fp4`` is then its own
+  MXFP4, served weight-only (W4A16 experts, bf16 linears: ``chosen_precision``
+  ``mxfp4-w4a16``) where the GPU has no fp4 tensor cores; the KV cache is fp8 too where the source says so
   (``fp8_kv_cache`` / ``FP8 KV`` in ``notes``, or ``kv_precision`` = fp8) or where the
   engine makes it the default of an fp8 model (TensorRT-LLM, ``fp8_kv_with_fp8``), else 16-bit.
 * ``tp`` blank: the smallest power of two whose weights leave room for a KV cache;
