@@ -251,7 +251,11 @@ def prefill_share(rep: Replica, eng: EngineProfile, b, q, S, O):
     ``bench_tuned_tokens`` spread the mean load over every pass: ``(1, q S)``."""
     u = jnp.maximum(q * 1.0, 0.0) * S
     if not eng.bench_tuned_tokens:
-        return jnp.ones_like(u), u
+        if not eng.whole_prompts:
+            return jnp.ones_like(u), u
+        room = jnp.maximum(eng.max_num_tokens * 1.0 - b, 1.0)      # whole prompts (vLLM V1)
+        w = jnp.maximum(u, jnp.minimum(S * 1.0, room))
+        return jnp.where(u > 0, u / jnp.maximum(w, 1e-30), 0.0), w
     room = jnp.maximum(bench_max_num_tokens(rep, eng, S, O) - b, 0.0)
     if eng.chunked_prefill:
         w = jnp.minimum(room, jnp.maximum(b, 1.0) * S)
@@ -270,7 +274,7 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     ``min(q, 1)`` of the iterations, ``min(q, 1) t_prefill(max(q, 1))``, and the prompt's
     own pass ``t_prefill(max(q, 1))``."""
     if eng.mixed_batches:
-        if not eng.bench_tuned_tokens:
+        if not eng.bench_tuned_tokens and not eng.whole_prompts:
             t = iteration_s(rep, eng, b, context, q * S, S)
             if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
                 return Cycle(t, t)
@@ -280,7 +284,12 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
         t_mix = iteration_s(rep, eng, b, context, w, S)
         t_dec = iteration_s(rep, eng, b, context)
         mean = jnp.where(share > 0, share * t_mix + (1.0 - share) * t_dec, t_dec)
-        return Cycle(mean, jnp.where(share > 0, t_mix, t_dec))
+        first = jnp.where(share > 0, t_mix, t_dec)
+        if eng.bench_tuned_tokens or (isinstance(rep.dp, (int, float)) and rep.dp <= 1):
+            return Cycle(mean, first)
+        # whole prompts under attention DP: the busiest rank's lattice, as the scalar path
+        mean_l, first_l = _rank_lattice(rep, eng, b, context, q, S)
+        return Cycle(jnp.where(rep.dp > 1, mean_l, mean), jnp.where(rep.dp > 1, first_l, first))
     decode = iteration_s(rep, eng, b, context)
     pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
     sep = decode + jnp.minimum(q, 1.0) * pf

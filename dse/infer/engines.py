@@ -291,7 +291,12 @@ Profiles (constants and where they come from):
     (``torch.compile`` / Inductor) model without graphs, whose generated wrapper launches
     each kernel with one Python call: the issue floor is ``COMPILED_OP_S`` =
     ``EAGER_OP_S`` / 2.4 per kernel (the eager constant is ~2.4 torch calls of 15-20 us per
-    kernel; one such call per kernel here).  ``gpu_memory_utilization`` 0.9 and
+    kernel; one such call per kernel here).  A waiting prompt enters the next step whole
+    when it fits the budget left by the running decodes (the scheduler's
+    ``num_new_tokens = min(request's remaining tokens, token_budget)``), so under a steady
+    load a share ``q`` of the steps carries whole prompts and the rest are decode-only
+    (``whole_prompts``; :func:`dse.infer.serving.prefill_share`), not ``q S`` tokens in
+    every step.  ``gpu_memory_utilization`` 0.9 and
     16-token blocks as V0.  Host time: the EngineCore step is serial (schedule ->
     execute -> update_from_output) until async scheduling became the default in 0.14; no
     published per-step V1 figure was found (the V1 release blog gives only "up to 1.7x"
@@ -348,6 +353,7 @@ class EngineProfile:
     bench_tuned_tokens: bool = False  # trtllm-bench sets max_num_tokens from ISL/OSL
     python_host: bool = False      # host work is Python: scales with the host CPU (dse.spec.host_cpu)
     graphs_by_tokens: bool = False  # a pass of <= graph_max_batch tokens, mixed or not, replays a graph
+    whole_prompts: bool = False    # a mixed pass takes each waiting prompt whole, up to the budget
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -440,7 +446,7 @@ PROFILES = {
     "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
-                             graphs_by_tokens=True),
+                             graphs_by_tokens=True, whole_prompts=True),
 }
 
 

@@ -347,6 +347,12 @@ def prefill_share(dep: Deployment, batch: float, prompts: float, S: float) -> Pr
     if u <= 0.0:
         return PrefillShare(0.0, 0.0)
     if not dep.engine.bench_tuned_tokens:
+        if dep.engine.whole_prompts:
+            # each waiting prompt enters one pass whole, up to the budget the decodes
+            # leave (vLLM V1, EngineProfile.whole_prompts): share q of the passes
+            room = max(float(dep.engine.max_num_tokens) - batch, 1.0)
+            w = max(u, min(float(S), room))
+            return PrefillShare(u / w, w)
         # no fixed-length cohorts known (MLPerf harnesses, dataset-driven lengths: the
         # completions, hence the admissions, are spread over the iterations): the mean
         # load in every pass, as before

@@ -151,3 +151,20 @@ def test_an_mxfp4_checkpoint_labelled_fp4_runs_weight_only_without_fp4_tensor_co
             assert p.loc[f"{hw}-{lab}", "predicted_tpot_ms"] == pytest.approx(
                 p.loc[f"{hw}-fp8", "predicted_tpot_ms"], rel=1e-6)
     assert p.loc["dense", "status"].startswith("infeasible") and "fp4" in p.loc["dense", "status"]
+
+
+def test_v1_runs_whole_prompts_in_a_share_of_the_steps():
+    """vLLM V1 schedules a waiting prompt whole into the next step (up to the budget the
+    decodes leave): q = 0.25 prompts of 1024 tokens per step is a 1024-token pass in a
+    quarter of the steps, not 256 prompt tokens in every step (the mean-load spread of
+    the other mixing engines without cohort packing)."""
+    from dse.infer.serving import Deployment, prefill_share
+    from dse.spec.model import get_model
+    hw = get_hardware("h100-sxm-80gb")
+    m = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    v1 = Deployment(m, hw, PROFILES["vllm_v1"], 1, 1, 1, 2.0)
+    trt = Deployment(m, hw, PROFILES["trtllm"], 1, 1, 1, 2.0)
+    assert prefill_share(v1, 64.0, 0.25, 1024.0) == pytest.approx((0.25, 1024.0))
+    assert prefill_share(v1, 64.0, 4.0, 1024.0) == pytest.approx((1.0, 4096.0))   # 4 arrive together
+    assert prefill_share(v1, 8000.0, 0.1, 1024.0) == pytest.approx((0.1 * 1024 / 192, 192.0))  # chunk
+    assert prefill_share(trt, 64.0, 0.25, 1024.0) == pytest.approx((1.0, 256.0))
