@@ -308,7 +308,7 @@ Units: seconds, bytes, tokens.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax.numpy as jnp
 
@@ -386,11 +386,8 @@ class EngineProfile:
         cudagraph_batch_sizes[-1]``), any pass of at most ``graph_max_batch`` tokens.
         Python numbers give a bool, traced ones a JAX bool."""
         b, p = decode_batch, prompt_tokens
-        if self.graphs_by_tokens:
-            fits = b + p <= self.graph_max_batch
-        else:
-            fits = (p <= 0) & (b <= self.graph_max_batch) if not isinstance(p, (int, float)) \
-                else (p <= 0) and (b <= self.graph_max_batch)
+        fits = (b + p <= self.graph_max_batch if self.graphs_by_tokens
+                else (p <= 0) & (b <= self.graph_max_batch))
         if isinstance(fits, bool):
             return bool(self.cuda_graphs) and fits
         return jnp.logical_and(self.cuda_graphs, fits)
@@ -460,23 +457,21 @@ def _version(text: str) -> tuple[int, int] | None:
     """The first ``major.minor`` in an engine text (``"trtllm (0.17.post1.dev, ..."`` ->
     (0, 17); ``"v1.0"`` -> (1, 0)), or None; a TensorRT / CUDA / ROCm / PyTorch version
     (``"trtllm (TensorRT 10.2, ...)"``) is not the engine's (:data:`_OTHER_VERSION`)."""
-    text = _OTHER_VERSION.sub(" ", text)
-    m = re.search(r"\bv?(\d+)\.(\d+)", text)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.search(r"\bv?(\d+)\.x\b", text)             # "v1.x": the release series
-    return (int(m.group(1)), 0) if m else None
+    v = version3(text)
+    return None if v is None else v[:2]
 
 
 def version3(text: str) -> tuple[int, int, int] | None:
-    """``(major, minor, patch)`` of the engine's own version in ``text`` (as
-    :func:`_version`; a missing patch is 0: ``"v0.4"`` -> (0, 4, 0)), or None."""
+    """``(major, minor, patch)`` of the engine's own version in ``text``: the first
+    ``major.minor[.patch]`` once other packages' versions are removed
+    (:data:`_OTHER_VERSION`), a missing patch 0 (``"v0.4"`` -> (0, 4, 0)), a release series
+    ``"v1.x"`` -> (1, 0, 0); None if there is none."""
     text = _OTHER_VERSION.sub(" ", text)
     m = re.search(r"\bv?(\d+)\.(\d+)(?:\.(\d+))?", text)
     if m:
         return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-    v = _version(text)
-    return None if v is None else (v[0], v[1], 0)
+    m = re.search(r"\bv?(\d+)\.x\b", text)             # "v1.x": the release series
+    return (int(m.group(1)), 0, 0) if m else None
 
 
 VLLM_V1_DEFAULT = (0, 8, 0)        # vllm/envs.py: VLLM_USE_V1 defaults to "1" from v0.8.0
@@ -542,22 +537,20 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     gib = float(hbm_bytes) / GIB
     t = str(text).lower()
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
-        return EngineProfile(**{**eng.__dict__, "max_batch": TRTLLM_BUILD_MAX_BATCH,
-                                "max_num_tokens": TRTLLM_BUILD_MAX_TOKENS})
+        return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS)
     if eng.name == "vllm_v1":
         big = gib >= 70.0 and "a100" not in hw_name.lower()
         offline = bool(_OFFLINE_VLLM.search(t)) or scenario in ("fixed_batch", "latency")
         tokens = (16384 if offline else 8192) if big else (8192 if offline else 2048)
         seqs = 1024 if big else 256
-        return EngineProfile(**{**eng.__dict__, "max_num_tokens": tokens,
-                                "max_batch": max(eng.max_batch, seqs) if eng.max_batch > 1024 else seqs})
+        harness = eng.max_batch > PROFILES["vllm_v1"].max_batch   # its uncapped max_num_seqs stays
+        return replace(eng, max_num_tokens=tokens, max_batch=eng.max_batch if harness else seqs)
     if eng.name == "sglang_overlap":
         v = version3(t)
         if v is None or v >= (0, 4, 8):
             tokens = 2048 if gib < 35.0 else 8192 if gib < 160.0 else 16384
             graph = 512 if gib > 160.0 else 256 if gib > 90.0 else 160
-            return EngineProfile(**{**eng.__dict__, "max_num_tokens": tokens,
-                                    "graph_max_batch": graph})
+            return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
     return eng
 
 
@@ -617,7 +610,7 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
         if vllm_runs_v1(t, v, bool(steps)):
             p = PROFILES["vllm_v1"]
             if "harness" in t:                 # the submitter sets max_num_seqs (as vllm_mlperf)
-                p = EngineProfile(**{**p.__dict__, "max_batch": PROFILES["vllm_mlperf"].max_batch})
+                p = replace(p, max_batch=PROFILES["vllm_mlperf"].max_batch)
             return p, ""
         p = PROFILES["vllm_mlperf" if "harness" in t else "vllm"]
         if steps:
