@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -255,20 +256,13 @@ HARDWARE_ALIASES = {
     "gh200-480gb": "gh200", "mi300x-192gb": "mi300x", "mi325x-256gb": "mi325x",
     "mi355x-288gb": "mi355x",
 }
-_VENDOR_PREFIX = ("nvidia-", "amd-", "instinct-", "dgx-", "hgx-")
+_VENDOR_PREFIX = re.compile(r"^(?:(?:nvidia|amd|instinct|dgx|hgx)-)+")
 
 
 def _spelling(name: str) -> str:
     """``name`` in the catalog's spelling: lower case, spaces and underscores as hyphens,
     a vendor or system prefix (NVIDIA, AMD, Instinct, DGX, HGX) dropped."""
-    low = "-".join(str(name).strip().lower().replace("_", " ").split())
-    changed = True
-    while changed:
-        changed = False
-        for p in _VENDOR_PREFIX:
-            if low.startswith(p):
-                low, changed = low[len(p):], True
-    return low
+    return _VENDOR_PREFIX.sub("", "-".join(str(name).strip().lower().replace("_", " ").split()))
 
 
 def get_hardware(name: str, where: str = "--hardware") -> Hardware:
