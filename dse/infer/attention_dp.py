@@ -86,17 +86,24 @@ def most_loaded_cases(pmf: list[tuple[int, float]], dp: int) -> list[RankCase]:
     ``G(m) = dp E[X; X <= m] F(m)^(dp - 1)``.  Cases of zero probability are dropped."""
     dp = max(int(round(dp)), 1)
     out: list[RankCase] = []
-    F_prev = G_prev = 0.0
-    F = partial = 0.0
+    F_prev = partial_prev = 0.0
     for n, p in pmf:
-        F += p
-        partial += n * p
-        G = dp * partial * F ** (dp - 1)
-        w = F ** dp - F_prev ** dp
+        F = F_prev + p
+        # both differences in closed form, free of the cancellation of F^dp - F_prev^dp
+        # when p << F (a rare case of probability 1e-13 would otherwise lose 4 digits):
+        # F^k - F_prev^k = p sum_{i<k} F^i F_prev^(k-1-i)
+        w = _power_step(F, F_prev, p, dp)
+        dG = dp * (partial_prev * _power_step(F, F_prev, p, dp - 1) + n * p * F ** (dp - 1))
         if w > 0.0:
-            out.append(RankCase(w, float(n), (G - G_prev) / w))
-        F_prev, G_prev = F, G
+            out.append(RankCase(w, float(n), dG / w))
+        F_prev, partial_prev = F, partial_prev + n * p
     return out
+
+
+def _power_step(F: float, F_prev: float, p: float, k: int) -> float:
+    """``F^k - F_prev^k`` for ``F = F_prev + p`` >= 0, as ``p sum_{i<k} F^i F_prev^(k-1-i)``
+    (the factorisation of a difference of powers; exact where the subtraction is not)."""
+    return p * sum(F ** i * F_prev ** (k - 1 - i) for i in range(k))
 
 
 def imbalance(pmf: list[tuple[int, float]], dp: int) -> float:

@@ -89,7 +89,9 @@ CANDIDATES = 5          # the cap and up to four powers of two within a factor 8
 #: a CUDA library (TensorRT-LLM README, "supported hardware": NVIDIA GPUs); vLLM and
 #: SGLang ship ROCm builds for AMD Instinct GPUs (vLLM docs "Installation with ROCm",
 #: SGLang docs "AMD GPUs"), so they serve on both.
-NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "nemo")
+#: TensorRT-LLM (C++ and PyTorch backends) and NeMo's TRT-LLM export run on NVIDIA GPUs only
+NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "trtllm_pytorch",
+               "trtllm_pytorch_eager", "nemo")
 
 
 def is_amd(hw: Hardware) -> bool:

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
+from dse.infer.continuous import engine_rule
 from dse.infer.engines import EngineProfile, engine_profile, flag_values, launch_defaults
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
@@ -274,6 +275,7 @@ def predict_inference_row(row: dict) -> dict:
     if prec == "nvfp4" and amd:
         return {**out, "status": f"infeasible: {hw.name} runs MXFP4, not NVFP4"}
     eng, why = engine_profile(row.get("engine", ""))
+    why = why or engine_rule(eng.name, hw)
     if why:
         return {**out, "status": f"infeasible: {why}"}
     eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen)
@@ -289,10 +291,7 @@ def predict_inference_row(row: dict) -> dict:
               "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
     if tp is None:
         tp = 1
-        if dp > 1:
-            tp = 1
-        else:
-            tp = 1
+        if dp <= 1:
             while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
                 tp *= 2
         chosen["chosen_tp"] = tp

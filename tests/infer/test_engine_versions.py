@@ -168,3 +168,36 @@ def test_v1_runs_whole_prompts_in_a_share_of_the_steps():
     assert prefill_share(v1, 64.0, 4.0, 1024.0) == pytest.approx((1.0, 4096.0))   # 4 arrive together
     assert prefill_share(v1, 8000.0, 0.1, 1024.0) == pytest.approx((0.1 * 1024 / 192, 192.0))  # chunk
     assert prefill_share(trt, 64.0, 0.25, 1024.0) == pytest.approx((1.0, 256.0))
+
+
+def test_trtllm_pytorch_takes_whole_contexts_so_light_loads_replay_graphs():
+    """TensorRT-LLM >= 1.0 (PyTorch backend, no context chunking by default) puts a waiting
+    context into one pass whole: 8 requests of 2048 + 256 tokens in flight on 8 B200 is a
+    prompt pass in q = 8 / 256 of the iterations and graph replays in the rest, so TPOT
+    stays near the decode step -- far under the eager pass a spread mean load would put
+    under every iteration."""
+    from dse.infer.serving import Deployment, iteration_s
+    from dse.spec.model import get_model
+    hw = get_hardware("b200")
+    m = get_model("llama3-70b")
+    text = "trtllm (v1.0, trtllm-serve PyTorch backend)"
+    eng = launch_defaults(engine_profile(text)[0], text, float(hw.hbm_bytes), hw.name, "concurrency")
+    assert eng.name == "trtllm_pytorch" and eng.whole_prompts
+    row = {**ROW, "id": "t", "model": "llama3-70b", "hardware": "b200", "gpus": 8, "tp": 8,
+           "precision": "fp4", "engine": text, "batch_or_concurrency": 8,
+           "input_len": 2048, "output_len": 256}
+    p = predict_inference_frame(pd.DataFrame([row]), "x").iloc[0]
+    dep = Deployment(m, hw, eng, 8, 1, 3, 1.0)
+    decode_s = iteration_s(dep, 8.0, 2048 + 128.0)
+    eager_s = iteration_s(dep, 8.0, 2048 + 128.0, 64.0, 2048.0)   # the mean load in every pass
+    assert decode_s <= p.predicted_tpot_ms / 1e3 < 0.5 * eager_s
+
+
+def test_tensorrt_llm_rows_on_amd_get_a_status():
+    """TensorRT-LLM runs on NVIDIA GPUs only: a row naming it on an MI300X is infeasible with
+    the reason, and the other rows still get their predictions."""
+    rows = [{**ROW, "id": "amd", "hardware": "mi300x", "engine": "trtllm (v1.0, PyTorch backend)"},
+            {**ROW, "id": "nv", "engine": "trtllm (v1.0, PyTorch backend)"}]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert p.loc["amd", "status"].startswith("infeasible") and "NVIDIA GPUs only" in p.loc["amd", "status"]
+    assert p.loc["nv", "status"] == "ok"

@@ -72,7 +72,9 @@ def _row(**kw):
 def test_fp4_rows():
     r = predict_inference_row(_row())
     assert r["status"] == "ok" and r["chosen_precision"] == "nvfp4"
-    assert predict_inference_row(_row(hardware="mi355x"))["chosen_precision"] == "mxfp4"
+    amd = predict_inference_row(_row(hardware="mi355x", engine="vllm (0.10.1)"))
+    assert amd["status"] == "ok" and amd["chosen_precision"] == "mxfp4"
+    assert "NVIDIA GPUs only" in predict_inference_row(_row(hardware="mi355x"))["status"]
     assert "no fp4" in predict_inference_row(_row(hardware="h100-sxm-80gb"))["status"]
     assert "MXFP4" in predict_inference_row(_row(hardware="mi355x", precision="nvfp4"))["status"]
     fp8 = predict_inference_row(_row(precision="fp8"))
