@@ -81,7 +81,7 @@ def test_row_power_w_bounds_and_unapplied_note():
                precision="fp8", engine="trtllm", scenario="offline_throughput",
                input_len=256, output_len=256)
     rows = [dict(row, id="a", power_w=1000), dict(row, id="b", power_w=1e6),
-            dict(row, id="c", power_w="inf"), dict(row, id="d", hardware="mi355x", power_w=600)]
+            dict(row, id="c", power_w="inf"), dict(row, id="d", hardware="mi355x", engine="vllm (0.10.1)", power_w=600)]
     d = predict_inference_frame(pd.DataFrame(rows), "t.csv").set_index("id")
     assert d.at["b", "predicted_ttft_ms"] == d.at["a", "predicted_ttft_ms"]
     assert d.at["c", "status"].startswith("invalid: power_w: must be a finite number > 0")
