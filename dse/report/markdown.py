@@ -39,6 +39,12 @@ def pct(v: float) -> str:
     return "n/a" if v is None or not np.isfinite(v) else f"{100 * v:.1f} %"
 
 
+def pct_span(lo: float, hi: float) -> str:
+    """``lo–hi %`` as :func:`pct` prints them, one value where they print alike."""
+    a, b = pct(lo), pct(hi)
+    return a if a == b else f"{a}–{b}"
+
+
 def span(vals) -> str:
     """``lo–hix`` over the finite values (one value if they agree to 2 decimals)."""
     v = np.asarray([a for a in vals if np.isfinite(a)], dtype=float)

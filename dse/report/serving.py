@@ -266,7 +266,12 @@ def _ratios(rows: pd.DataFrame) -> str:
 def _bound(r) -> str:
     """The point's TTFT and TPOT as shares of the SLA's bounds."""
     a, b = r["ttft_ms"] / r["sla_ttft_ms"], r["tpot_ms"] / r["sla_tpot_ms"]
-    return f"TTFT {100 * a:.0f} % / TPOT {100 * b:.0f} % of the bounds"
+    s = f"TTFT {100 * a:.0f} % / TPOT {100 * b:.0f} % of the bounds"
+    q = float(r.get("queue_s", 0.0) or 0.0)
+    if q > 0.0 and np.isfinite(q):
+        s += (f" (its TTFT holds {q * 1e3:,.0f} ms of waiting for a KV slot: "
+              f"{int(r['batch'])} requests in flight over {int(r['slots'])} slots)")
+    return s
 
 
 def sla_sentences(res: ServingResults, mid: str) -> list[str]:

@@ -20,7 +20,7 @@ from dse.report import elasticity as el
 from dse.report import variants_infer as infer
 from dse.report.atomic import write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
-from dse.report.markdown import md_table, pct, ratios, span, x
+from dse.report.markdown import md_table, pct, pct_span, ratios, span, x
 from dse.report.plots import BREAKDOWN_LABELS, breakdown_bars, grouped_bar_panels
 from dse.report.regimes import (COMPUTE_BOUND_MAX_HBM_SHARE, DILUTION_MIN, LOSES_LITTLE, SHARE_AGREE_TOL,
                                 attention_intensity, compute_bound, far_beyond, gemm_intensity,
@@ -129,8 +129,10 @@ def plot_all(res: VariantsResults, out: Path) -> dict:
         files["speedup"].append(fn)
         for gpus in study.breakdown_gpus:
             g = train[(train["workload"] == wlab) & (train["gpus"] == gpus)]
-            rows, labels = [], []
+            rows, labels, unfit = [], [], []
             for _, r in g.iterrows():
+                if not r["layout"]:
+                    unfit.append(short(r["variant"]))
                 if r["layout"]:
                     rows.append(r[BREAKDOWN])
                     labels.append(f"{short(r['variant'])} | own best: {r['layout']}")
@@ -144,7 +146,8 @@ def plot_all(res: VariantsResults, out: Path) -> dict:
             fn = f"breakdown_{gpus}gpus.png" if len(wls) == 1 else f"breakdown_{k}_{gpus}gpus.png"
             breakdown_bars(pd.DataFrame(rows).reset_index(drop=True), labels,
                            f"{wl.model.name} {wlab}, {prec}, {gpus} GPUs: time per training step on each "
-                           f"variant\n(its own fastest layout, and the baseline's layout where that differs)",
+                           f"variant\n(its own fastest layout, and the baseline's layout where that differs)"
+                           + (f"\nno layout fits memory on: {', '.join(unfit)}" if unfit else ""),
                            out / fn)
             files["breakdown"].append(fn)
     if inf_tab is not None and len(inf_tab):
@@ -238,7 +241,9 @@ def variant_paragraph(study, train, sens, hw: Hardware, base: Hardware) -> list[
     tb = train[train["variant"] == bname].set_index(["workload", "gpus"])
     L = [f"### {name}", "",
          f"*{hw.description}.* Re-optimized speedup {span(t['speedup_reoptimized'])}, at the baseline's "
-         f"layout {span(t['speedup_at_baseline_layout'])} over {', '.join(map(str, t['gpus'].unique()))} GPUs.", ""]
+         f"layout {span(t['speedup_at_baseline_layout'])} over "
+         f"{', '.join(map(str, t.loc[np.isfinite(t['speedup_reoptimized']), 'gpus'].unique()))} GPUs "
+         "(the GPU counts where both fit).", ""]
     # what moved, at the breakdown GPU counts, baseline layout held fixed
     for g in study.breakdown_gpus:
         for _, r in t[t["gpus"] == g].iterrows():
@@ -298,9 +303,13 @@ def hbm_paragraph(study, train, sens, hw, base, t, rt) -> list[str]:
         if len(s):
             s = s.iloc[0]
             saved = s["step_time_s"] - s["step_time_unlimited_hbm_bw_s"]
+            rest = saved - s["compute_hbm_bound_s"] - s["optimizer_s"]
+            tail = (f"the rest, {rest:.2g} s, in recompute and the bubble" if rest >= 0.0 else
+                    f"and {-rest:.2g} s of it given back elsewhere in the step (the terms that do not "
+                    "shrink with HBM time, exposed communication first, show once the compute "
+                    "under them is shorter)")
             split.append(f"at {g} GPUs {saved:.3g} s of {s['step_time_s']:.3g} s, {s['compute_hbm_bound_s']:.3g} s "
-                         f"of it inside compute, the optimizer step {s['optimizer_s']:.2g} s, the rest in "
-                         "recompute and the bubble")
+                         f"of it inside compute, the optimizer step {s['optimizer_s']:.2g} s, {tail}")
     ki = kernel_intensities(study, train, base)
     if ki["gemm_min"] > ki["ridge"] and ki["attention_min"] > ki["ridge"]:
         kernels = ("That part is the memory-bound kernels: the element-wise ones inside compute (norms, residual "
@@ -326,7 +335,7 @@ def hbm_paragraph(study, train, sens, hw, base, t, rt) -> list[str]:
         dilute = " Communication, bubble and the network terms do not depend on HBM bandwidth."
     L = [f"Effective HBM bandwidth is **{r_eff:.2f}x** the baseline's{thr}. Only the HBM-bound part of "
          f"the step gets faster: with *unlimited* HBM bandwidth the baseline's step would shrink by "
-         f"{pct(sh.min())}–{pct(sh.max())} (`hbm_bound_share` in `sensitivity.csv`; "
+         f"{pct_span(sh.min(), sh.max())} (`hbm_bound_share` in `sensitivity.csv`; "
          + "; ".join(split) + "). " + kernels
          + (f"With an r = {r_eff:.2f}x faster HBM the gain at a fixed layout lies between "
             f"`1 / (1 - s (1 - 1/r))` = {span(lo)} and `1 / (1 - s)` = {span(hi)}; the model gives "
@@ -415,7 +424,7 @@ def l2_paragraph(study, train, sens, hw, base, rt) -> list[str]:
             "traffic of GEMMs that re-read their operands (`dse/cost/gemm.py`: traffic "
             "`MN + max(MK + KN, 2MNK/b)`, b = sqrt(L2/3) elements); it matters only where that traffic, not "
             f"the FLOPs, sets the time. {gemm} Even an unlimited L2 "
-            f"would save {pct(sh.min())}–{pct(sh.max())} of the step (`l2_capacity_bound_share`); the "
+            f"would save {pct_span(sh.min(), sh.max())} of the step (`l2_capacity_bound_share`); the "
             "element-wise kernels stream data once and get nothing from a cache." + tail, ""]
 
 
@@ -476,7 +485,7 @@ def published_section(study, train, sens, inf_tab, inf_sens=None) -> list[str]:
     head = "**Why ours is lower for training.**" if lower else "**Training.**"
     if compute_bound(sh_max):
         regime = (f"{head} Training {m} at global batch {gbs} runs GEMMs {per_gpu}: it is compute-bound. Only "
-                  f"{pct(sh.min())}–{pct(sh.max())} of the baseline step is HBM-bound, so even infinite "
+                  f"{pct_span(sh.min(), sh.max())} of the baseline step is HBM-bound, so even infinite "
                   f"bandwidth could give at most {x(1 / (1 - sh_max))}; ")
     else:
         regime = (f"{head} Training {m} at global batch {gbs} runs GEMMs {per_gpu}; {pct(sh.min())}–"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.report.markdown import fmt_pivot, md_table, pct, ratios, span
+from dse.report.markdown import fmt_pivot, md_table, pct, pct_span, ratios, span
 from dse.report.regimes import COMPUTE_BOUND_MAX_HBM_SHARE, compute_bound, l2_negligible
 
 PHASES = ("prefill", "decode")
@@ -103,10 +103,10 @@ def report_section(tab: pd.DataFrame, sens: pd.DataFrame, study, files: list[str
                          "reuse within the step), and between steps the GPU's whole weight shard (GiBs) streams "
                          "through the L2, so nothing stays resident; even an unlimited L2 (in this model, which "
                          "credits L2 reuse within a GEMM only) saves "
-                         f"{pct(l2.min())}–{pct(l2.max())} of the decode step in this model.")
+                         f"{pct_span(l2.min(), l2.max())} of the decode step in this model.")
             else:
                 line += (f" L2 {rt['l2']:.2f}x: an unlimited L2 (in this model, which credits L2 reuse within a "
-                         f"GEMM only) would save {pct(l2.min())}–{pct(l2.max())} of the decode step, so the "
+                         f"GEMM only) would save {pct_span(l2.min(), l2.max())} of the decode step, so the "
                          "cache size matters here.")
         L.append(line)
     L.append("")
@@ -126,7 +126,7 @@ def hbm_sentences(r: float, dec: pd.DataFrame, pre: pd.DataFrame, d_sp: pd.DataF
     hi = 1 / (1 - sh)
     fixed = d_sp["speedup_at_baseline_layout"]
     fx = fixed.to_numpy(dtype=float)
-    s = (f" Effective HBM bandwidth {r:.2f}x. Decode is {pct(sh.min())}–{pct(sh.max())} HBM-bound on the "
+    s = (f" Effective HBM bandwidth {r:.2f}x. Decode is {pct_span(sh.min(), sh.max())} HBM-bound on the "
          "baseline (the share unlimited bandwidth removes; decode streams all weights and the KV cache once "
          f"per token), which brackets the gain at the baseline's (TP, PP) between {span(lo)} and {span(hi)}; "
          f"the model gives {span(fixed)} there")
@@ -139,10 +139,10 @@ def hbm_sentences(r: float, dec: pd.DataFrame, pre: pd.DataFrame, d_sp: pd.DataF
     if len(pre):
         ps = pre["hbm_bound_share"]
         if compute_bound(float(ps.max())):
-            s += (f" Prefill is only {pct(ps.min())}–{pct(ps.max())} HBM-bound (compute-bound GEMMs over the "
+            s += (f" Prefill is only {pct_span(ps.min(), ps.max())} HBM-bound (compute-bound GEMMs over the "
                   "whole prompt)" + (", like training." if compute_bound(train_hbm_share_max) else "."))
         else:
-            s += (f" Prefill is {pct(ps.min())}–{pct(ps.max())} HBM-bound (not below the "
+            s += (f" Prefill is {pct_span(ps.min(), ps.max())} HBM-bound (not below the "
                   f"{pct(COMPUTE_BOUND_MAX_HBM_SHARE)} this report calls compute-bound).")
     if not np.allclose(fixed, d_sp["speedup_reoptimized"], rtol=0.01, equal_nan=True):
         k = int(np.nanargmax((d_sp["speedup_reoptimized"] / fixed).to_numpy(dtype=float)))

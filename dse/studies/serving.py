@@ -349,6 +349,15 @@ def best_per_sla(pts: pd.DataFrame, st: ServingStudy) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _above(v: float, lim: float, digits: int) -> str:
+    """``v`` (> ``lim``) with the fewest decimals from ``digits`` up to 3 that print it
+    above the bound (25.017 against 25 ms is "25.02", not "25.0")."""
+    for d in range(digits, 4):
+        if round(v, d) > lim:
+            return f"{v:,.{d}f}"
+    return f"{v:,.3f}"
+
+
 def next_batch(pts: pd.DataFrame, b, sla: SLA) -> str:
     """What stops the next larger batch at the best point's layout and precision: not
     searched, does not fit in memory, breaks a bound (which, by how much), or meets the
@@ -364,8 +373,9 @@ def next_batch(pts: pd.DataFrame, b, sla: SLA) -> str:
     nb = f"{'c' if cont else 'b'}{int(n['batch'])}"
     if not n["feasible"]:
         return f"{nb} does not fit in memory ({n['status']})"
-    over = [f"{k} {n[c]:,.{d}f} ms" for k, c, lim, d in (("TTFT", "ttft_ms", sla.ttft_ms, 0),
-                                                         ("TPOT", "tpot_ms", sla.tpot_ms, 1)) if n[c] > lim]
+    over = [f"{k} {_above(n[c], lim, d)} ms" for k, c, lim, d in (("TTFT", "ttft_ms", sla.ttft_ms, 0),
+                                                                  ("TPOT", "tpot_ms", sla.tpot_ms, 1))
+            if n[c] > lim]
     queued = (f" ({int(n['batch'])} requests over {int(n['slots'])} KV slots: "
               f"{n['queue_s'] * 1e3:,.0f} ms waiting for a slot)") if cont and n["batch"] > n["slots"] else ""
     if over:
