@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.report.markdown import fmt_pivot, md_table, pct, pct_span, ratios, span
 from dse.report.regimes import COMPUTE_BOUND_MAX_HBM_SHARE, compute_bound, l2_negligible
 
@@ -29,7 +30,8 @@ def plot(tab: pd.DataFrame, study, out: Path) -> list[str]:
     cfg = study.inference
     grouped_bar_panels(panels, "batch", "variant", "speedup_reoptimized", "batch (sequences per replica)",
                        f"speedup over {study.baseline} (x)",
-                       f"{cfg['model'].name} inference on {cfg['gpus_per_replica']} GPUs per replica, prompt "
+                       f"{cfg['model'].name} inference, {SERVING_PRECISION_NAMES[int(cfg['precision'])]}, "
+                       f"{cfg['gpus_per_replica']} GPUs per replica, prompt "
                        f"{cfg['prompt_len']} + {cfg['gen_len']} generated tokens: speedup per variant",
                        out / "inference.png", ref_line=1.0)
     return ["inference.png"]
@@ -83,10 +85,7 @@ def report_section(tab: pd.DataFrame, sens: pd.DataFrame, study, files: list[str
             line += hbm_sentences(rt["hbm_bw"], dec, pre, d_sp, train_hbm_share_max)
             first, last = d_sp["speedup_reoptimized"].iloc[0], d_sp["speedup_reoptimized"].iloc[-1]
             if np.isfinite(first) and np.isfinite(last):
-                line += (f" From batch {cfg['batch'][0]} to {cfg['batch'][-1]} the decode gain goes "
-                         f"{first:.2f}x → {last:.2f}x: a larger batch reuses each weight read for more tokens, "
-                         "while the per-sequence KV-cache reads and the TP all-reduces grow, so the mix of "
-                         "bandwidth-bound and latency/communication-bound time shifts.")
+                line += decode_trend(d_sp, cfg["batch"][0], cfg["batch"][-1])
         if abs(rt["hbm_capacity"] - 1) > 1e-6:
             b_rows = tab[(tab["variant"] == study.baseline) & tab["workload"].str.startswith("inference decode")]
             gained = v[(v["phase"] == "decode") & v["status"].str.startswith("baseline")]
@@ -113,6 +112,29 @@ def report_section(tab: pd.DataFrame, sens: pd.DataFrame, study, files: list[str
     for fn in files:
         L += [f"![inference]({fn})", ""]
     return L
+
+
+def decode_trend(d_sp: pd.DataFrame, b0, b1) -> str:
+    """How the decode gain moves from the smallest to the largest batch, from the rows: its
+    direction, its lowest point where that is inside the range, and the batches where the
+    variant's fastest layout is not the baseline's (a layout switch moves the ratio too)."""
+    sp = d_sp["speedup_reoptimized"].to_numpy(dtype=float)
+    first, last = sp[0], sp[-1]
+    verb = "rises" if last > first * 1.005 else "falls" if last < first * 0.995 else "holds"
+    s = f" From batch {b0} to {b1} the decode gain {verb}, {first:.2f}x → {last:.2f}x"
+    k = int(np.nanargmin(sp))
+    if 0 < k < len(sp) - 1 and sp[k] < min(first, last) * 0.995:
+        s += f" (lowest {sp[k]:.2f}x at batch {d_sp['batch'].iloc[k]})"
+    moved = d_sp[d_sp["layout"] != d_sp["baseline_layout"]]
+    if len(moved):
+        r = moved.iloc[0]
+        tp_pp = [re.sub(r"\s*batch \d+$", "", str(x)) for x in (r["layout"], r["baseline_layout"])]
+        s += (f"; at batch {', '.join(map(str, moved['batch']))} the variant's fastest layout is not the "
+              f"baseline's ({tp_pp[0]} against {tp_pp[1]} at batch {r['batch']}), which moves the "
+              "ratio as well")
+    return s + (". A larger batch reuses each weight read for more tokens, while the per-sequence "
+                "KV-cache reads and the TP all-reduces grow: the mix of bandwidth-bound and "
+                "latency/communication-bound time shifts.")
 
 
 def hbm_sentences(r: float, dec: pd.DataFrame, pre: pd.DataFrame, d_sp: pd.DataFrame,

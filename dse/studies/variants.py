@@ -46,7 +46,7 @@ from dse.studies import elasticity
 from dse.studies import variants_infer as infer
 from dse.studies.common import check_keys, layout_label, parse_workload, results_dir
 from dse.sweep.grid import FIELDS
-from dse.sweep.run import sweep, sweep_points, to_dataframe
+from dse.sweep.run import MEM_MARGIN, sweep, sweep_points, to_dataframe
 
 BREAKDOWN = list(BREAKDOWN_LABELS)
 UNLIMITED = 1e6      # "unlimited" = this many times the nominal value
@@ -151,8 +151,11 @@ def layout_cols(row) -> dict[str, np.ndarray]:
 
 
 def evaluate_fixed(model, wl: Workload, hws: list[Hardware], row) -> pd.DataFrame:
-    """One layout on several hardware specs (the sweep's compiled chunk, no recompile)."""
-    return to_dataframe(sweep_points(model, wl, hws, layout_cols(row)))
+    """One layout on several hardware specs (the sweep's compiled chunk, no recompile),
+    under the sweep's memory margin: block recompute resolves to the same layer count as
+    in the sweep the row came from (without it, the whole HBM would let fewer layers be
+    recomputed and the probe would time another step than the one it explains)."""
+    return to_dataframe(sweep_points(model, wl, hws, layout_cols(row), mem_margin=MEM_MARGIN))
 
 
 def sensitivity(study: VariantsStudy, full: pd.DataFrame, base_hw: Hardware) -> pd.DataFrame:
