@@ -210,6 +210,12 @@ def plot(res: ServingResults, mid: str, path: Path) -> str:
                                 ha="right", fontsize=7, color="dimgrey", transform=ax.get_xaxis_transform()))
     ax.set_xscale("log")
     ax.set_yscale("log")
+    # label 2x and 5x between the decades too: a log axis spanning one or two decades
+    # otherwise reads only "10^1, 10^2"
+    from matplotlib.ticker import LogLocator, FuncFormatter
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     ax.set_xlabel("tokens/s per user (1 / time per output token)")
     ax.set_ylabel("output tokens/s per GPU (replica's output tokens / request latency, per GPU)")
     n = "c requests in flight" if st.batching == "continuous" else "b batch"
