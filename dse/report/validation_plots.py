@@ -159,7 +159,11 @@ def error_breakdown(pred: pd.DataFrame, path: Path) -> None:
         ax.axhline(0, color="k", lw=0.8)
         ax.axhline(10, color="k", ls="--", lw=0.8, label="±10 %")
         ax.axhline(-10, color="k", ls="--", lw=0.8)
-        ax.legend(fontsize=8)
+        # head room above the +-10 % line and the tallest bar, so the legend covers neither
+        top = max(10.0, float(np.nanmax(g[["mean", "bias"]].to_numpy()))) if len(g) else 10.0
+        bottom = min(-10.0, float(np.nanmin(g["bias"].to_numpy()))) if len(g) else -10.0
+        ax.set_ylim(bottom * 1.1, top * 1.6)
+        ax.legend(fontsize=8, loc="upper right", ncol=2)
     axes[0].set_title("error by GPU generation")
     axes[1].set_title("error by model size (parameters)")
     fig.tight_layout()
