@@ -58,7 +58,14 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     ax.set_ylabel("tensor-parallel degree TP")
     fig.colorbar(im, ax=ax, label="step time (s), scale: best to 1.5x best", extend="max")
     ax.set_title(title + "\n(each cell: best over DP, CP, micro-batch, vpp, recompute, ZeRO, SP)",
-                 fontsize=8)
+                 fontsize=10)
+    keys = []
+    if (~exists.values).any():
+        keys.append("n/a: no valid layout with this TP x PP on this GPU count")
+    if (exists.values & np.isnan(best.values)).any():
+        keys.append("OOM: every layout with this TP x PP runs out of memory")
+    if keys:
+        fig.text(0.01, 0.01, "; ".join(keys), fontsize=7, ha="left", va="bottom")
     fig.tight_layout()
     save_fig(fig, path, dpi=130)
     plt.close(fig)
