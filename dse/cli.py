@@ -228,9 +228,14 @@ def _degrees(values, batching, flag):
         return "auto" if batching == "continuous" else None
     if values == ["auto"]:
         return "auto"
-    if not all(v.isdigit() and int(v) >= 1 for v in values):
-        raise InputError("dse infer", flag, f"must be auto or integers >= 1, but got {' '.join(values)}")
+    if not all(v.isdigit() and 1 <= int(v) <= MAX_DEGREE for v in values):
+        raise InputError("dse infer", flag, f"must be auto or integers in [1, {MAX_DEGREE}], "
+                         f"but got {' '.join(values)}")
     return [int(v) for v in values]
+
+
+#: the largest --ep / --attn-dp degree (2^20 GPUs: far above any deployment, inside int32)
+MAX_DEGREE = 1 << 20
 
 
 def cmd_predict(a) -> int:

@@ -38,6 +38,8 @@ def read_text(path: str | Path, where: str | None = None) -> str:
     p = Path(path)
     if p.is_dir():
         raise InputError(where, "file", "must be a file, but got a directory")
+    if p.exists() and not p.is_file():    # /dev/zero, a FIFO: would read without end
+        raise InputError(where, "file", "must be a regular file, but got a device, FIFO or socket")
     try:
         data = p.read_bytes()
     except FileNotFoundError:

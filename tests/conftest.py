@@ -22,6 +22,10 @@ from dse.jaxconfig import configure
 
 configure()      # the CLI's JAX settings (compile cache) for in-process tests
 
+# outputs may go only inside results/ (dse.report.atomic); the tests write theirs in
+# pytest's temporary folders too (inherited by the CLI subprocesses the tests start)
+os.environ.setdefault("DSE_OUTPUT_ROOTS", tempfile.gettempdir())
+
 
 def _pg_bin() -> Path | None:
     """The newest ``/usr/lib/postgresql/<ver>/bin`` holding initdb and pg_ctl."""

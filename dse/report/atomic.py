@@ -9,6 +9,13 @@ or failing mid-write leaves the previous file intact (plus, at worst, a stray
 :func:`check_output_file` and :func:`check_output_dir` check that an output path can be
 written *before* the computation starts, so a bad ``-o`` / ``--out`` is a one-line
 error (exit status 2) instead of a traceback after all the work.
+
+**No output escapes ``results/``.**  Both checks also require the path, resolved (``..``
+and symbolic links followed), to lie inside ``results/`` of the working directory
+(:func:`output_roots`), and an existing output file to be a regular file (``-o
+/dev/null`` would otherwise be replaced by a file).  ``DSE_OUTPUT_ROOTS`` (paths joined
+by ``os.pathsep``) adds folders where outputs may go too -- the test suite's temporary
+folders; a user sets it only deliberately.
 """
 
 from __future__ import annotations
@@ -87,6 +94,24 @@ def _probe_writable(d: Path, path: str, field: str) -> None:
     os.unlink(tmp)
 
 
+OUTPUT_ROOTS_ENV = "DSE_OUTPUT_ROOTS"
+
+
+def output_roots() -> list[Path]:
+    """Folders outputs may be written in: ``results/`` of the working directory, plus
+    those ``DSE_OUTPUT_ROOTS`` names (module docstring)."""
+    extra = os.environ.get(OUTPUT_ROOTS_ENV, "")
+    return [Path("results").resolve()] + [Path(x).resolve() for x in extra.split(os.pathsep) if x.strip()]
+
+
+def require_inside_results(path: str | os.PathLike, field: str) -> None:
+    """Raise :class:`InputError` unless ``path`` resolves inside one of :func:`output_roots`."""
+    r = Path(path).resolve()
+    ok = any(r == root or root in r.parents for root in output_roots())
+    require(ok, str(path), field, f"must lie inside results/ (every output of dse goes there), "
+            f"but it resolves to {str(r)!r}")
+
+
 def check_output_file(path: str | os.PathLike, field: str) -> Path:
     """Raise :class:`InputError` unless ``path`` can be written as a file: not a
     directory, its parent an existing writable directory (a file can be created there),
@@ -94,6 +119,11 @@ def check_output_file(path: str | os.PathLike, field: str) -> Path:
     p = Path(path)
     require(str(path).strip() != "", str(path), field, "must be a file path, but got an empty string")
     require(not p.is_dir(), str(p), field, "must be a file path, but it is a directory")
+    require(not str(path).endswith(("/", os.sep)), str(path), field,
+            "must be a file path, but it ends with a path separator")
+    require(not p.exists() or p.is_file(), str(p), field,
+            "must be a regular file path, but it is a device, FIFO or socket")
+    require_inside_results(p, field)
     parent = p.parent if str(p.parent) else Path(".")
     require(parent.is_dir(), str(p), field, f"its directory {str(parent)!r} must exist")
     require(os.access(parent, os.W_OK | os.X_OK), str(p), field,
@@ -114,6 +144,7 @@ def check_output_dir(path: str | os.PathLike, field: str, create: bool = True) -
     p = Path(path)
     require(str(path).strip() != "", str(path), field, "must be a directory path, but got an empty string")
     require(not p.exists() or p.is_dir(), str(p), field, "must be a directory, but it is a file")
+    require_inside_results(p, field)
     if not create:
         anc = p
         while not anc.exists():

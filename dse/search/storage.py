@@ -92,6 +92,9 @@ def open_storage(url: str, heartbeat_interval_s: int | None = DEFAULT_HEARTBEAT_
         if not create and not db_path.exists():
             raise InputError("--storage", shown, f"{db_path} must exist (an existing study "
                              "storage: run the study first)")
+        if create:                       # a new or growing SQLite file is an output
+            from dse.report.atomic import require_inside_results
+            require_inside_results(db_path, "--storage")
     lock = Path(f"{db_path}.lock") if db_path is not None else None
     lock_existed = lock is not None and lock.exists()
     try:
