@@ -81,6 +81,16 @@ def test_vary_bad_knob_exit_2(capsys):
     assert rc == 2 and "warp_drive" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("spec", ["nvlink_domain=1.5", "nvlink_domain=0.3x", "num_sms=100.5"])
+def test_vary_counts_must_be_whole(spec, capsys):
+    """SMs and GPUs per NVLink domain are counts: --vary refuses fractions, as a hardware
+    TOML does."""
+    rc = main(["sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "8",
+               "--global-batch", "64", "--vary", spec])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "whole number" in err and len(err.splitlines()) == 1
+
+
 def test_infer_command_prints_throughput(capsys):
     rc = main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "2",
                "--batch", "8", "--prompt", "512", "--gen", "64", "--top", "3"])

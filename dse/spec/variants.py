@@ -167,6 +167,9 @@ def apply_overrides(base: Hardware, over: dict, where: str, field_prefix: str) -
         if knob in over:
             kw[fld] = parse_value(over[knob], units, float(getattr(base, fld)), where,
                                   f"{field_prefix}.{knob}")
+            if units is COUNT:       # SMs, GPUs per NVLink domain: whole numbers
+                require(float(kw[fld]).is_integer(), where, f"{field_prefix}.{knob}",
+                        f"must give a whole number (a count), but got {over[knob]!r} -> {kw[fld]:g}")
     # clock and SM count scale the peaks (peak = SMs x FLOP/clk/SM x clock)
     scale = 1.0
     if "clock_hz" in kw:
