@@ -50,6 +50,8 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name):
+    if name == "api":               # ``dse.api`` without an explicit import of it
+        return importlib.import_module(f"{__name__}.api")
     if name in _CALLABLE_PACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
     if name in _API:

@@ -82,8 +82,14 @@ class Hardware:
         return dataclasses.replace(self, **kw)
 
 
-def _pos(key, attr, scale, unit, doc, kind="number"):
-    return Field(key, attr, scale, unit, kind=kind, lo=0.0, lo_open=True, required=True, doc=doc)
+def _pos(key, attr, scale, unit, doc, kind="number", hi=None):
+    return Field(key, attr, scale, unit, kind=kind, lo=0.0, lo_open=True, hi=hi, required=True, doc=doc)
+
+
+# sanity ceilings on counts and power, far above any GPU (a B200 has 148 SMs and 1000 W,
+# an NVL576 rack 576 GPUs per NVLink domain): they stop a typo (9223372036854775807 SMs,
+# 1e30 W) from running as a design point; the domain's cap is the sweep's int32-safe 2^20
+MAX_SMS, MAX_DOMAIN_GPUS, MAX_POWER_W = 100_000, 1 << 20, 100_000.0
 
 
 def _nonneg(key, attr, scale, unit, doc):
@@ -110,7 +116,8 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     _nonneg("peak_tflops_fp8", "peak_fp8_flops_per_s", 1e12, "TFLOP/s", "dense fp8 tensor peak (0: none)"),
     _nonneg("peak_tflops_fp4", "peak_fp4_flops_per_s", 1e12, "TFLOP/s",
             "dense fp4 (NVFP4 / MXFP4) tensor peak, not the sparse figure (0: none)"),
-    _pos("num_sms", "num_sms", 1.0, "SMs", "streaming multiprocessors (an integer)", kind="integer"),
+    _pos("num_sms", "num_sms", 1.0, "SMs", "streaming multiprocessors (an integer)", kind="integer",
+         hi=MAX_SMS),
     _pos("boost_clock_ghz", "clock_hz", 1e9, "GHz", "clock the tensor peak is quoted at"),
     _pos("smem_per_sm_kib", "smem_per_sm_bytes", KIB, "KiB", "shared memory per SM"),
     _pos("l2_mib", "l2_bytes", MIB, "MiB", "L2 cache capacity"),
@@ -118,14 +125,14 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     _pos("hbm_gib", "hbm_bytes", GIB, "GiB", "HBM capacity CUDA sees"),
     _pos("hbm_bw_tb_s", "hbm_bw_bytes_per_s", 1e12, "TB/s", "HBM bandwidth"),
     _pos("nvlink_domain", "nvlink_domain_gpus", 1.0, "GPUs", "GPUs per NVLink domain (an integer)",
-         kind="integer"),
+         kind="integer", hi=MAX_DOMAIN_GPUS),
     _pos("nvlink_gb_s", "nvlink_bw_bytes_per_s", 1e9, "GB/s", "NVLink per GPU per direction"),
     _nonneg("nvlink_latency_us", "nvlink_latency_s", 1e-6, "us", "per-hop NVLink latency"),
     _pos("nic_gb_s", "nic_bw_bytes_per_s", 1e9, "GB/s", "scale-out NIC per GPU per direction"),
     _nonneg("nic_latency_us", "nic_latency_s", 1e-6, "us", "per-hop network latency"),
     _nonneg("pcie_gb_s", "", 1e9, "GB/s", "PCIe per direction (documentation only)"),
-    _pos("tdp_w", "tdp_w", 1.0, "W", "board power"),
-    Field("gpu_power_w", "", 1.0, "W", lo=0.0, lo_open=True, default=None,
+    _pos("tdp_w", "tdp_w", 1.0, "W", "board power", hi=MAX_POWER_W),
+    Field("gpu_power_w", "", 1.0, "W", lo=0.0, lo_open=True, hi=MAX_POWER_W, default=None,
           doc="power the GPU itself sustains under load, where a module's TDP also feeds a CPU "
               "(default: tdp_w); sets the power-limited clock (dse.spec.power)"),
     Field("host_cpu_slowdown", "host_cpu_slowdown", 1.0, "ratio", lo=0.0, lo_open=True, hi=100.0,

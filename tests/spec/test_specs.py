@@ -107,3 +107,15 @@ def test_bad_hf_config_values(tmp_path, key, val, msg):
     p.write_text(json.dumps(c))
     with pytest.raises(InputError, match=msg):
         get_model(str(p))
+
+
+@pytest.mark.parametrize("field,value", [("num_sms", 9223372036854775807), ("nvlink_domain", 99999999999999999999),
+                                         ("gpu_power_w", 1e30), ("tdp_w", 1e7)])
+def test_hardware_counts_and_power_have_sanity_ceilings(tmp_path, field, value):
+    """A typo-sized count or power is bad input, not a design point that runs."""
+    from dse.errors import InputError
+    from dse.spec.hardware import get_hardware
+    p = tmp_path / "hw.toml"
+    p.write_text(f'[x]\nbase = "h100-sxm-80gb"\n{field} = {value}\n')
+    with pytest.raises(InputError, match=f"{field} <="):
+        get_hardware(str(p))
