@@ -31,7 +31,10 @@ Blank settings, as a tuned deployment would choose them:
   and the spread of its output lengths (:data:`DATASETS`, documented properties of the
   public datasets; the spread enters as ``o2``, :func:`dse.infer.serving.resident_output`).
 * ``batch_or_concurrency`` blank in ``offline_throughput``: the running batch the KV pool
-  and the engine's limits allow (:func:`dse.infer.serving.running_batch`).
+  and the engine's limits allow (:func:`dse.infer.serving.running_batch`); given, it caps
+  the engine's running batch (its ``max_batch_size`` / ``max_num_seqs``).
+* ``request_rate``, where given, must be a number > 0 on every row (``inf``: all requests
+  at once, as the offline rows write it); it sets the arrivals of ``poisson_rate`` rows.
 
 ``latency_stat``: ``median`` end-to-end latency uses the dataset's median output length
 (ShareGPT's output lengths are close to exponential: median = ln 2 x mean); TTFT and
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -108,6 +112,8 @@ def _num(row, col, default=None):
     v = row.get(col)
     if _blank(v):
         return default
+    if isinstance(v, (bool, np.bool_)):      # a "true" cell read as a boolean is not a count
+        raise InputError("row", col, f"must be a number, but got {v!r}")
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -251,6 +257,10 @@ def predict_inference_row(row: dict) -> dict:
     if scen not in SCENARIOS:
         raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
     _check_latency_stat(row)
+    rate = _num(row, "request_rate")
+    if rate is not None and not rate > 0:    # inf = all at once (offline); nan or <= 0: nonsense
+        raise InputError("row", "request_rate", f"must be a number > 0 (inf: all requests at once), "
+                         f"but got {row.get('request_rate')!r}")
     model = get_model(str(row.get("model", "")).strip(), where="model")
     hw = _power_limited(row, get_hardware(str(row.get("hardware", "")).strip(), where="hardware"))
     prec = str(row.get("precision", "")).strip().lower()
@@ -335,6 +345,8 @@ def predict_inference_row(row: dict) -> dict:
             raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
         res = fixed_batch(dep, n, S, O, replicas)
     elif scen == "offline_throughput":
+        if n is not None:          # the row states the running-batch limit it was run with
+            dep = dep._replace(engine=replace(eng, max_batch=min(int(eng.max_batch), n)))
         res = offline(dep, S, O, replicas, o2=o2)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":

@@ -201,3 +201,20 @@ def test_tensorrt_llm_rows_on_amd_get_a_status():
     p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
     assert p.loc["amd", "status"].startswith("infeasible") and "NVIDIA GPUs only" in p.loc["amd", "status"]
     assert p.loc["nv", "status"] == "ok"
+
+
+def test_offline_batch_caps_and_bad_rate_cells_are_invalid():
+    """An offline row's batch_or_concurrency is the running-batch limit it ran with; a
+    request_rate cell that is not a number > 0 (or inf) and a boolean in a count column
+    are invalid rows, the others still predicted."""
+    base = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, tp=1, precision="bf16",
+                engine="trtllm", scenario="offline_throughput", input_len=1000, output_len=1000)
+    rows = [dict(base, id="free"), dict(base, id="cap", batch_or_concurrency=8),
+            dict(base, id="abc", request_rate="abc"), dict(base, id="neg", request_rate=-1.0),
+            dict(base, id="inf", request_rate=float("inf")), dict(base, id="bool", ep=True)]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert p.loc["cap", "chosen_batch"] == 8 and p.loc["free", "chosen_batch"] > 8
+    assert p.loc["cap", "predicted_output_tok_s"] < p.loc["free", "predicted_output_tok_s"]
+    assert p.loc["inf", "status"] == "ok"
+    for i, col in (("abc", "request_rate"), ("neg", "request_rate"), ("bool", "ep")):
+        assert p.loc[i, "status"].startswith(f"invalid: {col}:"), p.loc[i, "status"]
