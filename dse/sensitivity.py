@@ -221,8 +221,8 @@ def register(sub) -> None:
     s.add_argument("--sp", action="store_true", help="sequence parallelism")
     s.add_argument("--infer", action="store_true",
                    help="differentiate serving time instead (--tp/--pp, --batch, --prompt, --gen)")
-    s.add_argument("--metric", default="decode_s_per_token",
-                   help="with --infer: decode_s_per_token | prefill_s")
+    s.add_argument("--metric", default=None,
+                   help="with --infer: decode_s_per_token (default) | prefill_s")
     s.add_argument("--batch", type=_positive_int, default=64,
                    help="with --infer: the batch (with --tp/--pp) or the largest tried")
     s.add_argument("--prompt", type=_positive_int, default=2048)
@@ -246,6 +246,8 @@ def _train_point(a):
     from dse.spec.layout import RECOMPUTE, Layout
     from dse.sweep.grid import FIELDS
     from dse.train.step import train_step
+    require(a.metric is None, "--metric", "metric", "applies only with --infer (training "
+            f"sensitivity is of the step time), but got {a.metric!r}")
     explicit = a.sp or any(getattr(a, f) is not None for f in _LAYOUT_FLAGS)
     ns = argparse.Namespace(**vars(a))
     for f in ("tp", "pp", "cp", "ep", "mbs", "vpp"):
@@ -276,6 +278,7 @@ def _infer_point(a):
     from dse.spec.hardware import check_precision, get_hardware
     from dse.spec.layout import precision_code
     from dse.spec.model import get_model
+    a.metric = a.metric or "decode_s_per_token"
     require(a.metric in ("decode_s_per_token", "prefill_s"), "--metric", "metric",
             f"must be decode_s_per_token or prefill_s, but got {a.metric!r}")
     model, hw = get_model(a.model), get_hardware(a.hardware)
