@@ -530,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:        # Ctrl-C: one line, the shell's status for SIGINT;
+        print("interrupted", file=sys.stderr)   # outputs are atomic: nothing half-written
+        return 130
     except BrokenPipeError:          # `dse list | head`: the reader left; not an error of ours
         import os
         devnull = os.open(os.devnull, os.O_WRONLY)
