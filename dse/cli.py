@@ -352,7 +352,7 @@ EXAMPLES = {
     "estimate": "dse estimate --model llama3-8b --hardware h100-sxm-80gb --gpus 8 --tp 2 "
                 "--global-batch 64 --seq 4096",
     "infer": "dse infer --model llama3-70b --hardware h100-sxm-80gb --gpus 8 --prompt 2048 --gen 256",
-    "predict": "dse predict runs.csv -o predicted.csv",
+    "predict": "dse predict runs.csv -o results/predicted.csv",
     "validate": "dse validate data/validation/calibration.csv --out results/validation",
     "bench": "dse bench --points 65536",
     "study": "dse study studies/llama70b.toml",
