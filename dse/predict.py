@@ -49,6 +49,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dse.na_cells import NA_CELLS, na_word_cells, na_word_status
 from dse.errors import InputError, require
 from dse.spec.hardware import get_hardware
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
@@ -314,7 +315,12 @@ def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = MEM_MARGIN,
         from dse.infer.predict_rows import predict_inference_frame
         return predict_inference_frame(df, where, mem_margin, intervals)
     rows = []
-    for i, row in enumerate(df.to_dict("records")):
+    for i, (label, row) in enumerate(zip(df.index, df.to_dict("records"))):
+        bad = na_word_status(df, i, label)
+        if bad:
+            rows.append({"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan,
+                         "predicted_mfu": np.nan, "status": bad})
+            continue
         try:
             rows.append(predict_row(row, f"{where}: row {i + 2} (id {row.get('id', '?')})", mem_margin))
         except InputError as e:
@@ -361,7 +367,9 @@ def read_table(path: str, what: str = "CSV") -> pd.DataFrame:
     except Exception as e:  # pandas raises many types for malformed CSV
         raise InputError(path, "csv", f"must be a readable {what} ({type(e).__name__})") from None
     df.columns = [str(c).strip() for c in df.columns]
+    df.attrs[NA_CELLS] = na_word_cells(recs[0], recs[1:])
     return df
+
 
 
 # the inference schema's optional columns (../shared/validation/inference/README.md and

@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
+from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import EngineProfile, engine_profile, flag_values, launch_defaults
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
@@ -498,7 +499,11 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     their own memory fraction (:mod:`dse.infer.engines`), which is the margin they run
     with.  ``intervals``: add the throughput band (:mod:`dse.intervals`)."""
     rows = []
-    for i, row in enumerate(df.to_dict("records")):
+    for i, (label, row) in enumerate(zip(df.index, df.to_dict("records"))):
+        bad = na_word_status(df, i, label)
+        if bad:
+            rows.append({**{c: np.nan for c in OUTPUTS}, "status": bad})
+            continue
         try:
             rows.append(_note_unapplied_power(row, predict_inference_row(row)))
         except InputError as e:        # a model / hardware file the row names: say which
