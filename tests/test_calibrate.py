@@ -76,6 +76,7 @@ def test_cli_writes_loadable_toml(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["--base", "tpu-v9", "--gemm", str(DATA / "gemm_mamf.csv")], "base"),
+    (["--base", "my_gpu.toml", "--gemm", str(DATA / "gemm_mamf.csv")], "--base"),   # not --name
     (["--base", "h100-sxm-80gb"], "at least one"),
     (["--base", "h100-sxm-80gb", "--nccl", str(DATA / "README.md")], "ranks"),
     (["--base", "h100-sxm-80gb", "--gemm", str(DATA / "README.md")], "fields like the header"),
