@@ -274,6 +274,9 @@ def _seed(s: str) -> int:
 
 def cmd_study(a) -> int:
     from dse.study import run_study
+    if a.storage is not None and not a.storage.strip():
+        raise InputError("--storage", "storage", "must be an Optuna storage URL (sqlite:///..., "
+                         "postgresql://...) or left out for the study's own, but got an empty string")
     run_study(a.study, storage=a.storage, trials=a.trials, seed=a.seed)
     return 0
 

@@ -181,3 +181,10 @@ def test_every_subcommand_help_has_defaults_and_an_example(cmd, capsys):
     if cmd not in ("predict",):                          # predict has no option with a default
         assert "(default: " in flat
     assert "(default: None)" not in flat and "(default: False)" not in flat
+
+
+def test_study_refuses_an_empty_storage(capsys):
+    """--storage "" is not "the default storage": one line, status 2, nothing run."""
+    rc = main(["study", "studies/codesign.toml", "--storage", ""])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "--storage" in err
