@@ -404,11 +404,11 @@ def cmd_calibrate(a) -> int:
     require(bool(a.gemm or a.nccl), "command line", "--gemm/--nccl", "give at least one input")
     from dse.report.atomic import atomic_write, check_output_file
     out = check_output_file(a.output, "-o")
-    from dse.spec.hardware import get_hardware as _hw
+    from dse.spec.hardware import get_hardware
     is_file = str(a.base).endswith(".toml") or ".toml:" in str(a.base)
     require(not is_file, "--base", "base", f"must be a catalog name or a vendor spelling of one "
             f"(the calibrated file starts from it: `dse list hardware`), but got {a.base!r}")
-    a.base = catalog_key(a.base, catalog()) or _hw(a.base, where="--base").name   # catalog spelling
+    a.base = get_hardware(a.base, where="--base").name    # the catalog's spelling in the TOML
     name = f"{a.base}-calibrated" if a.name is None else a.name
     require(re.fullmatch(r"[A-Za-z0-9_.-]+", name) is not None, "--name", "name",
             f"must be letters, digits, '_', '.' or '-', but got {name!r}")
@@ -416,7 +416,6 @@ def cmd_calibrate(a) -> int:
     runs = [parse_nccl(p) for p in a.nccl]
     keys, notes, _ = calibrate(a.base, gemm, runs)
     text = toml_text(name, a.base, keys, notes, ([a.gemm] if a.gemm else []) + list(a.nccl))
-    from dse.spec.hardware import get_hardware
 
     def write_and_load(tmp):          # the file must load before it replaces anything
         Path(tmp).write_text(text)

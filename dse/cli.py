@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dse.cli_layout import (_gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
+from dse.cli_layout import (GPUS_MAX, _gpu_count, _positive_float, _positive_int, _tcp_port,  # noqa: F401 (re-exported)
                              energy_args, layout_args, least_memory, margin_arg, per_variant,
                              print_assumptions, recipe, resolve_layout, seq_arg, training_flags,
                              training_workload, vary_hardware)
@@ -228,14 +228,11 @@ def _degrees(values, batching, flag):
         return "auto" if batching == "continuous" else None
     if values == ["auto"]:
         return "auto"
-    if not all(v.isdigit() and 1 <= int(v) <= MAX_DEGREE for v in values):
-        raise InputError("dse infer", flag, f"must be auto or integers in [1, {MAX_DEGREE}], "
+    if not all(v.isdigit() and 1 <= int(v) <= GPUS_MAX for v in values):   # a degree <= a job
+        raise InputError("dse infer", flag, f"must be auto or integers in [1, {GPUS_MAX}], "
                          f"but got {' '.join(values)}")
     return [int(v) for v in values]
 
-
-#: the largest --ep / --attn-dp degree (2^20 GPUs: far above any deployment, inside int32)
-MAX_DEGREE = 1 << 20
 
 
 def cmd_predict(a) -> int:

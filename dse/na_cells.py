@@ -38,7 +38,7 @@ def na_word_cells(header: list[str], records: list[list[str]]) -> dict[int, list
     return out
 
 
-def na_word_status(df: pd.DataFrame, position: int, label) -> str | None:
+def na_word_status(df: pd.DataFrame, label) -> str | None:
     """The ``invalid:`` status of row ``label`` (its original position in the file is the
     label of a frame read by :func:`read_table`) if it holds an NA word, else None."""
     cells = df.attrs.get(NA_CELLS, {})

@@ -316,7 +316,7 @@ def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = MEM_MARGIN,
         return predict_inference_frame(df, where, mem_margin, intervals)
     rows = []
     for i, (label, row) in enumerate(zip(df.index, df.to_dict("records"))):
-        bad = na_word_status(df, i, label)
+        bad = na_word_status(df, label)
         if bad:
             rows.append({"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan,
                          "predicted_mfu": np.nan, "status": bad})
@@ -369,7 +369,6 @@ def read_table(path: str, what: str = "CSV") -> pd.DataFrame:
     df.columns = [str(c).strip() for c in df.columns]
     df.attrs[NA_CELLS] = na_word_cells(recs[0], recs[1:])
     return df
-
 
 
 # the inference schema's optional columns (../shared/validation/inference/README.md and

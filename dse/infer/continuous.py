@@ -255,7 +255,7 @@ def prefill_share(rep: Replica, eng: EngineProfile, b, q, S, O):
     if not eng.bench_tuned_tokens:
         if not eng.whole_prompts:
             return jnp.ones_like(u), u
-        room = jnp.maximum(eng.max_num_tokens * 1.0 - b, 1.0)      # whole prompts (vLLM V1)
+        room = jnp.maximum(eng.max_num_tokens * 1.0 - b, 1.0)      # whole prompts (vLLM V1, TRT-LLM 1.x)
         w = jnp.maximum(u, jnp.minimum(S * 1.0, room))
         return jnp.where(u > 0, u / jnp.maximum(w, 1e-30), 0.0), w
     room = jnp.maximum(bench_max_num_tokens(rep, eng, S, O) - b, 0.0)

@@ -500,7 +500,7 @@ def predict_inference_frame(df: pd.DataFrame, where: str, mem_margin: float = 0.
     with.  ``intervals``: add the throughput band (:mod:`dse.intervals`)."""
     rows = []
     for i, (label, row) in enumerate(zip(df.index, df.to_dict("records"))):
-        bad = na_word_status(df, i, label)
+        bad = na_word_status(df, label)
         if bad:
             rows.append({**{c: np.nan for c in OUTPUTS}, "status": bad})
             continue

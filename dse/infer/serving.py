@@ -349,7 +349,7 @@ def prefill_share(dep: Deployment, batch: float, prompts: float, S: float) -> Pr
     if not dep.engine.bench_tuned_tokens:
         if dep.engine.whole_prompts:
             # each waiting prompt enters one pass whole, up to the budget the decodes
-            # leave (vLLM V1, EngineProfile.whole_prompts): share q of the passes
+            # leave (vLLM V1, TensorRT-LLM 1.x; EngineProfile.whole_prompts): share q of the passes
             room = max(float(dep.engine.max_num_tokens) - batch, 1.0)
             w = max(u, min(float(S), room))
             return PrefillShare(u / w, w)
