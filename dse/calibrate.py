@@ -107,6 +107,15 @@ def _numeric(tok: str) -> bool:
     return True
 
 
+def _garbled_row(toks: list[str], header: list[str]) -> bool:
+    """Whether a line after the header that does not start with a number still looks
+    like a table row: not a comment or an NCCL log line (``host:pid:tid [d] NCCL INFO``),
+    at least as many columns as the header, and most of them numbers."""
+    if not toks or toks[0].startswith("#") or "NCCL" in toks or len(toks) < len(header):
+        return False
+    return sum(_numeric(t) for t in toks) * 2 > len(toks)
+
+
 @dataclass
 class NcclRun:
     path: str
@@ -137,6 +146,10 @@ def parse_nccl(path: str, text: str | None = None) -> NcclRun:
             header = [t for t in toks if t != "#"]
         elif header and toks and not line.startswith("#") and _numeric(toks[0]):
             rows.append(toks)       # a data row (NCCL INFO log lines start with a host name)
+        elif header and _garbled_row(toks, header):
+            raise InputError(path, f"line {line.strip()[:40]!r}", "a line shaped like a table row "
+                             "(as many columns as the header, mostly numbers) must start with its "
+                             "size in bytes, a number") from None
     require(header is not None, path, "table", "must hold the nccl-tests header line "
             "(# size count type redop [root] time algbw busbw ...)")
     i_t, i_b = header.index("time"), header.index("busbw")

@@ -20,6 +20,7 @@ from dse.report.atomic import check_output_dir, write_csv
 
 
 VALIDATE_REQUIRED = ("measured_iter_time_s", "source")
+BAD_MEM = "bad_measured_mem"   # attrs key: (row id, raw value) of unusable measured_mem_gib cells
 
 
 def memory_error(pred: pd.DataFrame) -> pd.DataFrame:
@@ -53,9 +54,16 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
         elif not ok_time[i]:
             pred.at[i, "status"] = ("invalid: measured_iter_time_s: must be a finite number > 0, "
                                     f"but got {_plain(pred.at[i, 'measured_iter_time_s'])!r}")
+    bad_mem = []
+    if "measured_mem_gib" in pred.columns:   # a given but unusable memory figure is named per row
+        raw = pred["measured_mem_gib"]
+        given = raw.notna() & (raw.astype(str).str.strip() != "")
+        for i in pred.index[given & ~positive_measure(raw)]:
+            bad_mem.append((pred.at[i, "id"] if "id" in pred.columns else i, _plain(raw[i])))
     for c in ("measured_iter_time_s", "measured_mem_gib"):   # the reasons are in the status
         if c in pred.columns:
             pred[c] = pd.to_numeric(pred[c], errors="coerce").astype(float)
+    pred.attrs[BAD_MEM] = bad_mem
     return pred
 
 
@@ -132,11 +140,9 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
               f"max {mem['mem_err'].max():.1%}")
     from dse.decision import print_decision
     print_decision(pred)
-    if "measured_mem_gib" in pred.columns:
-        given = pred["measured_mem_gib"].notna() & valid
-        n_bad_mem = int((given & ~positive_measure(pred["measured_mem_gib"])).sum())
-        if n_bad_mem:
-            print(f"peak memory: {n_bad_mem} rows excluded: measured_mem_gib must be a finite number > 0")
+    for rid, raw in pred.attrs.get(BAD_MEM, []):
+        print(f"  row id {rid}: peak memory excluded: measured_mem_gib: must be a finite number "
+              f"> 0 or blank, but got {raw!r}")
     if out is not None:
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(table, o / "mape_by_source.csv")

@@ -23,19 +23,22 @@ def _pct(x):
     return f"{x:+.1%}" if x == x else "-"
 
 
-def _bad_measurements(pred: pd.DataFrame) -> int:
+def _bad_measurements(pred: pd.DataFrame) -> list:
     """Measured figures given (not blank) but not a finite number > 0: left out of every
-    error table (error_long), counted here so they are not dropped silently."""
-    import numpy as np
+    error table (error_long), listed here as ``(row id, column, raw value)`` so they are
+    not dropped silently."""
+    from dse.predict import positive_measure
     cols = ["measured_output_tok_s", "measured_output_tok_s_per_gpu", "measured_ttft_ms",
             "measured_tpot_ms", "measured_e2e_latency_ms"]
-    n = 0
+    bad = []
     for c in cols:
         if c in pred.columns:
             raw = pred[c]
-            v = pd.to_numeric(raw, errors="coerce").astype(float)
-            n += int((raw.notna() & ~(np.isfinite(v) & (v > 0))).sum())
-    return n
+            given = raw.notna() & (raw.astype(str).str.strip() != "")
+            for i in pred.index[given & ~positive_measure(raw)]:
+                v = raw[i]
+                bad.append((pred.at[i, "id"], c, v.item() if hasattr(v, "item") else v))
+    return bad
 
 
 def serving_coverage(pred: pd.DataFrame) -> pd.DataFrame:
@@ -92,7 +95,10 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
         print(cov.to_string(formatters={"inside": "{:.1%}".format}))
     given_bad = _bad_measurements(pred)
     if given_bad:
-        print(f"excluded from the errors: {given_bad} measured figure(s) that are not finite numbers > 0")
+        print(f"excluded from the errors: {len(given_bad)} measured figure(s) that are not "
+              "finite numbers > 0")
+        for rid, col, raw in given_bad:
+            print(f"  row id {rid}: {col}: must be a finite number > 0 or blank, but got {raw!r}")
     bad = pred[~pred["status"].astype(str).str.startswith("ok")]
     if len(bad):
         print(f"not predicted: {len(bad)} of {len(pred)} rows")

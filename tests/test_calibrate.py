@@ -59,6 +59,22 @@ def test_parse_old_header_without_root_column():
     assert run.ranks == 2 and np.allclose(run.times_s, [20e-6, 35e-6])
 
 
+def test_a_garbled_table_row_is_refused_and_log_lines_are_not():
+    """A row whose size is not a number (here ``1O48576``, a letter O) is named, not
+    skipped; NCCL's own log lines between the rows are left alone."""
+    from dse.errors import InputError
+    head = ("# all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0x01] GPU\n"
+            "#  Rank  1 Group  0 Pid 2 on a device 1 [0x02] GPU\n"
+            "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n")
+    good = ("     1048576        262144   float     sum    20.00   52.43   52.43  0e+00    20.00   52.43   52.43  0e+00\n"
+            "host:12:12 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+            "     2097152        524288   float     sum    35.00   59.92   59.92  0e+00    35.00   59.92   59.92  0e+00\n")
+    assert len(parse_nccl("x.txt", head + good).sizes_bytes) == 2
+    bad = good.replace("     2097152 ", "     2O97152 ")
+    with pytest.raises(InputError, match="must start with its size in bytes"):
+        parse_nccl("x.txt", head + bad)
+
+
 def test_cli_writes_loadable_toml(tmp_path, capsys):
     out = tmp_path / "cal.toml"
     rc = main(["calibrate", "--base", "h100-sxm-80gb", "--gemm", str(DATA / "gemm_mamf.csv"),

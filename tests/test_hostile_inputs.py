@@ -186,6 +186,20 @@ def test_validate_excludes_bad_measurements(measured, cli, tmp_path):
     assert mape.loc["overall", "rows"] == 1 and 0 <= mape.loc["overall", "mape"] < 1
 
 
+@pytest.mark.parametrize("mem", ["abc", -3.0, float("inf"), 0])
+def test_validate_names_a_bad_measured_memory(mem, cli, tmp_path):
+    """A measured_mem_gib that is given but not a finite number > 0 is named with its row
+    (it used to read as absent); the row's time is still scored, its memory is not."""
+    pd.DataFrame([ROW, dict(ROW, id=2, measured_mem_gib=mem)]).to_csv(tmp_path / "in.csv", index=False)
+    rc, out, err = cli("validate", "in.csv", "--out", "v")
+    assert rc == 0 and err == "", err
+    assert "row id 2: peak memory excluded: measured_mem_gib: must be a finite number > 0" in out
+    assert "row id 1: peak memory" not in out
+    assert "peak memory: 1 rows" in out
+    mape = pd.read_csv(tmp_path / "v" / "mape_by_source.csv", index_col=0)
+    assert mape.loc["overall", "rows"] == 2
+
+
 def test_validate_with_nothing_to_score_exits_2(cli, tmp_path):
     """Nothing to score is an input error (as inference validation): each excluded row's
     reason is printed, then one error line, exit 2, and no report is written."""
@@ -468,6 +482,16 @@ def test_validate_inference_needs_something_to_score(make, needle, cli, tmp_path
     rc, _, err = cli("validate", "in.csv", "--out", "v")
     one_line_error(rc, err, needle)
     assert not (tmp_path / "v").exists()
+
+
+def test_validate_inference_names_each_bad_measured_figure(cli, tmp_path):
+    """A serving figure that is given but unusable is named with its row and column."""
+    rows = [SERVE, dict(SERVE, id="s2", batch_or_concurrency=8, measured_output_tok_s="abc")]
+    pd.DataFrame(rows).to_csv(tmp_path / "in.csv", index=False)
+    rc, out, err = cli("validate", "in.csv", "--out", "v")
+    assert rc == 0, err
+    assert "excluded from the errors: 1 measured figure(s)" in out
+    assert "row id s2: measured_output_tok_s: must be a finite number > 0 or blank, but got 'abc'" in out
 
 
 def test_inference_predict_without_measured_or_source_columns(cli, tmp_path):

@@ -1,6 +1,8 @@
 """dse.io: every bad TOML/JSON file is one InputError line (file, field, rule), never a
 traceback, for the loaders themselves and through the spec, study and CLI paths."""
 
+from pathlib import Path
+
 import pytest
 
 from dse.errors import InputError
@@ -117,3 +119,20 @@ def test_cli_bad_model_json_exits_2(tmp_path, capsys):
     rc = main(["estimate", "--model", str(p), "--hardware", "h100-sxm-80gb", "--gpus", "8"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "UTF-8" in err
+
+
+@pytest.mark.parametrize("act, ok", [("banana", False), (7, False), ("relu", True), ("silu", True)])
+def test_hf_config_activation_must_be_a_known_name(tmp_path, act, ok):
+    """An activation transformers would not resolve is refused (it used to read as a plain
+    MLP); a known name is read, gated or plain."""
+    import json
+    from dse.spec.model import get_model
+    cfg = json.loads((Path(__file__).parent / "data" / "hf" / "qwen3-30b-a3b.json").read_text())
+    cfg["hidden_act"] = act
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    if ok:
+        assert get_model(str(p)).gated_mlp == (act == "silu")
+    else:
+        with pytest.raises(InputError, match="hidden_act: must be"):
+            get_model(str(p))

@@ -57,6 +57,11 @@ from dse.io import load_json
 from dse.spec.schema import Field, Problems, check_table
 
 GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
+# The other activation names ``transformers`` resolves (``transformers.activations.ACT2CLS``
+# keys, v4.4x): a plain (non-gated) MLP.  Any other name is refused, not read as plain.
+PLAIN_ACTS = ("gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh",
+              "gelu_accurate", "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu",
+              "relu2", "relu6", "sigmoid", "tanh", "prelu", "xielu")
 INT_MAX = 2**31 - 1
 
 
@@ -172,7 +177,9 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     h = get("hidden_size", "n_embd")
     heads = get("num_attention_heads", "n_head")
     act = get("hidden_act", "activation_function", default="gelu")
-    require(isinstance(act, str), where, "hidden_act", f"must be a string, but got {act!r}")
+    require(isinstance(act, str) and act in GATED_ACTS + PLAIN_ACTS, where, "hidden_act",
+            f"must be an activation name transformers knows ({', '.join(GATED_ACTS)}: gated; "
+            f"gelu, gelu_new, relu, ...: plain), but got {act!r}")
     tied = get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))
     require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
     head_dim = c.get("head_dim") or 0
