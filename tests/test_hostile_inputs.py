@@ -71,6 +71,7 @@ SWEEP = ["sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus
      "it is a directory"),
     (["predict", "rows.csv", "-o", "."], "it is a directory"),
     (["predict", "rows.csv", "-o", "missing/p.csv"], "must exist"),
+    (["predict", "rows.csv", "-o", "afile/x/p.csv"], "must be a directory, but 'afile' is a file"),
     (["validate", "rows.csv", "--out", "afile"], "--out: must be a directory, but it is a file"),
     (["validate", "rows.csv", "--out", "afile/sub"], "--out: must be a directory that can be created"),
     (["dashboard", "x", "--storage", "sqlite:///x.db", "--port", "99999"], "1 <= port <= 65535"),

@@ -125,6 +125,9 @@ def check_output_file(path: str | os.PathLike, field: str) -> Path:
             "must be a regular file path, but it is a device, FIFO or socket")
     require_inside_results(p, field)
     parent = p.parent if str(p.parent) else Path(".")
+    blocker = next((a for a in [parent, *parent.parents] if a.exists() and not a.is_dir()), None)
+    require(blocker is None, str(p), field, f"its directory {str(parent)!r} must be a directory, "
+            f"but {str(blocker)!r} is a file")
     require(parent.is_dir(), str(p), field, f"its directory {str(parent)!r} must exist")
     require(os.access(parent, os.W_OK | os.X_OK), str(p), field,
             f"its directory {str(parent)!r} must be writable")
