@@ -24,9 +24,16 @@ this follows, and where:
   tp`` uses the ``none`` backend (the TP all-reduce / all-gather, no all-to-all;
   docs "Expert Parallelism").
 
+* Attention DP with the experts TP-split (``ep < tp attn_dp``; ``ep = 1`` is the
+  default of all three: vLLM docs "Data Parallel Deployment", "By default, expert layers
+  form a tensor parallel group of size DP x TP" -- ``--enable-expert-parallel`` makes it
+  EP; SGLang ``--enable-dp-attention`` without ``--ep-size``; TensorRT-LLM
+  ``enable_attention_dp`` with ``moe_tensor_parallel_size``): the same group, the same
+  token exchange, each expert's FFN over ``moe_tp = tp attn_dp / ep`` GPUs.
+
 Hence the layout rules (:func:`dse.spec.layout_rules.serving_layout_violations`):
-``num_experts % ep == 0``; without attention DP ``tp % ep == 0``; with it ``ep = tp
-attn_dp``; dense models only ``ep = attn_dp = 1``.
+``num_experts % ep == 0``; without attention DP ``tp % ep == 0``; with it ``ep``
+divides ``tp attn_dp``; dense models only ``ep = attn_dp = 1``.
 
 Per GPU (the formulas live where they are used; this module enumerates the layouts and
 states them in one place):
@@ -44,7 +51,7 @@ states them in one place):
   ranks stepping together through the shared MoE layers (:func:`rank_batch`).
 * token exchange (attention DP only): per MoE layer an all-gather of the group's
   ``T_g = T dp`` tokens (quantized, with their top-k ids and weights) and a reduce-scatter
-  of the ``T_g h el`` outputs over the ``ep`` ranks, NCCL calls over NVLink inside a
+  of the ``T_g h el`` outputs over the ``tp attn_dp`` ranks of the group, NCCL calls over NVLink inside a
   domain and the NIC beyond (:func:`dse.infer.forward.forward_ops`,
   :func:`dse.infer.moe_serving.dp_gather_bytes`, which has the engine sources:
   TensorRT-LLM ``CutlassFusedMoE``, vLLM ``allgather_reducescatter``, SGLang DP-attention

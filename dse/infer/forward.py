@@ -60,8 +60,9 @@ are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
 * ``dp`` = 1 (attention TP): every GPU of the group holds all T tokens; the TP
   all-reduce after the MoE layer also combines the EP partials (vLLM FusedMoE
   ``reduce_results``; SGLang's default ``--moe-a2a-backend none``): no all-to-all.
-* ``dp`` > 1 (attention DP, DeepSeek-V3 / SGLang DP attention; requires ``ep = tp dp``,
-  ``moe_tp`` = 1): each DP rank runs attention (TP over ``tp``) on its own T tokens and its
+* ``dp`` > 1 (attention DP, DeepSeek-V3 / SGLang DP attention; ``ep`` divides ``tp dp``:
+  ``ep = tp dp`` full EP, ``moe_tp`` = 1; smaller ``ep`` TP-splits each expert over
+  ``moe_tp = tp dp / ep``, :mod:`dse.infer.expert_parallel`): each DP rank runs attention (TP over ``tp``) on its own T tokens and its
   own requests and KV cache; the MoE layer then sees the ``T_g = T dp`` tokens of the
   group through an all-gather and hands each rank its tokens' sums back through a
   reduce-scatter (:func:`dse.infer.moe_serving.dp_gather_bytes`, the sources there:
@@ -249,12 +250,12 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(dp_moe, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
-             Collective(gathered, ep, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
-                        name="moe all-gather (attention DP)", kind="all_gather", group="ep",
+             Collective(gathered, tp * dp, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
+                        name="moe all-gather (attention DP)", kind="all_gather", group="tp x dp",
                         protocols=True),
-             Collective(t_moe * h * el, ep, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
-                        name="moe reduce-scatter (attention DP)", kind="reduce_scatter", group="ep",
-                        protocols=True),
+             Collective(t_moe * h * el, tp * dp, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
+                        name="moe reduce-scatter (attention DP)", kind="reduce_scatter",
+                        group="tp x dp", protocols=True),
              MemPass(routing_bytes(tokens, local_pairs, h, E, el, q,
                                    jnp.where(dp_moe, t_moe, tokens)), MOE_ROUTING_KERNELS,
                      calls=jnp.where(moe, 1.0, 0.0) * w_moe, name="moe top-k/permute/finalize"))

@@ -151,9 +151,15 @@ def check_layout(model, gpus: int, global_batch: int, seq_len: int, lay,
 #   * attn_dp == 1: tp % ep == 0, each expert TP-split over moe_tp = tp / ep
 #     (TensorRT-LLM ``tensorrt_llm/mapping.py``: ``tp_size == moe_tp_size * moe_ep_size``;
 #     SGLang ``moe_tp_size = tp_size // ep_size``)
-#   * attn_dp > 1: ep == tp * attn_dp -- the experts over the whole DP x TP group with
-#     all-to-all dispatch (vLLM ``FusedMoEParallelConfig.make``: ``ep_size = tp_size``
-#     of the flattened DP x TP group; SGLang: DeepEP "only supports ep_size = tp_size")
+#   * attn_dp > 1: ep divides tp * attn_dp -- the MoE layers run on the whole DP x TP
+#     group, the experts over ep of its GPUs and each expert TP-split over the other
+#     moe_tp = tp * attn_dp / ep: ep = tp * attn_dp is full EP (vLLM
+#     ``--enable-expert-parallel``: ``ep_size`` = the flattened DP x TP group; SGLang
+#     DeepEP "only supports ep_size = tp_size"), ep = 1 the experts TP-split over the
+#     group (vLLM docs "Data Parallel Deployment": "By default, expert layers form a
+#     tensor parallel group of size DP x TP"; SGLang ``--enable-dp-attention`` without
+#     ``--ep-size``: ``moe_tp_size = tp_size // ep_size``; TensorRT-LLM ``Mapping``:
+#     ``moe_tp_size * moe_ep_size == tp_size`` with ``enable_attention_dp``)
 # ---------------------------------------------------------------------------------------
 
 SERVING_FIELDS = ("tp", "pp", "ep", "attn_dp")
@@ -181,8 +187,9 @@ def _serving_rules(model, gpus_per_replica: int, c):
          f"ep={int(ep[i])})"),
         ("ep", (dp1 > 1) | (tp1 % ep1 == 0), lambda i: f"`tp % ep == 0` must hold without attention DP "
          f"(moe_tp x ep = tp), but got (tp={int(tp[i])}, ep={int(ep[i])})"),
-        ("ep", (dp1 == 1) | (ep1 == tp1 * dp1), lambda i: f"attention DP needs `ep == tp*attn_dp` (all-to-all "
-         f"EP over the DP ranks), but got (ep={int(ep[i])}, tp={int(tp[i])}, attn_dp={int(dp[i])})"),
+        ("ep", (dp1 == 1) | ((tp1 * dp1) % ep1 == 0), lambda i: f"with attention DP `(tp*attn_dp) % ep == 0` "
+         f"must hold (the experts over ep of the DP x TP group, each TP-split over the rest), but "
+         f"got (ep={int(ep[i])}, tp={int(tp[i])}, attn_dp={int(dp[i])})"),
     ]
 
 

@@ -1,6 +1,7 @@
 """MoE expert parallelism and attention data parallelism in the serving pass
 (dse.infer.forward MoE section, dse.infer.serving)."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +108,8 @@ def test_rows_with_ep():
     assert predict_inference_row(_row(ep=8))["status"] == "ok"
     r = predict_inference_row(_row(tp=1, ep=8, attn_dp=8))
     assert r["status"] == "ok" and r["predicted_output_tok_s"] > 0
-    assert predict_inference_row(_row(tp=1, ep=4, attn_dp=8))["status"].startswith("infeasible: attention DP")
+    assert predict_inference_row(_row(tp=1, pp=2, ep=8, attn_dp=4))["status"].startswith(
+        "infeasible: with attention DP `(tp*attn_dp) % ep == 0` must hold")
     assert predict_inference_row(_row(ep=3))["status"].startswith("infeasible")
     assert "dense" in predict_inference_row(_row(model="meta-llama/Llama-3.1-8B", ep=2))["status"]
 
@@ -124,3 +126,17 @@ def test_gather_crosses_the_nic_beyond_one_domain():
     nic = float(a16.size_bytes) / 8.0 * 0.5 / float(H100.nic_bw_bytes_per_s)
     assert t16 >= nic * (1 - 1e-6)
     assert t16 > 2.0 * t8              # twice the buffer, and over the slower link
+
+
+def test_attention_dp_with_tp_split_experts():
+    """Attention DP without full EP (vLLM's and SGLang's default: the experts TP-split over
+    the DP x TP group): the same expert bytes per GPU as full EP, every expert touched on
+    every GPU, and the same token exchange over the whole group."""
+    full, split = predict_inference_row(_row(tp=1, ep=8, attn_dp=8)), predict_inference_row(_row(tp=1, ep=1, attn_dp=8))
+    assert full["status"] == "ok" and split["status"] == "ok", (full["status"], split["status"])
+    assert split["predicted_output_tok_s"] > 0
+    assert float(weight_params_per_gpu(MIX, 1, 1, 1, 8)[0]) == pytest.approx(
+        float(weight_params_per_gpu(MIX, 1, 1, 8, 8)[0]))
+    o_full, o_split = _ops(256.0, 1, 8, 8), _ops(256.0, 1, 1, 8)
+    name = "moe all-gather (attention DP)"
+    assert float(o_split[name].n) == float(o_full[name].n) == 8.0

@@ -34,9 +34,10 @@ def test_layouts_follow_the_rules():
     lay = serving_layouts(MIX, 8, "auto", "auto")
     rows = set(zip(*(lay[f].tolist() for f in ("tp", "pp", "ep", "attn_dp"))))
     assert (8, 1, 8, 1) in rows and (1, 1, 8, 8) in rows and (2, 1, 8, 4) in rows
+    assert (1, 1, 1, 8) in rows and (2, 1, 2, 4) in rows   # attention DP, experts TP-split
     for tp, pp, ep, dp in rows:
         assert tp * dp * pp == 8 and MIX.num_experts % ep == 0
-        assert (ep == tp * dp) if dp > 1 else (tp % ep == 0)
+        assert ((tp * dp) % ep == 0) if dp > 1 else (tp % ep == 0)
     dense = serving_layouts(L8, 8, "auto", "auto")
     assert set(dense["ep"]) == {1} and set(dense["attn_dp"]) == {1}
     with pytest.raises(InputError, match="dense"):

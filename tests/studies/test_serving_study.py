@@ -276,8 +276,9 @@ def test_moe_layouts_are_searched_and_labelled(moe):
     assert set(mx["ep"]) == {1, 2, 4} and set(mx["attn_dp"]) == {1, 2, 4}
     assert (mx["tp"] * mx["attn_dp"] * mx["pp"] == mx["gpus_per_replica"]).all()
     dp = mx[mx["attn_dp"] > 1]
-    assert (dp["ep"] == dp["tp"] * dp["attn_dp"]).all()            # EP = TP x DP with DP attention
-    r = mx[(mx["tp"] == 1) & (mx["attn_dp"] == 4) & (mx["batch"] == 64)].iloc[0]
+    assert ((dp["tp"] * dp["attn_dp"]) % dp["ep"] == 0).all()      # EP divides TP x DP with DP attention
+    assert set(dp["ep"]) == {1, 2, 4}                               # full EP and TP-split experts
+    r = mx[(mx["tp"] == 1) & (mx["attn_dp"] == 4) & (mx["ep"] == 4) & (mx["batch"] == 64)].iloc[0]
     assert r["layout"] == "TP1·DP4·EP4 PP1 x1 c64 fp8"
     r = mx[(mx["tp"] == 4) & (mx["ep"] == 2) & (mx["batch"] == 8)].iloc[0]
     assert r["layout"] == "TP4·EP2 PP1 x1 c8 fp8"
