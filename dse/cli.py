@@ -234,7 +234,6 @@ def _degrees(values, batching, flag):
     return [int(v) for v in values]
 
 
-
 def cmd_predict(a) -> int:
     from dse.predict import predict_frame, read_csv
     check_output_file(a.output, "-o")

@@ -429,6 +429,19 @@ def positive_measure(col: pd.Series) -> pd.Series:
     return pd.Series(np.isfinite(v) & (v > 0), index=col.index)
 
 
+def unusable_measures(frame: pd.DataFrame, col: str) -> list[tuple]:
+    """``(row id, raw value)`` of the cells of measured column ``col`` that are given (not
+    blank) but not a finite number > 0, in row order; [] when the column is absent.  Read
+    before the column is coerced to numbers, which would turn them into blanks."""
+    if col not in frame.columns:
+        return []
+    raw = frame[col]
+    given = raw.notna() & (raw.astype(str).str.strip() != "")
+    ids = frame["id"] if "id" in frame.columns else pd.Series(frame.index, index=frame.index)
+    return [(ids[i], raw[i].item() if hasattr(raw[i], "item") else raw[i])
+            for i in frame.index[given & ~positive_measure(raw)]]
+
+
 def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
     """Per-source and overall MAPE, signed bias (mean of (predicted - measured) /
     measured: > 0 predicts slow) and max error of iteration time: rows with a prediction (status ok)

@@ -15,12 +15,11 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.predict import mape_table, positive_measure, predict_frame, read_csv
+from dse.predict import mape_table, positive_measure, predict_frame, read_csv, unusable_measures
 from dse.report.atomic import check_output_dir, write_csv
 
 
 VALIDATE_REQUIRED = ("measured_iter_time_s", "source")
-BAD_MEM = "bad_measured_mem"   # attrs key: (row id, raw value) of unusable measured_mem_gib cells
 
 
 def memory_error(pred: pd.DataFrame) -> pd.DataFrame:
@@ -54,16 +53,9 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
         elif not ok_time[i]:
             pred.at[i, "status"] = ("invalid: measured_iter_time_s: must be a finite number > 0, "
                                     f"but got {_plain(pred.at[i, 'measured_iter_time_s'])!r}")
-    bad_mem = []
-    if "measured_mem_gib" in pred.columns:   # a given but unusable memory figure is named per row
-        raw = pred["measured_mem_gib"]
-        given = raw.notna() & (raw.astype(str).str.strip() != "")
-        for i in pred.index[given & ~positive_measure(raw)]:
-            bad_mem.append((pred.at[i, "id"] if "id" in pred.columns else i, _plain(raw[i])))
     for c in ("measured_iter_time_s", "measured_mem_gib"):   # the reasons are in the status
         if c in pred.columns:
             pred[c] = pd.to_numeric(pred[c], errors="coerce").astype(float)
-    pred.attrs[BAD_MEM] = bad_mem
     return pred
 
 
@@ -97,7 +89,9 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
         require(c in df.columns, path, c, "column is required by `dse validate`")
     if out is not None:
         o = check_output_dir(out, "--out")
-    pred = check_measurements(predict_frame(df, path, mem_margin=mem_margin))
+    pred = predict_frame(df, path, mem_margin=mem_margin)
+    bad_mem = unusable_measures(pred, "measured_mem_gib")   # named per row, before coercion
+    pred = check_measurements(pred)
     valid = pred["status"] == "ok"
     m = pred["measured_iter_time_s"]
     pred["error"] = (pred["predicted_iter_time_s"].astype(float) - m) / m
@@ -140,7 +134,7 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
               f"max {mem['mem_err'].max():.1%}")
     from dse.decision import print_decision
     print_decision(pred)
-    for rid, raw in pred.attrs.get(BAD_MEM, []):
+    for rid, raw in bad_mem:
         print(f"  row id {rid}: peak memory excluded: measured_mem_gib: must be a finite number "
               f"> 0 or blank, but got {raw!r}")
     if out is not None:

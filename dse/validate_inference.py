@@ -27,18 +27,10 @@ def _bad_measurements(pred: pd.DataFrame) -> list:
     """Measured figures given (not blank) but not a finite number > 0: left out of every
     error table (error_long), listed here as ``(row id, column, raw value)`` so they are
     not dropped silently."""
-    from dse.predict import positive_measure
+    from dse.predict import unusable_measures
     cols = ["measured_output_tok_s", "measured_output_tok_s_per_gpu", "measured_ttft_ms",
             "measured_tpot_ms", "measured_e2e_latency_ms"]
-    bad = []
-    for c in cols:
-        if c in pred.columns:
-            raw = pred[c]
-            given = raw.notna() & (raw.astype(str).str.strip() != "")
-            for i in pred.index[given & ~positive_measure(raw)]:
-                v = raw[i]
-                bad.append((pred.at[i, "id"], c, v.item() if hasattr(v, "item") else v))
-    return bad
+    return [(rid, c, raw) for c in cols for rid, raw in unusable_measures(pred, c)]
 
 
 def serving_coverage(pred: pd.DataFrame) -> pd.DataFrame:

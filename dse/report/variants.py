@@ -133,7 +133,7 @@ def plot_all(res: VariantsResults, out: Path) -> dict:
             for _, r in g.iterrows():
                 if not r["layout"]:
                     unfit.append(short(r["variant"]))
-                if r["layout"]:
+                else:
                     rows.append(r[BREAKDOWN])
                     labels.append(f"{short(r['variant'])} | own best: {r['layout']}")
                 if (r["variant"] != study.baseline and r.get("baseline_layout")
@@ -488,8 +488,8 @@ def published_section(study, train, sens, inf_tab, inf_sens=None) -> list[str]:
                   f"{pct_span(sh.min(), sh.max())} of the baseline step is HBM-bound, so even infinite "
                   f"bandwidth could give at most {x(1 / (1 - sh_max))}; ")
     else:
-        regime = (f"{head} Training {m} at global batch {gbs} runs GEMMs {per_gpu}; {pct(sh.min())}–"
-                  f"{pct(sh.max())} of the baseline step is HBM-bound (not below the "
+        regime = (f"{head} Training {m} at global batch {gbs} runs GEMMs {per_gpu}; "
+                  f"{pct_span(sh.min(), sh.max())} of the baseline step is HBM-bound (not below the "
                   f"{pct(COMPUTE_BOUND_MAX_HBM_SHARE)} this report calls compute-bound), so even infinite "
                   f"bandwidth could give at most {x(1 / (1 - sh_max))}; ")
     # decode as the published workload: only when our decode range holds a published figure
