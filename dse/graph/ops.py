@@ -214,15 +214,17 @@ def op_kind(op) -> str:
             Collective: "collective", P2P: "p2p"}[type(op)]
 
 
-def skinny_split(m, n, k, hw):
-    """(token tile, split-K factor) of an inference GEMM (M tokens): the tile is
+def skinny_split(m, n, k, hw, count=1.0):
+    """(token tile, split-K factor) of an inference GEMM (M tokens) run as ``count``
+    independent problems in one kernel (a grouped GEMM's experts): the tile is
     ``clip(pow2(M), 16, tile_m)`` (Ampere mma m16n8k16; Hopper swap-AB puts the tokens
-    on wgmma's N) and Stream-K spreads K over the idle SMs,
-    ``s = clip(floor(num_sms / m_tiles) / n_tiles, 1, K / 256)`` (Osama et al. 2023,
-    arXiv:2301.03598).  The GEMM is costed as (M, N s, K / s)."""
+    on wgmma's N) and Stream-K spreads K over the SMs the tiles of all the problems
+    leave idle, ``s = clip(floor(num_sms / (count m_tiles)) / n_tiles, 1, K / 256)``
+    (Osama et al. 2023, arXiv:2301.03598): 128 experts of one tile column each already
+    fill a GPU, so a grouped GEMM is not split.  The GEMM is costed as (M, N s, K / s)."""
     pow2_m = 2.0 ** jnp.ceil(jnp.log2(jnp.maximum(m, 1.0)))
     tile_m = jnp.clip(pow2_m, jnp.minimum(MIN_TILE_M, hw.tile_m), hw.tile_m)
-    m_tiles = jnp.ceil(m / tile_m)
+    m_tiles = jnp.ceil(m / tile_m) * count
     n_tiles = jnp.ceil(n / hw.tile_n)
     slots = jnp.maximum(jnp.floor(hw.num_sms / m_tiles), 1.0)
     # (1 - 1e-6): keep ceil(n s / tile_n) <= slots against rounding
@@ -240,7 +242,7 @@ def _gemm_args(op: Gemm, hw, r):
     m, n, k = op.m / op.chunks, op.n, op.k
     if op.skinny:
         # inference: weight/KV streams run at the achieved (STREAM-like) bandwidth
-        tile_m, split = skinny_split(m, n, k, hw)
+        tile_m, split = skinny_split(m, n, k, hw, op.count)
         return m, n * split, k / split, peak, eff, r.hbm_bw_bytes_per_s, tile_m, el
     return m, n, k, peak, eff, r.hbm_bw_raw_bytes_per_s, hw.tile_m, el
 

@@ -2,6 +2,7 @@
 (dse.infer.moe_serving, hooked into dse.infer.forward.forward_ops)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,24 @@ def test_ep_rank_carries_the_imbalance():
     pairs = float(fc1.m * fc1.count)
     mean = T * ep * MIX.top_k / ep
     assert abs(pairs / mean - float(ep_load_factor(T * ep * MIX.top_k, ep))) < 1e-4
+
+
+def test_grouped_expert_gemm_is_split_only_when_its_tiles_leave_sms_idle():
+    """Stream-K splits K over idle SMs (dse.graph.ops.skinny_split); the tiles of all the
+    experts of one grouped GEMM share the SMs, so 128 experts of 512 tokens fill a B200
+    (4 x 6 tiles each) and run unsplit, while one such problem alone is split."""
+    from dse.graph.ops import bound_terms, skinny_split
+    from dse.spec.hardware import get_hardware
+    from dse.cost.rates import rates
+    hw = get_hardware("b200")
+    _, alone = skinny_split(512.0, 1536.0, 2048.0, hw)
+    _, grouped = skinny_split(512.0, 1536.0, 2048.0, hw, 128.0)
+    assert float(alone) > 1.0 and float(grouped) == 1.0
+    fc1 = _layer(QWEN, 8192.0, precision=3)["fc1"]
+    assert float(fc1.count) == 128.0
+    r = rates(hw, 3)
+    _, t_hbm, _ = (float(x) for x in bound_terms(fc1, hw, r)[:3])
+    # unsplit: bf16 C written once, fp4 A and B read once, at the achieved bandwidth
+    el = float(r.linear_bytes)
+    per_expert = 512 * 1536 * 2.0 + (512 * 2048 + 2048 * 1536) * el
+    assert t_hbm == pytest.approx(128 * per_expert / float(r.hbm_bw_bytes_per_s), rel=1e-4)
