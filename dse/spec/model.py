@@ -467,14 +467,16 @@ _QUANT_SUFFIX = re.compile(r"[-_](?:fp8|fp4|nvfp4|mxfp4|w4a16|w8a8|w4a8|int4|int
 
 
 def requantized_base(name: str) -> str | None:
-    """The catalog model a re-published quantized checkpoint of a catalog repo denotes
+    """The catalog model a re-published checkpoint of a catalog repo denotes: quantized
     (``nvidia/Llama-3.3-70B-Instruct-FP4``, ``amd/Llama-3.1-70B-Instruct-FP8-KV``,
-    ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``): its repo name without the quantization
-    suffix equals the repo name of one catalog ``hf_ids`` entry (any organisation, any
-    letter case).  None if there is no such entry or more than one catalog model has it."""
+    ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``), mirrored under another organisation
+    (``unsloth/Llama-3.3-70B-Instruct``) or named without its organisation
+    (``Llama-3.1-8B``): its repo name without the quantization suffix equals the repo name
+    of one catalog ``hf_ids`` entry (any organisation, any letter case).  None if there is
+    no such entry or more than one catalog model has it."""
     repo = name.strip().rsplit("/", 1)[-1]
     base = _QUANT_SUFFIX.sub("", repo).lower()
-    if not base or base == repo.lower():
+    if not base:
         return None
     hits = {n for i, n in hf_id_index().items() if i.rsplit("/", 1)[-1] == base}
     return next(iter(hits)) if len(hits) == 1 else None
@@ -482,15 +484,15 @@ def requantized_base(name: str) -> str | None:
 
 def get_model(name: str, where: str = "--model") -> Model:
     """A catalog name (any letter case), a Hugging Face repo id the catalog lists
-    (``hf_ids``) or a re-published quantized checkpoint of one (:func:`requantized_base`),
-    a ``config.json`` path, or ``file.toml[:table]``."""
+    (``hf_ids``) or a re-published, mirrored or organisation-less name of one
+    (:func:`requantized_base`), a ``config.json`` path, or ``file.toml[:table]``."""
     cat = catalog()
     key = catalog_key(name, cat)
     if key is not None:
         return cat[key]
     if name.strip().lower() in hf_id_index():
         return cat[hf_id_index()[name.strip().lower()]]
-    if "/" in name and not name.endswith((".json", ".toml")) and ".toml:" not in name:
+    if not name.endswith((".json", ".toml")) and ".toml:" not in name:
         base = requantized_base(name)
         if base is not None:
             return cat[base]

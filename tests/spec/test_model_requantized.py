@@ -15,12 +15,16 @@ from dse.spec.model import get_model, requantized_base
     ("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8", "llama3-70b"),
     ("nvidia/Qwen3-235B-A22B-FP4", "qwen3-235b-a22b"),
     ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),            # same layer shapes: an hf_ids entry
+    ("unsloth/Llama-3.3-70B-Instruct", "llama3-70b"),         # a mirror under another organisation
+    ("Meta-Llama-3.1-8B-Instruct", "llama3-8b"),              # the repo name alone
+    ("mixtral-8x7b-instruct-v0.1", "mixtral-8x7b"),
 ])
 def test_requantized_repos_resolve(repo, name):
     assert get_model(repo).name == get_model(name).name
 
 
-@pytest.mark.parametrize("repo", ["foo/bar-FP8", "nvidia/Unknown-70B-FP4", "meta-llama/Llama-3.2-1B"])
+@pytest.mark.parametrize("repo", ["foo/bar-FP8", "nvidia/Unknown-70B-FP4", "meta-llama/Llama-9-1B",
+                                  "Llama-9-1B", "-FP8"])
 def test_unknown_repos_are_refused(repo):
     assert requantized_base(repo) is None
     with pytest.raises(InputError, match="must be a catalog name"):
