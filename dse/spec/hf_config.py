@@ -6,8 +6,10 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * shape: ``num_hidden_layers`` / ``n_layer``, ``hidden_size`` / ``n_embd``,
   ``num_attention_heads`` / ``n_head``, ``num_key_value_heads`` (default: the heads, MHA),
   ``vocab_size``, ``max_position_embeddings`` / ``n_positions``, ``head_dim`` (Qwen3,
-  Gemma, gpt-oss: when it differs from hidden / heads), ``hidden_act`` (silu / swiglu /
-  geglu = a gated MLP), ``tie_word_embeddings``, ``rms_norm_eps`` (RMSNorm).
+  Gemma, gpt-oss: when it differs from hidden / heads), ``hidden_act`` /
+  ``hidden_activation`` (silu / swiglu / geglu = a gated MLP; Gemma's GeGLU is gated with
+  ``gelu_pytorch_tanh``), ``tie_word_embeddings`` (absent: False, Gemma's True),
+  ``rms_norm_eps`` (RMSNorm).
 * MoE: routed experts ``n_routed_experts`` (DeepseekV3Config) / ``num_local_experts``
   (MixtralConfig, Llama4TextConfig, GptOssConfig) / ``num_experts`` (Qwen2MoeConfig,
   Qwen3MoeConfig); ``num_experts_per_tok``; the expert width ``moe_intermediate_size``
@@ -63,6 +65,14 @@ PLAIN_ACTS = ("gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_p
               "gelu_accurate", "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu",
               "relu2", "relu6", "sigmoid", "tanh", "prelu", "xielu")
 INT_MAX = 2**31 - 1
+# Families whose MLP is gated whatever its activation, and whose config class ties the
+# embeddings unless told otherwise: Gemma's ``GemmaMLP`` (gemma, gemma2, gemma3) computes
+# ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`` with ``gelu_pytorch_tanh`` (GeGLU), and
+# ``GemmaConfig`` / ``Gemma2Config`` / ``Gemma3TextConfig`` default ``tie_word_embeddings``
+# to True (transformers ``models/gemma*/configuration_gemma*.py``); their configs name the
+# activation ``hidden_activation`` (``hidden_act`` is the older key).
+GATED_MODEL_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
+TIED_MODEL_TYPES = GATED_MODEL_TYPES
 
 
 def _hf_int(key: str, doc: str, lo: int = 1) -> Field:
@@ -112,6 +122,7 @@ HF_FIELDS: tuple[Field, ...] = (
     Field("no_rope_layers", kind="list", item="integer", lo=0, hi=1,
           doc="Llama 4: 1 = RoPE (chunked) layer, 0 = NoPE (full) layer"),
     Field("hidden_act", kind="string", doc="silu / swiglu / swish / geglu: gated MLP"),
+    Field("hidden_activation", kind="string", doc="Gemma: the activation (GeGLU: gated)"),
     Field("activation_function", kind="string", doc="GPT-2: the activation"),
     Field("tie_word_embeddings", kind="bool", doc="-> tied_embeddings"),
     Field("rms_norm_eps", kind="number", doc="present: RMSNorm"),
@@ -176,18 +187,19 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
 
     h = get("hidden_size", "n_embd")
     heads = get("num_attention_heads", "n_head")
-    act = get("hidden_act", "activation_function", default="gelu")
+    model_type = str(top.get("model_type", c.get("model_type", "")))
+    act = get("hidden_act", "hidden_activation", "activation_function", default="gelu")
     require(isinstance(act, str) and act in GATED_ACTS + PLAIN_ACTS, where, "hidden_act",
             f"must be an activation name transformers knows ({', '.join(GATED_ACTS)}: gated; "
             f"gelu, gelu_new, relu, ...: plain), but got {act!r}")
-    tied = get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))
+    tied = get("tie_word_embeddings", default=top.get("tie_word_embeddings",
+                                                      model_type in TIED_MODEL_TYPES))
     require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
     head_dim = c.get("head_dim") or 0
     require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
             "head_dim", f"must be a positive integer, but got {head_dim!r}")
     experts = get("n_routed_experts", "num_local_experts", "num_experts", default=1)
     top_k = get("num_experts_per_tok", default=1) if experts != 1 else 1
-    model_type = str(top.get("model_type", c.get("model_type", "")))
     arch = _moe_fields(c, where, h, experts, model_type)
     arch.update(_mla_fields(c, where))
     arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
@@ -201,7 +213,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         "num_kv_heads": get("num_key_value_heads", default=heads),
         "vocab_size": get("vocab_size"),
         "seq_length": get("max_position_embeddings", "n_positions", default=2048),
-        "gated_mlp": act in GATED_ACTS,
+        "gated_mlp": act in GATED_ACTS or model_type in GATED_MODEL_TYPES,
         "tied_embeddings": tied,
         "num_experts": experts,
         "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads

@@ -68,7 +68,8 @@ def test_llama4_text_config_and_interleaved_moe():
 SAME = {"deepseek-v3": "deepseek-v3", "deepseek-r1": "deepseek-v3", "qwen3-235b-a22b": "qwen3-235b-a22b",
         "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen2-57b-a14b": "qwen2-57b-a14b",
         "mixtral-8x22b": "mixtral-8x22b", "gpt-oss-120b": "gpt-oss-120b",
-        "llama4-scout": "llama4-scout", "llama4-maverick": "llama4-maverick"}
+        "llama4-scout": "llama4-scout", "llama4-maverick": "llama4-maverick",
+        "gemma2-27b": "gemma-2-27b"}
 
 
 @pytest.mark.parametrize("name", sorted(SAME))
@@ -123,3 +124,26 @@ def test_bad_toml_arch_field(tmp_path):
                  "num_kv_heads = 4\nvocab_size = 100\nkv_lora_rank = -3\n")
     with pytest.raises(InputError, match="x.kv_lora_rank: must be a non-negative integer"):
         get_model(str(p))
+
+
+def test_gemma_mlp_is_gated_and_its_embeddings_tied_without_the_keys(tmp_path):
+    """Gemma's GeGLU MLP (``gelu_pytorch_tanh``, transformers ``GemmaMLP``: gate, up and down
+    projections) is gated, and ``Gemma2Config`` / ``Gemma3TextConfig`` tie the embeddings
+    by default: a Gemma config without ``tie_word_embeddings`` was read as 20.6 B (a plain
+    MLP, untied) instead of the model card's 27.2 B."""
+    g2 = get_model(str(HF / "gemma-2-27b.json"))
+    assert (g2.gated_mlp, g2.tied_embeddings, g2.sliding_window, g2.window_layers) == (1, 1, 4096, 23)
+    assert g2.num_params() == pytest.approx(27.2e9, rel=0.01)
+    text = {"model_type": "gemma3_text", "head_dim": 128, "hidden_activation": "gelu_pytorch_tanh",
+            "hidden_size": 5376, "intermediate_size": 21504, "num_attention_heads": 32,
+            "num_hidden_layers": 62, "num_key_value_heads": 16, "rms_norm_eps": 1e-6,
+            "sliding_window": 1024, "sliding_window_pattern": 6, "vocab_size": 262208}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma3", "text_config": text}))
+    g3 = get_model(str(path))
+    assert (g3.gated_mlp, g3.tied_embeddings, g3.window_layers) == (1, 1, 52)
+    assert g3.replace(seq_length=0, name="", description="") == \
+        catalog()["gemma3-27b"].replace(seq_length=0, name="", description="")
+    # the default is the family's: a Llama-style config without the key stays untied
+    path.write_text(json.dumps({**text, "model_type": "llama", "hidden_activation": "silu"}))
+    assert get_model(str(path)).tied_embeddings == 0
