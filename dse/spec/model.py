@@ -508,4 +508,6 @@ def get_model(name: str, where: str = "--model") -> Model:
                 f"must be a table ([{table}]), but got {type(data[table]).__name__}")
         return model_from_dict(data[table], path, table)
     raise InputError(where, "model", f"must be a catalog name ({', '.join(sorted(cat))}), a "
-                     f"config.json path or a .toml path, but got {name!r}")
+                     f"Hugging Face repo id the catalog lists (hf_ids in "
+                     f"dse/spec/catalog/models.toml), a config.json path or a .toml path, "
+                     f"but got {name!r}")
