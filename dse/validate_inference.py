@@ -15,7 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.infer.predict_rows import error_long, error_tables, predict_inference_frame
+from dse.infer.predict_rows import MEASURED, error_long, error_tables, predict_inference_frame
+from dse.predict import unusable_measures
 from dse.report.atomic import check_output_dir, make_output_dir, write_csv
 
 
@@ -27,9 +28,7 @@ def _bad_measurements(pred: pd.DataFrame) -> list:
     """Measured figures given (not blank) but not a finite number > 0: left out of every
     error table (error_long), listed here as ``(row id, column, raw value)`` so they are
     not dropped silently."""
-    from dse.predict import unusable_measures
-    cols = ["measured_output_tok_s", "measured_output_tok_s_per_gpu", "measured_ttft_ms",
-            "measured_tpot_ms", "measured_e2e_latency_ms"]
+    cols = [*MEASURED.values(), "measured_output_tok_s_per_gpu"]
     return [(rid, c, raw) for c in cols for rid, raw in unusable_measures(pred, c)]
 
 

@@ -51,8 +51,8 @@ states them in one place):
   ranks stepping together through the shared MoE layers (:func:`rank_batch`).
 * token exchange (attention DP only): per MoE layer an all-gather of the group's
   ``T_g = T dp`` tokens (quantized, with their top-k ids and weights) and a reduce-scatter
-  of the ``T_g h el`` outputs over the ``tp attn_dp`` ranks of the group, NCCL calls over NVLink inside a
-  domain and the NIC beyond (:func:`dse.infer.forward.forward_ops`,
+  of the ``T_g h el`` outputs over the ``tp attn_dp`` ranks of the group, NCCL calls over
+  NVLink inside a domain and the NIC beyond (:func:`dse.infer.forward.forward_ops`,
   :func:`dse.infer.moe_serving.dp_gather_bytes`, which has the engine sources:
   TensorRT-LLM ``CutlassFusedMoE``, vLLM ``allgather_reducescatter``, SGLang DP-attention
   gather / scatter).  DeepEP-style all-to-alls (``T k h el`` per GPU and direction,

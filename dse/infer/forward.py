@@ -62,12 +62,13 @@ are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
   ``reduce_results``; SGLang's default ``--moe-a2a-backend none``): no all-to-all.
 * ``dp`` > 1 (attention DP, DeepSeek-V3 / SGLang DP attention; ``ep`` divides ``tp dp``:
   ``ep = tp dp`` full EP, ``moe_tp`` = 1; smaller ``ep`` TP-splits each expert over
-  ``moe_tp = tp dp / ep``, :mod:`dse.infer.expert_parallel`): each DP rank runs attention (TP over ``tp``) on its own T tokens and its
-  own requests and KV cache; the MoE layer then sees the ``T_g = T dp`` tokens of the
-  group through an all-gather and hands each rank its tokens' sums back through a
-  reduce-scatter (:func:`dse.infer.moe_serving.dp_gather_bytes`, the sources there:
-  TensorRT-LLM ``CutlassFusedMoE`` "post-quant allgather" + ``reducescatter``, the
-  default of the engine the attention-DP rows of the data run; vLLM's default
+  ``moe_tp = tp dp / ep``, :mod:`dse.infer.expert_parallel`): each DP rank runs attention
+  (TP over ``tp``) on its own T tokens and its own requests and KV cache; the MoE layer
+  then sees the ``T_g = T dp`` tokens of the group through an all-gather and hands each
+  rank its tokens' sums back through a reduce-scatter
+  (:func:`dse.infer.moe_serving.dp_gather_bytes`, the sources there: TensorRT-LLM
+  ``CutlassFusedMoE`` "post-quant allgather" + ``reducescatter``, the default of the
+  engine the attention-DP rows of the data run; vLLM's default
   ``allgather_reducescatter`` all2all backend; SGLang DP attention's gather / scatter),
   replacing the MoE-side TP all-reduce.  Each GPU's fused MoE kernel runs over all
   ``T_g`` rows (its finalize writes every one of them), its local experts only.  The

@@ -71,8 +71,7 @@ INT_MAX = 2**31 - 1
 # ``GemmaConfig`` / ``Gemma2Config`` / ``Gemma3TextConfig`` default ``tie_word_embeddings``
 # to True (transformers ``models/gemma*/configuration_gemma*.py``); their configs name the
 # activation ``hidden_activation`` (``hidden_act`` is the older key).
-GATED_MODEL_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
-TIED_MODEL_TYPES = GATED_MODEL_TYPES
+GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
 
 
 def _hf_int(key: str, doc: str, lo: int = 1) -> Field:
@@ -193,7 +192,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
             f"must be an activation name transformers knows ({', '.join(GATED_ACTS)}: gated; "
             f"gelu, gelu_new, relu, ...: plain), but got {act!r}")
     tied = get("tie_word_embeddings", default=top.get("tie_word_embeddings",
-                                                      model_type in TIED_MODEL_TYPES))
+                                                      model_type in GEMMA_MODEL_TYPES))
     require(isinstance(tied, bool), where, "tie_word_embeddings", f"must be true or false, but got {tied!r}")
     head_dim = c.get("head_dim") or 0
     require(isinstance(head_dim, int) and not isinstance(head_dim, bool) and head_dim >= 0, where,
@@ -213,7 +212,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         "num_kv_heads": get("num_key_value_heads", default=heads),
         "vocab_size": get("vocab_size"),
         "seq_length": get("max_position_embeddings", "n_positions", default=2048),
-        "gated_mlp": act in GATED_ACTS or model_type in GATED_MODEL_TYPES,
+        "gated_mlp": act in GATED_ACTS or model_type in GEMMA_MODEL_TYPES,
         "tied_embeddings": tied,
         "num_experts": experts,
         "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
