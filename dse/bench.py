@@ -159,8 +159,8 @@ def run_devices_bench(points: int, n_devices: int) -> dict:
     import os
     import subprocess
     import sys
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "")
-                                      + f" --xla_force_host_platform_device_count={n_devices}").strip())
+    from dse.jaxconfig import xla_flags_with
+    env = dict(os.environ, XLA_FLAGS=xla_flags_with(f"--xla_force_host_platform_device_count={n_devices}"))
     out = subprocess.run([sys.executable, "-c", _SWEEP_CODE, str(points)], capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
@@ -444,8 +444,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.devices.startswith("cpu:"):
         # before the backend starts: N CPU host devices
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                                   + f" --xla_force_host_platform_device_count={int(a.devices[4:])}").strip()
+        from dse.jaxconfig import xla_flags_with
+        os.environ["XLA_FLAGS"] = xla_flags_with(f"--xla_force_host_platform_device_count={int(a.devices[4:])}")
         jax.config.update("jax_platforms", "cpu")
     elif a.devices != "all":
         p.error(f"--devices must be all or cpu:N, but got {a.devices!r}")

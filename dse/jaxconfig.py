@@ -22,3 +22,10 @@ def configure() -> None:
     if cache:
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def xla_flags_with(*flags: str) -> str:
+    """``XLA_FLAGS`` as the environment has it, with ``flags`` appended (space-separated):
+    for a process about to start JAX, or a child process, that needs more XLA options
+    without dropping the ones already set."""
+    return " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from dse.jaxconfig import configure, xla_flags_with   # imports no JAX
+
 # The suite compiles hundreds of small XLA programs and runs each a few times, so LLVM's
 # optimisation of the generated CPU code costs more than it saves: compile it at -O0
 # without the expensive passes (XLA debug options; same HLO, same IEEE arithmetic, as
 # XLA's CPU backend does not enable fast-math by default).  Set before JAX starts its
 # backend; inherited by the CLI subprocesses the tests start.  A user's own XLA_FLAGS win.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-                               " --xla_llvm_disable_expensive_passes=true").strip()
-
-from dse.jaxconfig import configure  # noqa: E402
+    os.environ["XLA_FLAGS"] = xla_flags_with("--xla_backend_optimization_level=0",
+                                             "--xla_llvm_disable_expensive_passes=true")
 
 configure()      # the CLI's JAX settings (compile cache) for in-process tests
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dse.jaxconfig import xla_flags_with
 from dse.spec.layout import Workload
 from dse.sweep.blocks import block_inputs, constant_fields, nested_step
 from dse.sweep.grid import enumerate_layouts
@@ -118,8 +119,8 @@ def test_blocks_sharded_over_host_devices_equal_one_device():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
     def run(n):
-        flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={n}".strip()
-        env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
+        env = dict(os.environ, XLA_FLAGS=xla_flags_with(f"--xla_force_host_platform_device_count={n}"),
+                   JAX_PLATFORMS="cpu",
                    PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
         out = subprocess.run([sys.executable, "-c", _SHARDED], capture_output=True, text=True, env=env, cwd=root)
         assert out.returncode == 0, out.stderr[-2000:]
