@@ -286,24 +286,28 @@ def stream_sweep(model: Model, wl: Workload, hws: list[Hardware], lay_cols: dict
             writer.close()
     if tmp and writer is not None:
         os.replace(tmp, parquet)
-    def frame(points: np.ndarray) -> pd.DataFrame:
-        """Full rows (every result column) of the selected points, in one vmapped call."""
-        points = np.unique(points[points >= 0])
+
+    def frames(*point_sets: np.ndarray) -> list:
+        """Full rows (every result column) of each set of selected points, sorted by point:
+        the union evaluated in one vmapped call, so the sets share one compiled chunk
+        shape (:func:`dse.sweep.runner.chunk_size`) and one dispatch."""
+        sets = [np.unique(p[p >= 0]) for p in point_sets]
+        points = np.unique(np.concatenate(sets))
         if not len(points):
-            return pd.DataFrame()
+            return [pd.DataFrame() for _ in sets]
         hi, li = points // n_l, points % n_l
         res, parts = evaluate_pairs(model, wl, hw_cols, lay_cols, hi, li)
         fits = res["mem_bytes"] <= hw_cols["hbm_bytes"][hi]
         d = rows_frame(res, fits, {f: v[li] for f, v in lay_cols.items()}, hi, cap_all[hi],
                        [h.name for h in hws], parts, mem_margin)
         d.insert(0, "point", points)
-        return d
+        return [d[d["point"].isin(s)].reset_index(drop=True) if len(s) else pd.DataFrame()
+                for s in sets]
 
-    top_df = frame(top_p[np.isfinite(top_t)])
+    top_df, best_df, front_df = frames(top_p[np.isfinite(top_t)], best_p,
+                                       np.concatenate(front_p) if front_p else np.zeros(0, np.int64))
     if len(top_df):
         top_df = top_df.sort_values(["step_time_s", "point"], kind="stable").reset_index(drop=True)
-    best_df = frame(best_p)
-    front_df = frame(np.concatenate(front_p) if front_p else np.zeros(0, np.int64))
     if len(front_df):
         front_df = _front(front_df[front_df["feasible"]])
     return StreamResult(n, int(hist.sum()), top_df, best_df, front_df, hist, HIST_EDGES_S,
