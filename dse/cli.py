@@ -218,7 +218,40 @@ def cmd_infer(a) -> int:
           f"tokens, {what}: {len(df)} points, {len(ok)} fit; highest throughput first:")
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(ok.sort_values("tokens_per_s", ascending=False)[cols].head(a.top).to_string(index=False))
+    if a.ops:
+        print_decode_breakdown(model, hws, ok.sort_values("tokens_per_s", ascending=False).iloc[0], a, prec)
     return 0
+
+
+def print_decode_breakdown(model, hws, top, a, prec) -> None:
+    """``dse infer --ops``: the top point's decode iteration by operator kind
+    (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns)."""
+    from dse.infer.breakdown import breakdown_lines, decode_breakdown
+    lay = f"TP{int(top['tp'])} PP{int(top['pp'])}" + (
+        f" EP{int(top['ep'])} attention-DP{int(top['attn_dp'])}" if top["ep"] > 1 or top["attn_dp"] > 1 else "")
+    if a.batching == "static":
+        parts = {k: float(top[f"decode_{k}"]) for k in ("gemm_s", "attention_s", "comm_s", "elementwise_s")}
+        total = float(top["decode_s_per_token"])
+        print(f"\ndecode step of the top point ({top['hardware']}, {lay}, static batch {int(top['batch'])}, "
+              f"mean over {a.gen} generated tokens): {total * 1e3:.3f} ms per token")
+    else:
+        from dse.infer.continuous import kv_element_bytes
+        from dse.infer.engines import PROFILES
+        from dse.infer.serving import Deployment
+        hw = {h.name: h for h in hws}[top["hardware"]]
+        eng = PROFILES[top["engine"]]
+        dp = int(top["attn_dp"])
+        dep = Deployment(model, hw, eng, int(top["tp"]), int(top["pp"]), prec,
+                         kv_element_bytes(eng, prec), int(top["ep"]), dp)
+        b, ctx = float(top["admitted"]) / dp, a.prompt + a.gen / 2.0
+        br = decode_breakdown(dep, b, ctx)
+        parts = {k: getattr(br, k) for k in ("gemm_s", "attention_s", "comm_s", "elementwise_s", "host_s")}
+        total = br.iteration_s
+        print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "
+              f"{b:g} running sequences per attention rank at {ctx:g} tokens of mean context): "
+              f"{total * 1e3:.3f} ms; its TPOT, {float(top['tpot_s']) * 1e3:.3f} ms, also carries the "
+              f"prompt passes of new requests")
+    print("\n".join(breakdown_lines(parts, total)))
 
 
 def _degrees(values, batching, flag):
@@ -439,6 +472,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--every-batch", action="store_true",
                    help="every batch / concurrency 1..--batch instead of the powers of two")
     margin_arg(s, "a static batch must fit in (continuous: the engine's KV pool decides)")
+    s.add_argument("--ops", action="store_true",
+                   help="the top point's decode iteration by operator kind: GEMM, attention (KV read), "
+                        "communication, element-wise, host time not hidden")
     s.add_argument("-o", "--output", help="write every point (with status) to this CSV")
     s.set_defaults(fn=cmd_infer)
 
