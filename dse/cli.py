@@ -227,8 +227,8 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
     """``dse infer --ops``: the top point's decode iteration by operator kind
     (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns)."""
     from dse.infer.breakdown import breakdown_lines, decode_breakdown
-    lay = f"TP{int(top['tp'])} PP{int(top['pp'])}" + (
-        f" EP{int(top['ep'])} attention-DP{int(top['attn_dp'])}" if top["ep"] > 1 or top["attn_dp"] > 1 else "")
+    lay = (f"TP{int(top['tp'])} PP{int(top['pp'])}" + (f" EP{int(top['ep'])}" if top["ep"] > 1 else "")
+           + (f" attention-DP{int(top['attn_dp'])}" if top["attn_dp"] > 1 else ""))
     if a.batching == "static":
         parts = {k: float(top[f"decode_{k}"]) for k in ("gemm_s", "attention_s", "comm_s", "elementwise_s")}
         total = float(top["decode_s_per_token"])

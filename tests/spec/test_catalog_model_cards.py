@@ -26,6 +26,8 @@ CARDS = [   # (catalog name or repo id, total parameters on the model card)
     ("google/gemma-3-27b-it", 27.0e9),
     ("deepseek-ai/DeepSeek-V2-Lite", 15.7e9),
     ("zai-org/GLM-4.5", 355e9),
+    ("zai-org/GLM-4.6", 355e9),
+    ("MiniMaxAI/MiniMax-M2", 230e9),
 ]
 
 
@@ -48,3 +50,25 @@ def test_sliding_window_entries_keep_their_global_layers():
     g2, g3 = get_model("gemma2-27b"), get_model("gemma3-27b")
     assert (g2.sliding_window, g2.window_layers, g2.num_layers) == (4096, 23, 46)
     assert (g3.sliding_window, g3.window_layers, g3.num_layers) == (1024, 52, 62)
+
+
+@pytest.mark.parametrize("repo,table", [
+    ("Qwen/Qwen2-72B-Instruct", "qwen2.5-72b"), ("Qwen/Qwen2-7B-Instruct", "qwen2.5-7b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "qwen2.5-14b"),
+    ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-32b"),
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-12b"), ("google/gemma-2-9b-it", "gemma2-9b"),
+    ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("zai-org/GLM-4.6", "glm45"),
+])
+def test_repo_ids_with_the_same_shapes_resolve_to_their_table(repo, table):
+    assert get_model(repo).name == get_model(table).name
+
+
+def test_minimax_m2_and_gemma2_9b_shapes():
+    """MiniMax-M2: 256 experts, top-8, every layer MoE, ~10B activated (HF transformers docs);
+    Gemma 2 9B alternates local (4096) and global layers like its 27B sibling."""
+    mm, g9 = get_model("minimax-m2"), get_model("gemma2-9b")
+    assert (mm.num_experts, mm.top_k, mm.num_shared_experts, mm.first_k_dense) == (256, 8, 0, 0)
+    assert mm.active_params(input_embedding=False) == pytest.approx(10e9, rel=0.06)
+    assert (g9.sliding_window, g9.window_layers, g9.num_layers) == (4096, 21, 42)
