@@ -44,6 +44,8 @@ def write(res: ServingResults) -> Path:
     if res.pareto_tp_pp is not None and len(res.pareto_tp_pp):
         write_csv(res.pareto_tp_pp[PARETO_COLS], out / "pareto_tp_pp.csv", index=False)
     write_csv(res.best, out / "best_per_sla.csv", index=False)
+    if res.decode is not None and len(res.decode):
+        write_csv(res.decode, out / "decode_breakdown.csv", index=False)
     files = [plot(res, mid, out / f"pareto_{slug(mid)}.png") for mid in res.study.model_ids]
     write_text(out / "report.md", report(res, files))
     n = len(res.points)
@@ -413,6 +415,44 @@ def _table(res: ServingResults, mid: str) -> pd.DataFrame:
         + b["points_feasible"].astype(int).astype(str)})
 
 
+#: the decode table's kinds (dse.infer.breakdown.LABELS, shortened for a table header)
+DECODE_KINDS = {"gemm_ms": "GEMM", "attention_ms": "KV read", "comm_ms": "comm",
+                "elementwise_ms": "element-wise", "host_ms": "host"}
+
+
+def decode_lines(res: ServingResults, mid: str) -> list[str]:
+    """The winners' decode-only iteration by operator kind (``res.decode``) as a table of
+    shares, and per SLA one sentence naming the largest kind -- computed from the rows."""
+    d = None if res.decode is None or res.decode.empty else res.decode[res.decode["model_id"] == mid]
+    if d is None or d.empty:
+        return []
+    order = {s.name: i for i, s in enumerate(res.study.slas)}
+    hw_order = {h.name: i for i, h in enumerate(res.study.hardware)}
+    d = d.assign(_s=d["sla"].map(order), _h=d["hardware"].map(hw_order)).sort_values(
+        ["_s", "_h"], kind="stable")
+    share = lambda r, k: f"{r[k] / r['decode_ms']:.0%}"
+    t = pd.DataFrame({"SLA": d["sla"], "GPU": d["hardware"], "layout": d["layout"],
+                      "decode-only ms": d["decode_ms"].map(lambda v: f"{v:.2f}"),
+                      "TPOT ms": d["tpot_ms"].astype(float).map(lambda v: f"{v:.2f}"),
+                      **{lab: d.apply(lambda r, k=k: share(r, k), axis=1) for k, lab in DECODE_KINDS.items()}})
+    L = ["Where each winner's decode iteration goes (`dse infer --ops`, `dse/infer/breakdown.py`: the "
+         "steady decode-only iteration at the admitted batch and mean context, by operator kind, as a share "
+         "of it; TPOT also carries the prompt passes of new requests):", "", md_table(t), ""]
+    for sla, g in d.groupby("sla", sort=False):
+        big = g[list(DECODE_KINDS)].idxmax(axis=1).map(DECODE_KINDS)
+        frac = [g.loc[i, k] / g.loc[i, "decode_ms"] for i, k in zip(g.index, g[list(DECODE_KINDS)].idxmax(axis=1))]
+        if len(g) == 1:
+            L.append(f"- **{sla}**: the largest part is {big.iloc[0]} on {g['hardware'].iloc[0]}, the one "
+                     f"GPU with a winner ({frac[0]:.0%} of the iteration).")
+        elif big.nunique() == 1:
+            L.append(f"- **{sla}**: the largest part is {big.iloc[0]} on every winning GPU "
+                     f"({min(frac):.0%}–{max(frac):.0%} of the iteration).")
+        else:
+            L.append(f"- **{sla}**: the largest part is " + "; ".join(
+                f"{b} on {h} ({f:.0%})" for b, h, f in zip(big, g["hardware"], frac)) + ".")
+    return L + [""]
+
+
 def _read_lines(st) -> list[str]:
     if st.batching == "continuous":
         ep = ([" `TP1·DP8·EP8 PP1 x1 c512 fp8` = 8 attention data-parallel ranks of TP 1 (64 of the 512 "
@@ -442,7 +482,9 @@ def report(res: ServingResults, files: list[str]) -> str:
          + ("attention DP x EP x " if any(st.searches_ep(m) for m in st.models) else "") +
          f"{'concurrency' if st.batching == 'continuous' else 'batch'}), {n_ok:,} of which "
          f"{'leave a KV slot for at least one request' if st.batching == 'continuous' else 'fit in memory'} (run time in `manifest.json`; every point with its status "
-         "in `sweep.parquet`, the Pareto fronts in `pareto.csv`, the best point per SLA in `best_per_sla.csv`).",
+         "in `sweep.parquet`, the Pareto fronts in `pareto.csv`, the best point per SLA in `best_per_sla.csv`"
+         + (", its decode iteration by operator kind in `decode_breakdown.csv`" if res.decode is not None
+            and len(res.decode) else "") + ").",
          "",
          "## How the numbers are made", "",
          *_batching_lines(res),
@@ -461,6 +503,7 @@ def report(res: ServingResults, files: list[str]) -> str:
               "the front.", "",
               f"Best layout per SLA ({_fixed(res, mid)}):", "", md_table(_table(res, mid)), ""]
         L += sla_sentences(res, mid) + [""]
+        L += decode_lines(res, mid)
         ep = ep_sentences(res, mid)
         if ep:
             L += ["What expert parallelism and attention DP gain (best layout with them against the best "

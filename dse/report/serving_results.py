@@ -67,3 +67,5 @@ class ServingResults:
     run_s: float                        # wall time of the sweeps, for the manifest
     pareto_tp_pp: pd.DataFrame | None = None   # the fronts without EP / attention DP (MoE
                                                # models searched with them; scope tp_pp)
+    decode: pd.DataFrame | None = None  # each winner's decode-only iteration by operator kind
+                                        # (continuous batching; dse.infer.breakdown)

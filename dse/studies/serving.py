@@ -74,8 +74,11 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.infer.continuous import default_engine, engine_rule
+from dse.infer.breakdown import KINDS, decode_breakdown
+from dse.infer.continuous import default_engine, engine_rule, kv_element_bytes
+from dse.infer.engines import PROFILES
 from dse.infer.expert_parallel import AUTO, serving_layouts
+from dse.infer.serving import Deployment
 from dse.infer.sweep import BATCHING, replica_layouts, sweep_inference
 from dse.report.results import StudyHeader
 from dse.report.serving_results import SLA, TP_PP, ServingResults, ServingStudy
@@ -392,6 +395,26 @@ MODE_COLS = {"static": ("decode_gemm_s", "decode_attention_s", "decode_comm_s",
                             "experts_per_gpu")}
 
 
+def decode_breakdowns(best: pd.DataFrame, st: ServingStudy) -> pd.DataFrame | None:
+    """Each best-per-SLA winner's (scope ``any``) steady decode-only iteration by operator
+    kind, :func:`dse.infer.breakdown.decode_breakdown` at its admitted batch per attention
+    rank and the mean context ``S + O/2``; continuous batching only (None otherwise)."""
+    if st.batching != "continuous":
+        return None
+    rows = []
+    for r in best[(best["status"] == "ok") & (best["scope"] == "any")].itertuples():
+        model = st.models[st.model_ids.index(r.model_id)]
+        hw = next(h for h in st.hardware if h.name == r.hardware)
+        eng, prec = PROFILES[r.engine], SERVING_PRECISION[r.precision]
+        dep = Deployment(model, hw, eng, int(r.tp), int(r.pp), prec, kv_element_bytes(eng, prec),
+                         int(r.ep), int(r.attn_dp))
+        br = decode_breakdown(dep, float(r.admitted) / int(r.attn_dp), st.input_len + st.output_len / 2.0)
+        rows.append({"model_id": r.model_id, "hardware": r.hardware, "sla": r.sla, "layout": r.layout,
+                     "tpot_ms": r.tpot_ms, "decode_ms": br.iteration_s * 1e3,
+                     **{k.replace("_s", "_ms"): getattr(br, k) * 1e3 for k in KINDS}})
+    return pd.DataFrame(rows)
+
+
 def best_cols(st: ServingStudy) -> tuple[str, ...]:
     """The point columns of ``best_per_sla.csv`` for the study's batching mode."""
     return COMMON_COLS + MODE_COLS[st.batching]
@@ -403,5 +426,7 @@ def run(d: dict, path: Path) -> ServingResults:
     t0 = time.perf_counter()
     pts = sweep_points(st)
     run_s = time.perf_counter() - t0
+    best = best_per_sla(pts, st)
     return ServingResults(StudyHeader(d["name"], d.get("description", ""), path, out), st, pts,
-                          pareto(pts), best_per_sla(pts, st), run_s, pareto(tp_pp_only(pts, st)))
+                          pareto(pts), best, run_s, pareto(tp_pp_only(pts, st)),
+                          decode_breakdowns(best, st))

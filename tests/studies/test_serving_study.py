@@ -363,3 +363,26 @@ def test_bad_moe_axes_exit_2(tmp_path, capsys, edit, field, says):
     assert main(["study", str(p)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err and says in err, err
+
+
+def test_decode_breakdown_of_each_winner_sums_and_matches_the_point_model(small):
+    """decode_breakdown.csv: one row per winning (GPU, SLA), its five kinds summing to the
+    decode-only iteration, which is at most the winner's TPOT (TPOT adds the prompt passes);
+    the report's sentence per SLA names the largest kind of those rows."""
+    out = small[0]
+    best = pd.read_csv(out / "best_per_sla.csv")
+    dec = pd.read_csv(out / "decode_breakdown.csv")
+    wins = best[(best["status"] == "ok") & (best["scope"] == "any")]
+    assert len(dec) == len(wins) > 0
+    kinds = ["gemm_ms", "attention_ms", "comm_ms", "elementwise_ms", "host_ms"]
+    assert (dec[kinds] >= 0).all().all()
+    assert np.allclose(dec[kinds].sum(axis=1), dec["decode_ms"], rtol=1e-5)
+    assert (dec["decode_ms"] <= dec["tpot_ms"] * (1 + 1e-4)).all()
+    text = (out / "report.md").read_text()
+    assert "Where each winner's decode iteration goes" in text
+    for sla, g in dec.groupby("sla"):
+        biggest = g[kinds].sum().idxmax()
+        label = {"gemm_ms": "GEMM", "attention_ms": "KV read", "comm_ms": "comm",
+                 "elementwise_ms": "element-wise", "host_ms": "host"}[biggest]
+        line = next(l for l in text.splitlines() if l.startswith(f"- **{sla}**: the largest part is"))
+        assert label in line, line
