@@ -393,7 +393,7 @@ def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
     stat = str(row.get("latency_stat", "")).lower()
     if "median" in stat and med_O != O:
         e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
-    return {**serving_memory_columns(dep, res.batch, S, O),
+    return {**serving_memory_columns(dep, res.batch, S, O), **decode_columns(dep, res.batch, S, O),
             "predicted_output_tok_s": res.tokens_per_s,
             "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
@@ -466,6 +466,20 @@ def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, d
 
 SERVING_MEM = ("predicted_mem_weights_gib", "predicted_mem_kv_gib",
                "predicted_mem_activations_gib", "predicted_mem_reserve_gib")
+
+
+DECODE_COLUMNS = ("predicted_decode_ms", "predicted_decode_gemm_ms", "predicted_decode_attention_ms",
+                  "predicted_decode_comm_ms", "predicted_decode_elementwise_ms", "predicted_decode_host_ms")
+
+
+def decode_columns(dep: Deployment, batch: float, S: float, O: float) -> dict:
+    """Where the row's decode time goes (:func:`dse.infer.breakdown.decode_breakdown`): the
+    steady decode-only iteration of its running batch per attention rank (at least one
+    sequence) at the mean context ``S + O/2``, and its five kinds, milliseconds; they sum to
+    the first.  A diagnosis beside the predicted TPOT, which also carries prompt passes."""
+    from dse.infer.breakdown import KINDS, decode_breakdown
+    br = decode_breakdown(dep, max(float(batch) / dep.dp, 1.0), S + O / 2.0)
+    return dict(zip(DECODE_COLUMNS, [br.iteration_s * 1e3] + [getattr(br, k) * 1e3 for k in KINDS]))
 
 
 def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) -> dict:

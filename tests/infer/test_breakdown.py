@@ -86,3 +86,18 @@ def test_cli_infer_ops_static_uses_the_sweeps_decode_columns():
     text = out.stdout
     assert "decode step of the top point" in text and "static batch 8" in text
     assert "host (not hidden)" not in text and "100.0%" in text
+
+
+def test_predict_rows_carry_the_decode_breakdown():
+    """`dse predict` on inference rows: predicted_decode_* (ms) sum to predicted_decode_ms,
+    every part >= 0, on the rows that are predicted (a slice of the serving calibration)."""
+    from dse.infer.predict_rows import DECODE_COLUMNS
+    from dse.predict import predict_frame, read_csv
+    from tests.helpers import validation_dir
+    src = str(validation_dir() / "inference" / "calibration.csv")
+    p = predict_frame(read_csv(src).head(12), src)
+    ok = p[p["status"].str.startswith("ok")]
+    assert len(ok) >= 6
+    total, parts = ok[DECODE_COLUMNS[0]], ok[list(DECODE_COLUMNS[1:])]
+    assert (parts >= 0).all().all() and (total > 0).all()
+    assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
