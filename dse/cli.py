@@ -226,31 +226,23 @@ def cmd_infer(a) -> int:
 def print_decode_breakdown(model, hws, top, a, prec) -> None:
     """``dse infer --ops``: the top point's decode iteration by operator kind
     (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns)."""
-    from dse.infer.breakdown import breakdown_lines, decode_breakdown
+    from dse.infer.breakdown import KINDS, breakdown_lines, row_breakdown
     lay = (f"TP{int(top['tp'])} PP{int(top['pp'])}" + (f" EP{int(top['ep'])}" if top["ep"] > 1 else "")
            + (f" attention-DP{int(top['attn_dp'])}" if top["attn_dp"] > 1 else ""))
     if a.batching == "static":
-        parts = {k: float(top[f"decode_{k}"]) for k in ("gemm_s", "attention_s", "comm_s", "elementwise_s")}
+        parts = {k: float(top[f"decode_{k}"]) for k in KINDS[:-1]}      # no host term in a static step
         total = float(top["decode_s_per_token"])
         print(f"\ndecode step of the top point ({top['hardware']}, {lay}, static batch {int(top['batch'])}, "
               f"mean over {a.gen} generated tokens): {total * 1e3:.3f} ms per token")
     else:
-        from dse.infer.continuous import kv_element_bytes
-        from dse.infer.engines import PROFILES
-        from dse.infer.serving import Deployment
-        hw = {h.name: h for h in hws}[top["hardware"]]
-        eng = PROFILES[top["engine"]]
-        dp = int(top["attn_dp"])
-        dep = Deployment(model, hw, eng, int(top["tp"]), int(top["pp"]), prec,
-                         kv_element_bytes(eng, prec), int(top["ep"]), dp)
-        b, ctx = float(top["admitted"]) / dp, a.prompt + a.gen / 2.0
-        br = decode_breakdown(dep, b, ctx)
-        parts = {k: getattr(br, k) for k in ("gemm_s", "attention_s", "comm_s", "elementwise_s", "host_s")}
+        ctx = a.prompt + a.gen / 2.0
+        br = row_breakdown(model, {h.name: h for h in hws}[top["hardware"]], top, prec, ctx)
+        parts = {k: getattr(br, k) for k in KINDS}
         total = br.iteration_s
         print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "
-              f"{b:g} running sequences per attention rank at {ctx:g} tokens of mean context): "
-              f"{total * 1e3:.3f} ms; its TPOT, {float(top['tpot_s']) * 1e3:.3f} ms, also carries the "
-              f"prompt passes of new requests")
+              f"{float(top['admitted']) / int(top['attn_dp']):g} running sequences per attention rank at "
+              f"{ctx:g} tokens of mean context): {total * 1e3:.3f} ms; its TPOT, "
+              f"{float(top['tpot_s']) * 1e3:.3f} ms, also carries the prompt passes of new requests")
     print("\n".join(breakdown_lines(parts, total)))
 
 

@@ -38,10 +38,13 @@ import jax
 
 from dse.cost.rates import rates
 from dse.graph.ops import KVRead
+from dse.infer.continuous import kv_element_bytes
+from dse.infer.engines import PROFILES
 from dse.infer.forward import OpTimes, stage_time
-from dse.infer.serving import Deployment, _hw_for, decode_kv_geometry, iteration_s
+from dse.infer.serving import (Deployment, _hw_for, decode_attention, iteration_s,
+                               stage_micro_batches)
 from dse.spec.hardware import Hardware
-from dse.spec.model import Model, is_mla
+from dse.spec.model import Model
 
 KINDS = ("gemm_s", "attention_s", "comm_s", "elementwise_s", "host_s")
 
@@ -69,20 +72,28 @@ def _stage_kinds(model: Model, hw: Hardware, precision, sequences, att: KVRead, 
 def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBreakdown:
     """The decode-only iteration of ``batch`` running sequences per attention rank at mean
     KV length ``context`` tokens, by kind (module docstring)."""
-    m, b = dep.model, float(batch)
+    b = float(batch)
     if not (b >= 1.0 and context >= 1.0):
         raise ValueError(f"`batch >= 1 and context >= 1` must hold, but got (batch={batch}, context={context})")
     hw = _hw_for(dep, dep.engine.graph_replay(b, 0.0))
-    micro = max(min(b, float(dep.pp)), 1.0)
-    bs = b / micro
-    g, d = decode_kv_geometry(m, dep.tp)
-    kv_read = g if (dep.engine.gqa_shared_kv or is_mla(m)) else m.num_attention_heads / dep.tp
-    att = KVRead(bs, m.num_attention_heads / dep.tp, kv_read, float(context), d, kv_bytes=dep.kv_bytes)
-    kinds = _stage_kinds(m, hw, dep.precision, bs, att, dep.tp, dep.pp, dep.ep, dep.dp,
-                         dep.engine.linear_bw_eff)
+    bs = b / stage_micro_batches(dep, b)
+    kinds = _stage_kinds(dep.model, hw, dep.precision, bs, decode_attention(dep, bs, float(context)),
+                         dep.tp, dep.pp, dep.ep, dep.dp, dep.engine.linear_bw_eff)
     gpu = [float(x) * dep.pp for x in kinds]
     total = float(iteration_s(dep, b, float(context)))
     return DecodeBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
+
+
+def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: float) -> DecodeBreakdown:
+    """:func:`decode_breakdown` of one continuous-batching point of the serving sweep
+    (:func:`dse.infer.sweep.sweep_inference` columns ``engine``, ``tp``, ``pp``, ``ep``,
+    ``attn_dp``, ``admitted``; a mapping or a namedtuple): its replica at the admitted
+    batch per attention rank, the engine's KV element size at ``precision``."""
+    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
+    eng, dp = PROFILES[get("engine")], int(get("attn_dp"))
+    dep = Deployment(model, hw, eng, int(get("tp")), int(get("pp")), precision,
+                     kv_element_bytes(eng, precision), int(get("ep")), dp)
+    return decode_breakdown(dep, float(get("admitted")) / dp, context)
 
 
 LABELS = {"gemm_s": "GEMM (linears, experts)", "attention_s": "attention (KV-cache read)",
@@ -99,9 +110,7 @@ def breakdown_lines(parts: dict, total_s: float) -> list[str]:
     for k, v in parts.items():
         lines.append(f"  {LABELS[k]:<28}{v * 1e3:>10.3f}{v / total_s:>8.1%}")
     lines.append(f"  {'total':<28}{total_s * 1e3:>10.3f}{sum(parts.values()) / total_s:>8.1%}")
-    big = max(parts, key=parts.get)
-    rest = sorted((v for k, v in parts.items() if k != big), reverse=True)
-    lines.append(f"  The largest part is {LABELS[big]}, {parts[big] / total_s:.0%} of the iteration"
-                 + (f" ({parts[big] / rest[0]:.1f}x the next, {LABELS[max((k for k in parts if k != big), key=parts.get)]})."
-                    if rest and rest[0] > 0 else "."))
+    (big, v1), *rest = sorted(parts.items(), key=lambda kv: kv[1], reverse=True)
+    nxt = (f" ({v1 / rest[0][1]:.1f}x the next, {LABELS[rest[0][0]]})." if rest and rest[0][1] > 0 else ".")
+    lines.append(f"  The largest part is {LABELS[big]}, {v1 / total_s:.0%} of the iteration" + nxt)
     return lines

@@ -206,6 +206,25 @@ def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention,
     return host_bound_s(t, kernels, host_op_s)
 
 
+def stage_micro_batches(dep: Deployment, decode_batch: float) -> float:
+    """Micro-batches an iteration's ``decode_batch`` sequences run in over ``pp`` stages:
+    ``max(min(b, pp), 1)`` (fewer than one sequence counts as one)."""
+    b = float(decode_batch)
+    return max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
+
+
+def decode_attention(dep: Deployment, sequences: float, context: float) -> KVRead:
+    """The decode attention core of one stage pass: ``sequences`` sequences reading their KV
+    cache of ``context`` tokens over the GPU's ``a / tp`` query heads, once per shared KV
+    head where the engine's kernel shares it (GQA / MQA, and MLA's latent cache), else
+    once per query head."""
+    m = dep.model
+    heads = m.num_attention_heads / dep.tp
+    g_dec, d_dec = decode_kv_geometry(m, dep.tp)         # MLA: the latent cache
+    kv_read = g_dec if (dep.engine.gqa_shared_kv or is_mla(m)) else heads
+    return KVRead(sequences, heads, kv_read, context, d_dec, kv_bytes=dep.kv_bytes)
+
+
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
                 prompt_len: float = 1.0, overhead: bool = True,
                 group_prompt_tokens: float | None = None) -> float:
@@ -221,14 +240,11 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     p = float(prompt_tokens)
     graphs = dep.engine.graph_replay(b, p)
     hw = _hw_for(dep, graphs)
-    micro = max(min(b if b >= 1 else 1.0, float(dep.pp)), 1.0)
+    micro = stage_micro_batches(dep, b)
     bs, ps = b / micro, p / micro
     S = max(prompt_len, 1.0)
     seqs = bs + ps / S
-    heads = m.num_attention_heads / dep.tp
-    g_dec, d_dec = decode_kv_geometry(m, dep.tp)         # MLA: the latent cache
-    kv_read = g_dec if (dep.engine.gqa_shared_kv or is_mla(m)) else heads
-    att = KVRead(bs, heads, kv_read, context, d_dec, kv_bytes=dep.kv_bytes)
+    att = decode_attention(dep, bs, context)
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
     moe = None if group_prompt_tokens is None else (dep.dp * b + group_prompt_tokens) / micro

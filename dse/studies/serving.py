@@ -74,11 +74,9 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.infer.breakdown import KINDS, decode_breakdown
-from dse.infer.continuous import default_engine, engine_rule, kv_element_bytes
-from dse.infer.engines import PROFILES
+from dse.infer.breakdown import KINDS, row_breakdown
+from dse.infer.continuous import default_engine, engine_rule
 from dse.infer.expert_parallel import AUTO, serving_layouts
-from dse.infer.serving import Deployment
 from dse.infer.sweep import BATCHING, replica_layouts, sweep_inference
 from dse.report.results import StudyHeader
 from dse.report.serving_results import SLA, TP_PP, ServingResults, ServingStudy
@@ -405,10 +403,7 @@ def decode_breakdowns(best: pd.DataFrame, st: ServingStudy) -> pd.DataFrame | No
     for r in best[(best["status"] == "ok") & (best["scope"] == "any")].itertuples():
         model = st.models[st.model_ids.index(r.model_id)]
         hw = next(h for h in st.hardware if h.name == r.hardware)
-        eng, prec = PROFILES[r.engine], SERVING_PRECISION[r.precision]
-        dep = Deployment(model, hw, eng, int(r.tp), int(r.pp), prec, kv_element_bytes(eng, prec),
-                         int(r.ep), int(r.attn_dp))
-        br = decode_breakdown(dep, float(r.admitted) / int(r.attn_dp), st.input_len + st.output_len / 2.0)
+        br = row_breakdown(model, hw, r, SERVING_PRECISION[r.precision], st.input_len + st.output_len / 2.0)
         rows.append({"model_id": r.model_id, "hardware": r.hardware, "sla": r.sla, "layout": r.layout,
                      "tpot_ms": r.tpot_ms, "decode_ms": br.iteration_s * 1e3,
                      **{k.replace("_s", "_ms"): getattr(br, k) * 1e3 for k in KINDS}})

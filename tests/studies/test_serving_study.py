@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dse.cli import main
-from dse.report.serving import ep_sentences, report, sla_sentences
+from dse.report.serving import DECODE_KINDS, ep_sentences, report, sla_sentences
 from dse.report.serving_results import SLA, ServingResults
 from dse.report.results import StudyHeader
 from dse.study import run_study
@@ -382,7 +382,6 @@ def test_decode_breakdown_of_each_winner_sums_and_matches_the_point_model(small)
     assert "Where each winner's decode iteration goes" in text
     for sla, g in dec.groupby("sla"):
         biggest = g[kinds].sum().idxmax()
-        label = {"gemm_ms": "GEMM", "attention_ms": "KV read", "comm_ms": "comm",
-                 "elementwise_ms": "element-wise", "host_ms": "host"}[biggest]
+        label = DECODE_KINDS[biggest]
         line = next(l for l in text.splitlines() if l.startswith(f"- **{sla}**: the largest part is"))
         assert label in line, line
