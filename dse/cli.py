@@ -453,7 +453,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "per replica) or static (a batch prefilled and decoded together)")
     s.add_argument("--engine", default=None,
                    help="engine profile for continuous batching: trtllm | trtllm_pytorch | vllm (V0) "
-                        "| vllm_v1 | sglang (v0.3) | sglang_overlap | trtllm_mlperf | trtllm_static "
+                        "| vllm_v1 | vllm_v1_async (>= 0.14) | sglang (v0.3) | sglang_overlap | trtllm_mlperf "
+                        "| trtllm_static "
                         "| nemo (default: trtllm on NVIDIA, vllm on AMD)")
     s.add_argument("--ep", nargs="+", metavar="N", default=None,
                    help="MoE expert-parallel degrees to sweep, or auto (default under continuous "

@@ -311,6 +311,22 @@ Profiles (constants and where they come from):
     execute -> update_from_output) until async scheduling became the default in 0.14; no
     published per-step V1 figure was found (the V1 release blog gives only "up to 1.7x"
     V0's throughput), so V0's 4 ms (``VLLM_STEP_S``) is carried -- an open item.
+``vllm_v1_async`` -- the V1 engine with async scheduling: ``vllm_v1`` whose host step runs
+    beside the GPU pass (``host_overlap``: iteration ``max(GPU pass, host)``, the same
+    constants).  ``vllm/v1/engine/core.py`` ``step_with_batch_queue`` schedules step n + 1
+    and submits it (``execute_model(..., non_block=True)``) while the GPU runs step n, and
+    pops and processes step n's output (``update_from_output``) only once the queue of
+    ``max_concurrent_batches`` = 2 batches is full; ``vllm/v1/core/sched/async_scheduler.py``
+    keeps a placeholder per scheduled, not yet sampled token.  Opt-in ``--async-scheduling``
+    from v0.10.0 (PR #19970, "Experimental async scheduling ... to overlap engine core
+    scheduling with GPU runner"); on by default from v0.14.0 (PR #27614, merged 2025-12-29;
+    the v0.14.0 notes: "Async scheduling is now enabled by default ... disable with
+    --no-async-scheduling. Excludes ... pipeline parallel, CPU backend, non-MTP/Eagle spec
+    decoding"; ``vllm/config/vllm.py`` resolves ``async_scheduling = None`` to True unless
+    an incompatible option is set).  Routing (:func:`vllm_async`): a V1 text with
+    ``--no-async-scheduling`` is ``vllm_v1``; with ``--async-scheduling`` (from 0.10.0) or
+    a version >= 0.14.0, or no version (today's vLLM), ``vllm_v1_async``.  With pp > 1 the
+    overlap is dropped (:mod:`dse.infer.pipeline`, ``without_overlap_with_pp``), as 0.14 does.
 
 Units: seconds, bytes, tokens.
 """
@@ -455,6 +471,10 @@ PROFILES = {
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
                              graphs_by_tokens=True, whole_prompts=True),
 }
+# the V1 engine with async scheduling (module docstring): its host step beside the GPU pass
+PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", host_overlap=True)
+#: the V1 engine's profiles (same launch limits, :func:`launch_defaults`)
+VLLM_V1_NAMES = ("vllm_v1", "vllm_v1_async")
 
 
 #: versions of other software an engine text may state beside the engine's own
@@ -487,6 +507,11 @@ def version3(text: str) -> tuple[int, int, int] | None:
 VLLM_V1_DEFAULT = (0, 8, 0)        # vllm/envs.py: VLLM_USE_V1 defaults to "1" from v0.8.0
 VLLM_V0_REMOVED = (0, 11, 0)       # v0.11.0: vllm/engine/llm_engine.py is the V1 LLMEngine
 SGLANG_OVERLAP_DEFAULT = (0, 3, 6)  # server_args.py: disable_overlap_schedule = False from v0.3.6
+VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
+VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+_ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
+_ASYNC_ON = re.compile(r"(?<!no-)--async[-_]scheduling\b(?!\s*[=:]\s*(?:false|0)\b)|"
+                       r"async[-_]scheduling\s*[=:]\s*(?:true|1)\b")
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
 _V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
 
@@ -501,6 +526,23 @@ def vllm_runs_v1(t: str, v: tuple | None, multi_step: bool) -> bool:
     if _V1_OFF.search(t) or multi_step:
         return False
     return v is None or v >= VLLM_V1_DEFAULT
+
+
+def vllm_async(t: str, v: tuple | None) -> bool:
+    """Whether a V1 vLLM engine text (lower case) runs async scheduling (module
+    docstring, ``vllm_v1_async``): ``--no-async-scheduling`` (or ``async_scheduling=false``)
+    says no; ``--async-scheduling`` (or ``=true``) says yes, and is refused before v0.10.0,
+    which has no such flag; otherwise yes from v0.14.0 (the default) or with no version
+    stated (today's vLLM), no before."""
+    if _ASYNC_OFF.search(t):
+        return False
+    if _ASYNC_ON.search(t):
+        if v is not None and v < VLLM_ASYNC_OPT_IN:
+            raise InputError("row", "engine", f"--async-scheduling first shipped in vLLM "
+                             f"{'.'.join(map(str, VLLM_ASYNC_OPT_IN))}, but the engine text "
+                             f"says version {'.'.join(map(str, v))}: {t!r}")
+        return True
+    return v is None or v >= VLLM_ASYNC_DEFAULT
 
 
 TRTLLM_BUILD_MAX_BATCH, TRTLLM_BUILD_MAX_TOKENS = 2048, 8192   # BuildConfig defaults
@@ -526,7 +568,7 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     the way it is launched, where the profile has them (the launch flags a row states
     override these afterwards):
 
-    * ``vllm_v1`` (``vllm/engine/arg_utils.py`` ``_set_default_args_v1``, 0.8.5-0.11; the
+    * ``vllm_v1`` / ``vllm_v1_async`` (``vllm/engine/arg_utils.py`` ``_set_default_args_v1``, 0.8.5-0.11; the
       table moved to ``get_batch_defaults`` in 0.11.1 unchanged): on a GPU with >= 70 GiB
       that is not an A100, ``max_num_batched_tokens`` 16384 for the offline ``LLM`` class
       (``benchmark_latency`` / ``benchmark_throughput``) and 8192 for the OpenAI server,
@@ -548,7 +590,7 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     t = str(text).lower()
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
         return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS)
-    if eng.name == "vllm_v1":
+    if eng.name in VLLM_V1_NAMES:
         big = gib >= 70.0 and "a100" not in hw_name.lower()
         offline = bool(_OFFLINE_VLLM.search(t)) or scenario in ("fixed_batch", "latency")
         tokens = (16384 if offline else 8192) if big else (8192 if offline else 2048)
@@ -618,7 +660,7 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
             raise InputError("row", "engine", f"--num-scheduler-steps is a V0-engine option, so "
                              f"it cannot run with VLLM_USE_V1=1, but got {text!r}")
         if vllm_runs_v1(t, v, bool(steps)):
-            p = PROFILES["vllm_v1"]
+            p = PROFILES["vllm_v1_async" if vllm_async(t, v) else "vllm_v1"]
             if "harness" in t:                 # the submitter sets max_num_seqs (as vllm_mlperf)
                 p = replace(p, max_batch=PROFILES["vllm_mlperf"].max_batch)
             return p, ""

@@ -58,6 +58,10 @@ overlap loop (``host_overlap``: ``trtllm_pytorch``), and to SGLang's overlap sch
 (``sglang_overlap``), which ``server_args.py`` switches off with ``pp_size > 1`` (from
 0.4.10: ``if self.pp_size > 1: self.disable_overlap_schedule = True``).  The C++ executor
 profiles already charge their host time in series (``gpu + host``) and are left as they are.
+vLLM's async scheduling (``vllm_v1_async``) is off with pp > 1 in v0.14 (release notes:
+"Excludes ... pipeline parallel"), which leaves the plain V1 engine: its PP batch queue
+(``max_concurrent_batches`` = pp) runs one engine step per iteration, ``pp t_stage + h(b)``
+in series, the ``vllm_v1`` formula (:func:`pipelined_iteration_s`).
 
 Units: seconds, sequences.
 """
@@ -66,13 +70,26 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.infer.engines import EngineProfile
+from dataclasses import replace
+
+from dse.infer.engines import VLLM_V1_NAMES, EngineProfile
 
 
 def host_serial_with_pp(engine: EngineProfile) -> bool:
-    """Whether ``engine`` loses its host/GPU overlap when pp > 1 (module docstring: the
-    PyExecutor runs ``_executor_loop_pp`` instead of ``_executor_loop_overlap``)."""
-    return bool(engine.host_overlap)
+    """Whether ``engine`` runs a per-micro-batch host loop when pp > 1 (module docstring:
+    the PyExecutor runs ``_executor_loop_pp`` instead of ``_executor_loop_overlap``;
+    SGLang's PP loop likewise).  vLLM's async V1 engine instead falls back to the serial
+    V1 step (:func:`without_overlap_with_pp`)."""
+    return bool(engine.host_overlap) and engine.name not in VLLM_V1_NAMES
+
+
+def without_overlap_with_pp(engine: EngineProfile) -> EngineProfile | None:
+    """The profile ``engine`` runs as when pp > 1, where that is the same engine without
+    its host overlap (vLLM async scheduling, off with pipeline parallelism in v0.14); None
+    otherwise."""
+    if engine.host_overlap and engine.name in VLLM_V1_NAMES:
+        return replace(engine, host_overlap=False)
+    return None
 
 
 def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
@@ -83,11 +100,18 @@ def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
 
     * pp = 1, or an engine without the PyExecutor overlap loop: ``with_host_s(pp stage_s,
       sequences)`` (unchanged: overlapped ``max`` or serial sum as the profile says);
-    * pp > 1 on a ``host_overlap`` engine: ``pp (stage_s + h(sequences / micro))``.
+    * pp > 1 on a ``host_overlap`` engine: ``pp (stage_s + h(sequences / micro))``;
+    * pp > 1 on vLLM's async V1 engine: the serial ``pp stage_s + h(sequences)``.
 
     Scalars in, float out; traced ``pp`` / ``stage_s`` / ``sequences`` (the vectorized
     sweep) go through ``jnp.where``."""
     scalars = all(isinstance(v, (int, float)) for v in (stage_s, pp, sequences, micro))
+    plain = without_overlap_with_pp(engine)
+    if plain is not None:
+        if scalars:
+            return (plain if pp > 1 else engine).with_host_s(stage_s * pp, sequences, host_scale)
+        return jnp.where(pp > 1, plain.with_host_s(stage_s * pp, sequences, host_scale),
+                         engine.with_host_s(stage_s * pp, sequences, host_scale))
     if not host_serial_with_pp(engine) or (scalars and pp <= 1):
         return engine.with_host_s(stage_s * pp, sequences, host_scale)
     if scalars:

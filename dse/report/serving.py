@@ -89,8 +89,11 @@ def _engine_line(name: str, hws: list, st) -> str:
             else f"input + output/2 = {st.input_len + st.output_len / 2:g} (admission on current blocks)")
     kv8 = "fp8 KV cache with fp8/fp4 weights (the engine's default), else 16-bit" if e.fp8_kv_with_fp8 \
         else "KV cache in 16 bit at every precision"
-    return (f"- `{name}` on {', '.join(h.name for h in hws)}: host time {e.overhead_per_iter_s * 1e3:g} ms per "
-            f"iteration (not overlapped with the GPU); {graphs}; {mix}; {chunk}; at most {e.max_batch} running "
+    host = (f"host time {e.overhead_per_iter_s * 1e3:g} ms per iteration"
+            + (f" + {e.seq_overhead_s * 1e6:g} µs per running request" if e.seq_overhead_s else "")
+            + (" (overlapped with the GPU pass: an iteration lasts the longer of the two)"
+               if e.host_overlap else " (not overlapped with the GPU)"))
+    return (f"- `{name}` on {', '.join(h.name for h in hws)}: {host}; {graphs}; {mix}; {chunk}; at most {e.max_batch} running "
             f"requests and {e.max_num_tokens} tokens per iteration; KV pool {pool}, {e.block_tokens}-token "
             f"blocks, a request holds {held} tokens; {kv8}.")
 

@@ -24,7 +24,12 @@ GIB = 2.0**30
     ("vllm (0.9.0.2.dev108 ROCm 6.4.1, AMD MLPerf harness, --num-scheduler-steps 9)", "vllm_mlperf"),
     ("vllm (0.10.0, AMD MLPerf harness)", "vllm_v1"),
     ("vllm (ROCm 6.4, v0.9.1)", "vllm_v1"),              # ROCm's version is not vLLM's
-    ("vllm", "vllm_v1"),                                  # no version: today's vLLM
+    ("vllm", "vllm_v1_async"),                            # no version: today's vLLM
+    ("vllm (0.13.0)", "vllm_v1"),                         # async scheduling opt-in only
+    ("vllm (0.14.0)", "vllm_v1_async"),                   # on by default (PR #27614)
+    ("vllm (v0.11.2, --async-scheduling)", "vllm_v1_async"),
+    ("vllm (0.15.1, --no-async-scheduling)", "vllm_v1"),
+    ("vllm (0.12.0, async_scheduling=true)", "vllm_v1_async"),
     ("sglang (v0.3.0)", "sglang"),
     ("sglang (v0.3.5)", "sglang"),
     ("sglang (v0.3.6)", "sglang_overlap"),
@@ -40,6 +45,44 @@ def test_engine_release_routing(text, name):
 def test_multi_step_is_refused_on_the_v1_engine(text):
     with pytest.raises(InputError, match="num-scheduler-steps"):
         engine_profile(text)
+
+
+def test_async_scheduling_is_refused_before_its_flag_existed():
+    with pytest.raises(InputError, match="async-scheduling"):
+        engine_profile("vllm (0.9.1, --async-scheduling)")
+
+
+def test_async_scheduling_hides_the_v1_host_step_except_with_pipeline_parallelism():
+    """vLLM >= 0.14 schedules step n + 1 while the GPU runs step n: an iteration is
+    max(GPU, host) instead of their sum; with pp > 1 (async off in 0.14) it is exactly the
+    serial V1 step, in the scalar and the traced (vectorized sweep) paths."""
+    import jax.numpy as jnp
+    from dse.infer.pipeline import pipelined_iteration_s
+    sync, asyn = PROFILES["vllm_v1"], PROFILES["vllm_v1_async"]
+    gpu, seqs = 0.012, 64.0
+    assert asyn.with_host_s(gpu, seqs) == pytest.approx(max(gpu, sync.host_s(seqs)))
+    assert asyn.with_host_s(gpu, seqs) < sync.with_host_s(gpu, seqs)
+    assert pipelined_iteration_s(asyn, gpu, 1, seqs, 1) == pytest.approx(gpu)
+    for pp in (2, 4):
+        want = pipelined_iteration_s(sync, gpu, pp, seqs, pp)
+        assert want == pytest.approx(pp * gpu + sync.host_s(seqs))
+        assert pipelined_iteration_s(asyn, gpu, pp, seqs, pp) == pytest.approx(want)
+        traced = pipelined_iteration_s(asyn, jnp.float32(gpu), jnp.float32(pp), jnp.float32(seqs),
+                                       jnp.float32(pp))
+        assert float(traced) == pytest.approx(want, rel=1e-6)
+    assert float(pipelined_iteration_s(asyn, jnp.float32(gpu), jnp.float32(1.0), jnp.float32(seqs),
+                                       jnp.float32(1.0))) == pytest.approx(gpu, rel=1e-6)
+
+
+def test_a_vllm_014_row_is_never_slower_than_the_same_row_on_013():
+    """Same row, two releases: only the host overlap differs, so TPOT can only fall."""
+    rows = [{**ROW, "id": v, "engine": f"vllm ({v})", "batch_or_concurrency": 8}
+            for v in ("0.13.0", "0.14.0")]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert (p.status == "ok").all()
+    assert list(p.chosen_engine) == ["vllm_v1", "vllm_v1_async"]
+    assert p.loc["0.14.0", "predicted_tpot_ms"] < p.loc["0.13.0", "predicted_tpot_ms"]
+    assert p.loc["0.14.0", "predicted_output_tok_s"] > p.loc["0.13.0", "predicted_output_tok_s"]
 
 
 def test_version3_reads_the_patch_and_skips_other_packages():
