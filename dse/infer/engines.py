@@ -310,7 +310,10 @@ Profiles (constants and where they come from):
     16-token blocks as V0.  Host time: the EngineCore step is serial (schedule ->
     execute -> update_from_output) until async scheduling became the default in 0.14; no
     published per-step V1 figure was found (the V1 release blog gives only "up to 1.7x"
-    V0's throughput), so V0's 4 ms (``VLLM_STEP_S``) is carried -- an open item.
+    V0's throughput), so V0's 4 ms (``VLLM_STEP_S``) is carried -- an open item.  The one
+    measured V1 gap found is of that order: vllm-project/vllm issue #10634 (2024-11, the
+    V1 engine with ``AsyncLLM``, PR #9826) sees 5-6 ms between two decode steps of
+    Llama-2-7B at batch 256 on ShareGPT, GIL contention between the engine's threads.
 ``vllm_v1_async`` -- the V1 engine with async scheduling: ``vllm_v1`` whose host step runs
     beside the GPU pass (``host_overlap``: iteration ``max(GPU pass, host)``, the same
     constants).  ``vllm/v1/engine/core.py`` ``step_with_batch_queue`` schedules step n + 1
