@@ -455,7 +455,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="engine profile for continuous batching: trtllm | trtllm_pytorch | vllm (V0) "
                         "| vllm_v1 | vllm_v1_async (>= 0.14) | sglang (v0.3) | sglang_overlap | trtllm_mlperf "
                         "| trtllm_static "
-                        "| nemo (default: trtllm on NVIDIA, vllm on AMD)")
+                        "| nemo, or an engine with its release routed as dse predict does "
+                        "(e.g. 'vllm 0.14.1', 'sglang 0.4.8', 'trtllm 1.0 pytorch') "
+                        "(default: trtllm on NVIDIA, vllm on AMD)")
     s.add_argument("--ep", nargs="+", metavar="N", default=None,
                    help="MoE expert-parallel degrees to sweep, or auto (default under continuous "
                         "batching: every valid one; dense models: 1)")

@@ -71,7 +71,8 @@ import jax
 import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
-from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile
+from dse.errors import InputError
+from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
 from dse.infer.pipeline import pipelined_iteration_s
@@ -104,10 +105,30 @@ def default_engine(hw: Hardware) -> str:
     return "vllm" if is_amd(hw) else "trtllm"
 
 
+def resolve_engine(text, where: str, field: str = "engine"):
+    """The profile an engine setting names: a profile name (``PROFILES``) as it is, or an
+    engine text with its release -- ``"vllm 0.14.1"``, ``"sglang (0.3.0)"``,
+    ``"trtllm 1.0 pytorch"``, ``"vllm 0.11 --async-scheduling"`` -- routed as a ``dse
+    predict`` row's engine column is (:func:`dse.infer.engines.engine_profile`: V0 / V1,
+    async scheduling, the overlap scheduler by release).  Anything else is returned as it
+    is, for :func:`engine_rule` to refuse; a text the routing refuses (a flag its release
+    lacks) raises :class:`InputError` at ``where`` / ``field``."""
+    if not isinstance(text, str) or not text.strip():
+        return text
+    if text.strip() in PROFILES:
+        return text.strip()
+    try:
+        eng, why = engine_profile(text)
+    except InputError as e:
+        raise InputError(where, field, e.rule) from None
+    return text if why else eng.name
+
+
 def engine_rule(name: str, hw: Hardware) -> str:
     """"" when engine ``name`` runs on ``hw``, else the rule it breaks."""
     if name not in PROFILES:
-        return f"must be one of {sorted(PROFILES)}, but got {name!r}"
+        return (f"must be one of {sorted(PROFILES)} or an engine with its release (e.g. "
+                f"'vllm 0.14.1', 'sglang 0.4.8', 'trtllm 1.0 pytorch'), but got {name!r}")
     if name in NVIDIA_ONLY and is_amd(hw):
         return (f"{name} (TensorRT-LLM) runs on NVIDIA GPUs only, but {hw.name} is AMD "
                 f"({hw.generation}); use vllm or sglang")

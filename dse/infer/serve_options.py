@@ -40,9 +40,10 @@ def serving_options(precision: str, batching: str, engine, hws, where: str,
         require(batching == "continuous", where, f["engine"],
                 f"applies to continuous batching only, but got batching {batching!r} with engine "
                 f"{engine!r}: drop one of them")
-        from dse.infer.continuous import engine_rule
+        from dse.infer.continuous import engine_rule, resolve_engine
+        name = resolve_engine(engine, where, f["engine"])
         for hw in hws:
-            why = engine_rule(engine, hw)
+            why = engine_rule(name, hw)
             if why:
                 raise InputError(where, f["engine"], why)
     return prec

@@ -80,6 +80,7 @@ from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
 from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
                                   default_engine, engine_rule, kv_element_bytes, queued_point,
+                                  resolve_engine,
                                   slots)
 from dse.infer.engines import PROFILES
 from dse.infer.kv_reason import no_admission_reason
@@ -233,7 +234,8 @@ def _engines(hws: list[Hardware], engine) -> list[str]:
         engine = [engine] * len(hws)
     require(len(engine) == len(hws), "sweep_inference", "engine",
             f"must name one engine per hardware entry, but got {len(engine)} for {len(hws)}")
-    names = [default_engine(h) if e is None else e for h, e in zip(hws, engine)]
+    names = [default_engine(h) if e is None else resolve_engine(e, "sweep_inference")
+             for h, e in zip(hws, engine)]
     for h, e in zip(hws, names):
         why = engine_rule(e, h)
         if why:

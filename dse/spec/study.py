@@ -247,7 +247,8 @@ SERVING_STUDY: tuple[Field, ...] = _HEADER + (
                 rule=SERVING_AXIS_RULE) for k, doc in SERVING_AXES.items()))),
     Field("hardware", kind="tables", min_items=1, doc="GPUs and the precisions served on each", fields=(
         _s("name", "catalog name", required=True),
-        _s("engine", "engine profile (dse.infer.engines; default trtllm on NVIDIA, vllm on AMD)"),
+        _s("engine", "engine profile (dse.infer.engines), or an engine with its release routed as "
+           "dse predict does, e.g. 'vllm 0.14.1'; default trtllm on NVIDIA, vllm on AMD"),
         Field("precisions", kind="strings", choices=SERVING_PRECISIONS, default=("bf16",),
               doc="fp4: NVFP4 on NVIDIA, MXFP4 on AMD"))),
     Field("sla", kind="tables", min_items=1, doc="latency targets", fields=(

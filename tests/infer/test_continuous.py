@@ -220,6 +220,32 @@ def test_engines_per_hardware():
     assert kv_element_bytes(PROFILES["trtllm"], 2) == 1.0 and kv_element_bytes(PROFILES["vllm"], 2) == 2.0
 
 
+def test_an_engine_named_by_its_release_routes_as_a_predict_row(capsys):
+    """--engine takes a profile name or an engine with its release ("vllm 0.14.1"), routed
+    by dse.infer.engines.engine_profile; an unknown engine or a flag the release lacks is
+    one line and exit status 2."""
+    from dse.cli import main
+    from dse.infer.continuous import resolve_engine
+    assert resolve_engine("vllm", "x") == "vllm"                  # a profile name stays
+    assert resolve_engine("vllm 0.14.1", "x") == "vllm_v1_async"
+    assert resolve_engine("vllm (0.13.0)", "x") == "vllm_v1"
+    assert resolve_engine("sglang 0.3.0", "x") == "sglang"
+    assert resolve_engine("trtllm 1.0 pytorch", "x") == "trtllm_pytorch"
+    assert resolve_engine("foo 1.2", "x") == "foo 1.2"             # left for engine_rule
+    with pytest.raises(InputError, match="x: eng: --async-scheduling first shipped"):
+        resolve_engine("vllm 0.9 --async-scheduling", "x", "eng")
+    d = sweep_inference(M8, [H100], 1, 4, 128, 16, batching="continuous", engine="vllm 0.14.1")
+    assert set(d.engine) == {"vllm_v1_async"}
+    base = ["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1",
+            "--batch", "8", "--prompt", "256", "--gen", "32", "--engine"]
+    assert main(base + ["vllm 0.14.1"]) == 0
+    assert "vllm_v1_async" in capsys.readouterr().out
+    for bad in ("foo 1.2", "vllm 0.9 --async-scheduling"):
+        assert main(base + [bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--engine" in err
+
+
 def test_cli_batching_flag(capsys):
     from dse.cli import main
     assert main(["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1",

@@ -167,6 +167,8 @@ def test_report_sentences_are_computed(small, tmp_path):
     (lambda t: t.replace("max_batch = 64", 'max_batch = 64\nbatching = "dynamic"'), "serving.batching"),
     (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "mi300x"\nengine = "trtllm"'), "hardware[1].engine"),
     (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "tgi"'), "hardware[1].engine"),
+    (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "vllm 0.9 --async-scheduling"'),
+     "hardware[1].engine"),
 ])
 def test_bad_study_exits_2(tmp_path, capsys, edit, field):
     p = tmp_path / "bad.toml"
@@ -385,3 +387,11 @@ def test_decode_breakdown_of_each_winner_sums_and_matches_the_point_model(small)
         label = DECODE_KINDS[biggest]
         line = next(l for l in text.splitlines() if l.startswith(f"- **{sla}**: the largest part is"))
         assert label in line, line
+
+
+def test_a_study_engine_may_name_its_release():
+    """``engine = "vllm 0.14.1"`` in a study file is the profile that release runs."""
+    from dse.io import tomllib
+    d = tomllib.loads(SMALL.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "vllm 0.14.1"'))
+    st = S.parse(d, Path("x.toml"))
+    assert dict(zip((h.name for h in st.hardware), st.engines))["h200-sxm-141gb"] == "vllm_v1_async"
