@@ -282,7 +282,8 @@ Profiles (constants and where they come from):
     (``host_overlap``).  Still prefill-first (``get_next_batch_to_run``: "Run prefill
     first if possible", through 0.5.7) with ``enable_mixed_chunk`` off, so fixed-length
     closed loops keep the lockstep waves.  From 0.4.8 ``chunked_prefill_size`` and
-    ``cuda_graph_max_bs`` follow the GPU memory (:func:`launch_defaults`).
+    ``cuda_graph_max_bs`` follow the GPU memory, from 0.5.3 the memory and the TP size
+    (:func:`launch_defaults`).
 ``vllm_v1`` -- vLLM's V1 engine: the default from 0.8.0 (``vllm/envs.py`` ``VLLM_USE_V1``
     "1"), the only engine from 0.11.0; ``VLLM_USE_V1=1`` / ``=0`` in the engine text and
     multi-step scheduling (a V0-only option) override the version rule
@@ -510,6 +511,7 @@ def version3(text: str) -> tuple[int, int, int] | None:
 VLLM_V1_DEFAULT = (0, 8, 0)        # vllm/envs.py: VLLM_USE_V1 defaults to "1" from v0.8.0
 VLLM_V0_REMOVED = (0, 11, 0)       # v0.11.0: vllm/engine/llm_engine.py is the V1 LLMEngine
 SGLANG_OVERLAP_DEFAULT = (0, 3, 6)  # server_args.py: disable_overlap_schedule = False from v0.3.6
+SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and tp (launch_defaults)
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
 _ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
@@ -566,7 +568,7 @@ GIB = float(2**30)
 
 
 def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
-                    scenario: str) -> EngineProfile:
+                    scenario: str, tp: int | None = None) -> EngineProfile:
     """The limits an engine launched with its defaults takes from the GPU it runs on and
     the way it is launched, where the profile has them (the launch flags a row states
     override these afterwards):
@@ -586,9 +588,14 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     * ``sglang_overlap`` from 0.4.8 (``python/sglang/srt/server_args.py``
       ``__post_init__``): ``chunked_prefill_size`` 2048 below 35 GiB, 8192 below 160 GiB,
       16384 above; ``cuda_graph_max_bs`` 160, extended by the capture list to 256 above
-      90 GiB and 512 above 160 GiB (``model_executor/cuda_graph_runner.py``).  (0.5.3+
-      raises the graph limit to 512 at TP >= 4 and sizes ``mem_fraction_static`` by a
-      reserve formula: not modelled, the 0.88 of the profile kept.)"""
+      90 GiB and 512 above 160 GiB (``model_executor/cuda_graph_runner.py``).
+    * ``sglang_overlap`` from 0.5.3 (PR #10372, "Restruct gpu_memory_settings in a unify
+      function and relax max_cuda_graph_bs", merged 2025-09-12, "to align with vLLM";
+      ``server_args.py`` ``_handle_gpu_memory_settings``), by GPU memory and ``tp``
+      (``tp_size``): below 35 GiB 2048 tokens and graphs to 24 (tp < 4) / 80; below 60 GiB
+      4096 and 32 / 160; below 160 GiB (H100, H200) 8192 and 256 / 512; above (B200,
+      MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
+      (Its ``mem_fraction_static`` reserve formula is not modelled: the profile's 0.88.)"""
     gib = float(hbm_bytes) / GIB
     t = str(text).lower()
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
@@ -602,7 +609,13 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
         return replace(eng, max_num_tokens=tokens, max_batch=eng.max_batch if harness else seqs)
     if eng.name == "sglang_overlap":
         v = version3(t)
-        if v is None or v >= (0, 4, 8):
+        if v is None or v >= SGLANG_GRAPH_BY_TP:
+            wide = tp is not None and tp >= 4
+            tokens, graph = ((2048, 80 if wide else 24) if gib < 35.0 else
+                             (4096, 160 if wide else 32) if gib < 60.0 else
+                             (8192, 512 if wide else 256) if gib < 160.0 else (16384, 512))
+            return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
+        if v >= (0, 4, 8):
             tokens = 2048 if gib < 35.0 else 8192 if gib < 160.0 else 16384
             graph = 512 if gib > 160.0 else 256 if gib > 90.0 else 160
             return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)

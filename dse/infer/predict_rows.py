@@ -289,8 +289,6 @@ def predict_inference_row(row: dict) -> dict:
     why = why or engine_rule(eng.name, hw)
     if why:
         return {**out, "status": f"infeasible: {why}"}
-    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen)
-    eng, max_model_len = launch_settings(row, eng)
     gpus = _posint(row, "gpus", 1)
     ep = _posint(row, "ep", 1)
     dp = _posint(row, "attn_dp", 1)
@@ -306,6 +304,9 @@ def predict_inference_row(row: dict) -> dict:
             while tp < gpus and weights_bytes(Deployment(model, hw, eng, tp, pp, code, kvb)) > 0.7 * float(hw.hbm_bytes):
                 tp *= 2
         chosen["chosen_tp"] = tp
+    # the limits the engine launches with (some follow the TP size), then the row's flags
+    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp)
+    eng, max_model_len = launch_settings(row, eng)
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:
         return {**out, **chosen, "status": f"infeasible: {why}"}

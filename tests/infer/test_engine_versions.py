@@ -121,6 +121,30 @@ def test_sglang_limits_follow_the_gpu(hbm_gib, tokens, graph):
     assert (old.max_num_tokens, old.graph_max_batch) == (8192, 160)        # before 0.4.8
 
 
+@pytest.mark.parametrize("hbm_gib,tp,tokens,graph", [
+    (24, 1, 2048, 24), (24, 4, 2048, 80), (40, 2, 4096, 32), (40, 8, 4096, 160),
+    (80, 2, 8192, 256), (80, 8, 8192, 512), (141, 1, 8192, 256), (141, 4, 8192, 512),
+    (180, 1, 16384, 512), (192, 8, 16384, 512), (80, None, 8192, 256)])
+def test_sglang_053_limits_follow_the_gpu_and_the_tp_size(hbm_gib, tp, tokens, graph):
+    """SGLang >= 0.5.3 (PR #10372, _handle_gpu_memory_settings): the CUDA-graph limit
+    doubles at TP >= 4 on 35-160 GiB GPUs; a layout sweep (tp None) takes the TP < 4 one;
+    no release stated is today's SGLang."""
+    for text in ("sglang (0.5.3)", "sglang"):
+        e = launch_defaults(PROFILES["sglang_overlap"], text, hbm_gib * GIB, "x", "concurrency", tp)
+        assert (e.max_num_tokens, e.graph_max_batch) == (tokens, graph)
+
+
+def test_an_sglang_row_at_tp8_replays_graphs_up_to_512_from_053():
+    """A TP8 DeepSeek-class closed loop at 384 requests on H200: 0.5.3 replays its decode
+    steps as graphs (cap 512), 0.4.8 runs them eagerly (cap 256) -- so a far shorter TPOT."""
+    row = {**ROW, "model": "meta-llama/Llama-3.1-70B-Instruct", "hardware": "h200-sxm-141gb",
+           "gpus": 8, "tp": 8, "batch_or_concurrency": 384, "input_len": 1000, "output_len": 1000}
+    rows = [{**row, "id": v, "engine": f"sglang ({v})"} for v in ("0.4.8", "0.5.3")]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert (p.status == "ok").all()
+    assert p.loc["0.5.3", "predicted_tpot_ms"] < p.loc["0.4.8", "predicted_tpot_ms"]
+
+
 def test_sglang_overlap_hides_the_scheduler_behind_the_gpu():
     old, new = PROFILES["sglang"], PROFILES["sglang_overlap"]
     assert old.with_host_s(0.02, 64) == pytest.approx(0.02 + old.host_s(64))
