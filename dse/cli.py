@@ -510,7 +510,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_dashboard)
 
     from dse.spec.describe import LIST_WHAT, help_text
-    s = add("list", help="catalog models, catalog hardware, --vary knobs, or study files; "
+    s = add("list", help="catalog models, catalog hardware, --vary knobs, study files, or serving "
+            "engine profiles; "
             "--fields: every key of that file kind (type, unit, bounds, default, doc)",
             description=help_text())
     s.add_argument("what", choices=LIST_WHAT, help="what to list (topology, faults: their file keys)")

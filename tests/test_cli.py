@@ -188,3 +188,19 @@ def test_study_refuses_an_empty_storage(capsys):
     rc = main(["study", "studies/codesign.toml", "--storage", ""])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "--storage" in err
+
+
+def test_list_engines_shows_every_profile_with_its_figures(capsys):
+    """`dse list engines`: one row per serving engine profile, the host figures read from
+    the profile and the releases routed to it; --fields is refused (not a file kind)."""
+    from dse.infer.engines import PROFILES
+    assert main(["list", "engines"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in out[1:]}
+    assert set(rows) == set(PROFILES)
+    assert ">= 0.14" in rows["vllm_v1_async"] and " yes " in rows["vllm_v1_async"]
+    assert " no " in rows["vllm_v1"] and "to 512 tokens" in rows["vllm_v1"]
+    assert f"{PROFILES['vllm'].overhead_per_iter_s * 1e3:.3g}" in rows["vllm"].split()[1]
+    assert main(["list", "engines", "--fields"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--fields" in err

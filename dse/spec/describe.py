@@ -4,6 +4,8 @@ the validator, the listings and the help; :mod:`dse.spec.schema`).
 * ``dse list models|hardware|knobs|studies``: the catalogs and study files; column
   headers and units, and each knob's hardware-file key, doc and bounds, come from the
   schemas.
+* ``dse list engines``: the serving engine profiles (:mod:`dse.infer.engines`), each
+  row's figures read from the profile, with the releases an engine text routes to it.
 * ``dse list <what> --fields`` (and ``dse list topology`` / ``faults``): every key of
   that file kind -- type, unit, bounds, default, doc -- as the validator checks it.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 from dse.errors import InputError
 from dse.spec.schema import Field, describe
 
-LIST_WHAT = ("models", "hardware", "knobs", "studies", "topology", "faults")
+LIST_WHAT = ("models", "hardware", "knobs", "studies", "engines", "topology", "faults")
 FIELD_HEAD = ("key", "type", "unit", "bounds", "default", "doc")
 
 
@@ -67,6 +69,8 @@ def catalog_table(what: str, study_dir: str = "studies") -> tuple[tuple[str, ...
         return (("hardware", f"{hbm.key} ({hbm.unit})", "generation", "description"),
                 [(n, f"{float(h.hbm_bytes) / hbm.scale:.0f}", h.generation, h.description)
                  for n, h in catalog().items()])
+    if what == "engines":
+        return engine_table()
     if what == "knobs":
         from dse.spec.variants import KNOBS, _units_text
         rows = []
@@ -91,8 +95,53 @@ def catalog_table(what: str, study_dir: str = "studies") -> tuple[tuple[str, ...
     return ("study", "kind", "description"), rows
 
 
+#: the releases an engine text routes to each profile (dse.infer.engines.engine_profile)
+ENGINE_RELEASES = {
+    "trtllm": "TensorRT-LLM C++ executor (trtllm-bench, pre-1.0 or 'C++' / 'TensorRT backend')",
+    "trtllm_mlperf": "TensorRT-LLM in NVIDIA's MLPerf harness",
+    "trtllm_static": "TensorRT-LLM gptSessionBenchmark, static batches (v0.5-0.6)",
+    "trtllm_pytorch_eager": "TensorRT-LLM PyTorch backend before 1.0",
+    "trtllm_pytorch": "TensorRT-LLM >= 1.0 (PyTorch backend)",
+    "nemo": "NeMo inference on the TensorRT-LLM backend",
+    "vllm": "vLLM V0: before 0.8, or VLLM_USE_V1=0, or --num-scheduler-steps",
+    "vllm_mlperf": "vLLM V0 in AMD's MLPerf harness",
+    "vllm_v1": "vLLM V1, 0.8-0.13 (or --no-async-scheduling)",
+    "vllm_v1_async": "vLLM >= 0.14, or --async-scheduling from 0.10, or no release stated",
+    "sglang": "SGLang before 0.3.6",
+    "sglang_overlap": "SGLang >= 0.3.6 (limits by GPU memory from 0.4.8, and TP from 0.5.3)",
+}
+
+
+def engine_table() -> tuple[tuple[str, ...], list[tuple]]:
+    """(head, rows) of ``dse list engines``: every serving engine profile, its host time
+    per iteration and per running request, whether that host time overlaps the GPU pass,
+    the host issue time per kernel of a pass run without a graph, its CUDA-graph reach
+    (the profile's; launch limits may change it, ``launch_defaults``), batching mode and
+    default KV dtype, read from the profile; and the engine texts routed to it."""
+    from dse.infer.continuous import NVIDIA_ONLY
+    from dse.infer.engines import PROFILES
+    rows = []
+    for name, e in sorted(PROFILES.items()):
+        graphs = (f"to {e.graph_max_batch} " + ("tokens" if e.graphs_by_tokens else "sequences")
+                  if e.cuda_graphs else "none")
+        batching = ("static batches" if name.endswith("_static") else
+                    "mixed prefill + decode" if e.mixed_batches else "prefill first")
+        rows.append((name, f"{e.overhead_per_iter_s * 1e3:.3g}", f"{e.seq_overhead_s * 1e6:.3g}",
+                     "yes" if e.host_overlap else "no", f"{e.eager_op_s * 1e6:.3g}", graphs, batching,
+                     "fp8 with fp8/fp4 weights" if e.fp8_kv_with_fp8 else "model dtype",
+                     "NVIDIA" if name in NVIDIA_ONLY else "NVIDIA, AMD",
+                     ENGINE_RELEASES.get(name, "")))
+    return (("engine", "host ms/iter", "host us/request", "host overlapped",
+             "eager us/kernel", "CUDA graphs",
+             "batching", "default KV", "runs on", "engine texts routed to it (dse predict, --engine)"),
+            rows)
+
+
 def listing(what: str, fields: bool = False, study_dir: str = "studies") -> tuple[tuple, list]:
     """(head, rows) of ``dse list <what> [--fields]``."""
+    if what == "engines" and fields:
+        raise InputError("dse list", "--fields", "engines are profiles, not a file kind: "
+                         "use `dse list engines` without --fields")
     if fields or what in ("topology", "faults"):
         return field_table(what)
     return catalog_table(what, study_dir)
