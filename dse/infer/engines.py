@@ -592,9 +592,9 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     * ``sglang_overlap`` from 0.5.3 (PR #10372, "Restruct gpu_memory_settings in a unify
       function and relax max_cuda_graph_bs", merged 2025-09-12, "to align with vLLM";
       ``server_args.py`` ``_handle_gpu_memory_settings``), by GPU memory and ``tp``
-      (``tp_size``): below 35 GiB 2048 tokens and graphs to 24 (tp < 4) / 80; below 60 GiB
-      4096 and 32 / 160; below 160 GiB (H100, H200) 8192 and 256 / 512; above (B200,
-      MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
+      (``tp_size``): below 20 GiB 2048 tokens and graphs to 8; below 35 GiB 2048 and 24
+      (tp < 4) / 80; below 60 GiB 4096 and 32 / 160; below 160 GiB (H100, H200) 8192 and
+      256 / 512; above (B200, MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
       (Its ``mem_fraction_static`` reserve formula is not modelled: the profile's 0.88.)"""
     gib = float(hbm_bytes) / GIB
     t = str(text).lower()
@@ -611,7 +611,8 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
         v = version3(t)
         if v is None or v >= SGLANG_GRAPH_BY_TP:
             wide = tp is not None and tp >= 4
-            tokens, graph = ((2048, 80 if wide else 24) if gib < 35.0 else
+            tokens, graph = ((2048, 8) if gib < 20.0 else
+                             (2048, 80 if wide else 24) if gib < 35.0 else
                              (4096, 160 if wide else 32) if gib < 60.0 else
                              (8192, 512 if wide else 256) if gib < 160.0 else (16384, 512))
             return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)

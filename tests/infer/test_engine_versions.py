@@ -122,7 +122,7 @@ def test_sglang_limits_follow_the_gpu(hbm_gib, tokens, graph):
 
 
 @pytest.mark.parametrize("hbm_gib,tp,tokens,graph", [
-    (24, 1, 2048, 24), (24, 4, 2048, 80), (40, 2, 4096, 32), (40, 8, 4096, 160),
+    (16, 8, 2048, 8), (24, 1, 2048, 24), (24, 4, 2048, 80), (40, 2, 4096, 32), (40, 8, 4096, 160),
     (80, 2, 8192, 256), (80, 8, 8192, 512), (141, 1, 8192, 256), (141, 4, 8192, 512),
     (180, 1, 16384, 512), (192, 8, 16384, 512), (80, None, 8192, 256)])
 def test_sglang_053_limits_follow_the_gpu_and_the_tp_size(hbm_gib, tp, tokens, graph):
