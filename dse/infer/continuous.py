@@ -124,6 +124,17 @@ def resolve_engine(text, where: str, field: str = "engine"):
     return text if why else eng.name
 
 
+def checked_engine(text, hw: Hardware, where: str, field: str = "engine") -> str:
+    """The profile name an engine setting resolves to (:func:`resolve_engine`), checked
+    against ``hw`` (:func:`engine_rule`); :class:`InputError` at ``where`` / ``field``
+    naming the rule it breaks."""
+    name = resolve_engine(text, where, field)
+    why = engine_rule(name, hw)
+    if why:
+        raise InputError(where, field, why)
+    return name
+
+
 def engine_rule(name: str, hw: Hardware) -> str:
     """"" when engine ``name`` runs on ``hw``, else the rule it breaks."""
     if name not in PROFILES:

@@ -330,7 +330,7 @@ Profiles (constants and where they come from):
     an incompatible option is set).  Routing (:func:`vllm_async`): a V1 text with
     ``--no-async-scheduling`` is ``vllm_v1``; with ``--async-scheduling`` (from 0.10.0) or
     a version >= 0.14.0, or no version (today's vLLM), ``vllm_v1_async``.  With pp > 1 the
-    overlap is dropped (:mod:`dse.infer.pipeline`, ``without_overlap_with_pp``), as 0.14 does.
+    overlap is dropped (``pp_serial_step``, :mod:`dse.infer.pipeline`), as 0.14 does.
 
 Units: seconds, bytes, tokens.
 """
@@ -384,6 +384,8 @@ class EngineProfile:
     python_host: bool = False      # host work is Python: scales with the host CPU (dse.spec.host_cpu)
     graphs_by_tokens: bool = False  # a pass of <= graph_max_batch tokens, mixed or not, replays a graph
     whole_prompts: bool = False    # a mixed pass takes each waiting prompt whole, up to the budget
+    pp_serial_step: bool = False   # with pp > 1 the host overlap is off and one serial engine step
+    #                                runs per iteration, not a host loop per micro-batch (dse.infer.pipeline)
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -476,7 +478,8 @@ PROFILES = {
                              graphs_by_tokens=True, whole_prompts=True),
 }
 # the V1 engine with async scheduling (module docstring): its host step beside the GPU pass
-PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", host_overlap=True)
+PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", host_overlap=True,
+                                    pp_serial_step=True)
 #: the V1 engine's profiles (same launch limits, :func:`launch_defaults`)
 VLLM_V1_NAMES = ("vllm_v1", "vllm_v1_async")
 
@@ -515,8 +518,7 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
 _ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
-_ASYNC_ON = re.compile(r"(?<!no-)--async[-_]scheduling\b(?!\s*[=:]\s*(?:false|0)\b)|"
-                       r"async[-_]scheduling\s*[=:]\s*(?:true|1)\b")
+_ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:true|1)\b")  # after _ASYNC_OFF
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
 _V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
 

@@ -72,24 +72,15 @@ import jax.numpy as jnp
 
 from dataclasses import replace
 
-from dse.infer.engines import VLLM_V1_NAMES, EngineProfile
+from dse.infer.engines import EngineProfile
 
 
 def host_serial_with_pp(engine: EngineProfile) -> bool:
     """Whether ``engine`` runs a per-micro-batch host loop when pp > 1 (module docstring:
     the PyExecutor runs ``_executor_loop_pp`` instead of ``_executor_loop_overlap``;
-    SGLang's PP loop likewise).  vLLM's async V1 engine instead falls back to the serial
-    V1 step (:func:`without_overlap_with_pp`)."""
-    return bool(engine.host_overlap) and engine.name not in VLLM_V1_NAMES
-
-
-def without_overlap_with_pp(engine: EngineProfile) -> EngineProfile | None:
-    """The profile ``engine`` runs as when pp > 1, where that is the same engine without
-    its host overlap (vLLM async scheduling, off with pipeline parallelism in v0.14); None
-    otherwise."""
-    if engine.host_overlap and engine.name in VLLM_V1_NAMES:
-        return replace(engine, host_overlap=False)
-    return None
+    SGLang's PP loop likewise).  An engine with ``pp_serial_step`` (vLLM's async V1
+    engine) instead falls back to one serial engine step per iteration."""
+    return bool(engine.host_overlap) and not engine.pp_serial_step
 
 
 def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
@@ -101,22 +92,19 @@ def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
     * pp = 1, or an engine without the PyExecutor overlap loop: ``with_host_s(pp stage_s,
       sequences)`` (unchanged: overlapped ``max`` or serial sum as the profile says);
     * pp > 1 on a ``host_overlap`` engine: ``pp (stage_s + h(sequences / micro))``;
-    * pp > 1 on vLLM's async V1 engine: the serial ``pp stage_s + h(sequences)``.
+    * pp > 1 on a ``pp_serial_step`` engine (vLLM's async V1): the serial
+      ``pp stage_s + h(sequences)``.
 
     Scalars in, float out; traced ``pp`` / ``stage_s`` / ``sequences`` (the vectorized
     sweep) go through ``jnp.where``."""
     scalars = all(isinstance(v, (int, float)) for v in (stage_s, pp, sequences, micro))
-    plain = without_overlap_with_pp(engine)
-    if plain is not None:
-        if scalars:
-            return (plain if pp > 1 else engine).with_host_s(stage_s * pp, sequences, host_scale)
-        return jnp.where(pp > 1, plain.with_host_s(stage_s * pp, sequences, host_scale),
-                         engine.with_host_s(stage_s * pp, sequences, host_scale))
-    if not host_serial_with_pp(engine) or (scalars and pp <= 1):
+    if not engine.host_overlap or (scalars and pp <= 1):
         return engine.with_host_s(stage_s * pp, sequences, host_scale)
+    if engine.pp_serial_step:
+        serial = replace(engine, host_overlap=False).with_host_s(stage_s * pp, sequences, host_scale)
+    else:
+        m = max(float(micro), 1.0) if scalars else jnp.maximum(micro * 1.0, 1.0)
+        serial = pp * (stage_s + engine.host_s(sequences / m, host_scale))
     if scalars:
-        m = max(float(micro), 1.0)
-        return float(pp) * (float(stage_s) + float(engine.host_s(sequences / m, host_scale)))
-    m = jnp.maximum(micro * 1.0, 1.0)
-    serial = pp * (stage_s + engine.host_s(sequences / m, host_scale))
+        return float(serial)
     return jnp.where(pp > 1, serial, engine.with_host_s(stage_s * pp, sequences, host_scale))

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from dse.errors import InputError, require
+from dse.errors import require
 
 BATCHING = ("continuous", "static")
 TRAINING_ONLY = ("fp32", "tf32")
@@ -40,10 +40,7 @@ def serving_options(precision: str, batching: str, engine, hws, where: str,
         require(batching == "continuous", where, f["engine"],
                 f"applies to continuous batching only, but got batching {batching!r} with engine "
                 f"{engine!r}: drop one of them")
-        from dse.infer.continuous import engine_rule, resolve_engine
-        name = resolve_engine(engine, where, f["engine"])
+        from dse.infer.continuous import checked_engine
         for hw in hws:
-            why = engine_rule(name, hw)
-            if why:
-                raise InputError(where, f["engine"], why)
+            checked_engine(engine, hw, where, f["engine"])
     return prec

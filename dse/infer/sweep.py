@@ -79,8 +79,7 @@ import pandas as pd
 from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
 from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
-                                  default_engine, engine_rule, kv_element_bytes, queued_point,
-                                  resolve_engine,
+                                  checked_engine, default_engine, kv_element_bytes, queued_point,
                                   slots)
 from dse.infer.engines import PROFILES
 from dse.infer.kv_reason import no_admission_reason
@@ -234,13 +233,8 @@ def _engines(hws: list[Hardware], engine) -> list[str]:
         engine = [engine] * len(hws)
     require(len(engine) == len(hws), "sweep_inference", "engine",
             f"must name one engine per hardware entry, but got {len(engine)} for {len(hws)}")
-    names = [default_engine(h) if e is None else resolve_engine(e, "sweep_inference")
-             for h, e in zip(hws, engine)]
-    for h, e in zip(hws, names):
-        why = engine_rule(e, h)
-        if why:
-            raise InputError("sweep_inference", "engine", why)
-    return names
+    return [checked_engine(default_engine(h) if e is None else e, h, "sweep_inference")
+            for h, e in zip(hws, engine)]
 
 
 def hardware_table(hws: list[Hardware]) -> dict[str, np.ndarray]:

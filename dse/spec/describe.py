@@ -130,7 +130,7 @@ def engine_table() -> tuple[tuple[str, ...], list[tuple]]:
                      "yes" if e.host_overlap else "no", f"{e.eager_op_s * 1e6:.3g}", graphs, batching,
                      "fp8 with fp8/fp4 weights" if e.fp8_kv_with_fp8 else "model dtype",
                      "NVIDIA" if name in NVIDIA_ONLY else "NVIDIA, AMD",
-                     ENGINE_RELEASES.get(name, "")))
+                     ENGINE_RELEASES[name]))
     return (("engine", "host ms/iter", "host us/request", "host overlapped",
              "eager us/kernel", "CUDA graphs",
              "batching", "default KV", "runs on", "engine texts routed to it (dse predict, --engine)"),

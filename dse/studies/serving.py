@@ -75,7 +75,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.infer.breakdown import KINDS, row_breakdown
-from dse.infer.continuous import default_engine, engine_rule, resolve_engine
+from dse.infer.continuous import checked_engine, default_engine
 from dse.infer.expert_parallel import AUTO, serving_layouts
 from dse.infer.sweep import BATCHING, replica_layouts, sweep_inference
 from dse.report.results import StudyHeader
@@ -152,10 +152,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
         hw = get_hardware(h["name"], where=f"{where}: {key}name")
         eng = h.get("engine", default_engine(hw))
         require(isinstance(eng, str), where, f"{key}engine", f"must be a string, but got {eng!r}")
-        eng = resolve_engine(eng, where, f"{key}engine")
-        why = engine_rule(eng, hw)
-        require(not why, where, f"{key}engine", why)
-        engines.append(eng)
+        engines.append(checked_engine(eng, hw, where, f"{key}engine"))
         ps = _list(h.get("precisions", ["bf16"]), where, f"{key}precisions")
         for p in ps:
             require(p in PRECISIONS, where, f"{key}precisions", f"must each be one of {list(PRECISIONS)}, "
