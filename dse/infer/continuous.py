@@ -14,7 +14,8 @@ flight (closed loop: a finished request is replaced at once):
 * **KV capacity** (:func:`slots`): the engine's KV pool (``mem_fraction`` of HBM, of the
   memory left after weights on TensorRT-LLM, minus weights x (1 + fragmentation), the
   allocator reserve and the activation workspace of one ``min(max_num_tokens, S)``-token
-  prefill chunk) over the paged footprint of one request, ``ceil(held / block) block``
+  prefill chunk, or of ``max_num_tokens`` tokens where the engine sizes its pool after a
+  profiling forward of its whole token budget, ``profile_at_budget``: vLLM) over the paged footprint of one request, ``ceil(held / block) block``
   tokens of ``2 ceil(L/pp) g_t d`` elements (MLA: ``ceil(L/pp) (r + rho)``) at ``kv_bytes``;
   ``held = S + O`` where
   admission reserves the final footprint, ``S + O/2`` otherwise.  The running-batch cap is
@@ -411,7 +412,8 @@ def _pool_bytes(rep: Replica, eng: EngineProfile, S):
     r = rates(rep.hw, rep.precision)
     hbm = rep.hw.hbm_bytes * 1.0
     w = weights_bytes(rep)
-    chunk = jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0))
+    chunk = (eng.max_num_tokens * 1.0 if eng.profile_at_budget
+             else jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0)))
     wl = InferenceWorkload(batch=1.0, prompt_len=chunk, gen_len=1.0, precision=rep.precision)
     acts = activation_workspace_bytes(rep.model, wl, rep.tp, rep.pp, r.act_bytes)
     fixed = w * (1.0 + FRAGMENTATION) + RESERVE_BYTES + acts

@@ -238,7 +238,11 @@ Profiles (constants and where they come from):
     scheduling (``--num-scheduler-steps``, parsed from the engine text) amortises it, and a
     new request then waits for the running pass of that many iterations.  Prompts run
     as their own iteration (chunked prefill is off by default below 32k context in 0.6,
-    ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.
+    ``EngineArgs.enable_chunked_prefill``), so decode stalls while they run.  The KV
+    pool is what is left after the profiling forward of the whole token budget
+    (``profile_at_budget``, every vLLM profile).  From 0.7.1 to 0.8.0 V0 forces chunked
+    prefill off for MLA models, so their budget is ``max(max_model_len, 2048)`` -- 163840
+    tokens for DeepSeek-R1 at its defaults (:func:`v0_mla_budget`).
 ``vllm_mlperf`` -- vLLM under an MLPerf Inference harness (engine text "... MLPerf
     harness", as ``trtllm_mlperf``): the ``vllm`` profile without the default
     ``max_num_seqs`` = 256 cap.  An MLPerf submitter sets ``max_num_seqs`` per scenario
@@ -343,6 +347,7 @@ from dataclasses import dataclass, replace
 import jax.numpy as jnp
 
 from dse.errors import InputError
+from dse.spec.model import is_mla, max_context_of
 
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
@@ -386,6 +391,8 @@ class EngineProfile:
     whole_prompts: bool = False    # a mixed pass takes each waiting prompt whole, up to the budget
     pp_serial_step: bool = False   # with pp > 1 the host overlap is off and one serial engine step
     #                                runs per iteration, not a host loop per micro-batch (dse.infer.pipeline)
+    profile_at_budget: bool = False  # the KV pool is what is left after a profiling forward of
+    #                                  max_num_tokens tokens (vLLM profile_run), not of one prompt
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -461,10 +468,11 @@ PROFILES = {
                           False, python_host=True),
     "vllm": EngineProfile("vllm", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False, eager_op_s=EAGER_OP_S,
-                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
+                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True),
     "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 1 << 20,
                                  8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S,
-                                 linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
+                                 linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
+                                 profile_at_budget=True),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
                             linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
@@ -475,7 +483,7 @@ PROFILES = {
     "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
-                             graphs_by_tokens=True, whole_prompts=True),
+                             graphs_by_tokens=True, whole_prompts=True, profile_at_budget=True),
 }
 # the V1 engine with async scheduling (module docstring): its host step beside the GPU pass
 PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", host_overlap=True,
@@ -623,6 +631,35 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
             graph = 512 if gib > 160.0 else 256 if gib > 90.0 else 160
             return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
     return eng
+
+
+#: vLLM releases whose V0 engine turns chunked prefill off for MLA models: PR #12642
+#: (merged 2025-02-01, shipped in v0.7.1; ``vllm/config.py`` ``VllmConfig.__post_init__``:
+#: "MLA is enabled; forcing chunked prefill and prefix caching to be disabled") up to the
+#: V1 default of 0.8.0 (V1 always chunks)
+VLLM_MLA_UNCHUNKED = ((0, 7, 1), VLLM_V1_DEFAULT)
+#: V0 ``SchedulerConfig``: without chunked prefill ``max_num_batched_tokens =
+#: max(max_model_len, _DEFAULT_MAX_NUM_BATCHED_TOKENS)``, the latter 2048
+VLLM_V0_MIN_BATCHED_TOKENS = 2048
+
+
+def v0_mla_budget(eng: EngineProfile, text: str, model, max_model_len: float | None = None) -> EngineProfile:
+    """The token budget of vLLM's V0 engine serving an MLA model (DeepSeek-V2/V3/R1) in the
+    releases that force chunked prefill off for it (:data:`VLLM_MLA_UNCHUNKED`): with
+    chunking off, V0's ``SchedulerConfig`` makes ``max_num_batched_tokens = max(max_model_len,
+    2048)``, and ``max_model_len`` defaults to the checkpoint's ``max_position_embeddings``
+    (:func:`dse.spec.model.max_context_of`; 163840 for DeepSeek-V3 / R1) unless the launch
+    states ``--max-model-len``.  That budget is both what one prompt pass may pack and what
+    the memory-profiling forward runs (``profile_at_budget``), so the KV pool is what is
+    left after a ``max_model_len``-token pass.  Other engines, releases and models: ``eng``
+    unchanged.  ``text``: the engine text (its release)."""
+    if eng.name not in ("vllm", "vllm_mlperf") or not is_mla(model):
+        return eng
+    v = version3(str(text))
+    if v is None or not (VLLM_MLA_UNCHUNKED[0] <= v < VLLM_MLA_UNCHUNKED[1]):
+        return eng
+    ctx = max_model_len if max_model_len is not None else max_context_of(model)
+    return replace(eng, max_num_tokens=int(max(ctx, VLLM_V0_MIN_BATCHED_TOKENS)), chunked_prefill=False)
 
 
 FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays

@@ -16,6 +16,12 @@
   ``el T (2h + (a/t + 2 g_t) d + a d/t + f_k (1+gated)/t + f_k/t)`` (residual stream and
   norm output, QKV, attention output, FC1 output and activation; f_k = f * top_k) plus
   the fp32 logits of the last tokens, ``4 b V``.
+  A MoE layer also holds each token-expert pair's FC2 output at the full width before
+  the top-k weighted sum, ``el min(T, C) k h`` (vLLM ``fused_moe``
+  ``intermediate_cache3`` of shape ``(M, top_k, hidden)``, ``M = min(tokens,
+  VLLM_FUSED_MOE_CHUNK_SIZE)``, ``C`` = 32768 by default in ``vllm/envs.py``; TensorRT-LLM's
+  MoE runner likewise writes the expanded rows' FC2 result before
+  ``finalizeMoeRoutingKernel``): on a long profiling pass (16k-164k tokens) it is GiBs.
 * Allocator: ``allocated * (1 + FRAGMENTATION) + RESERVE_BYTES``, the constants of
   :mod:`dse.train.memory` (CUDA context, cuBLAS/NCCL workspaces, caching-allocator
   slack).  vLLM's paged KV cache wastes < 4 % (Kwon et al. 2023, §4.2), inside the 5 %.
@@ -37,6 +43,11 @@ from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, is_mla, mla
 from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import MXFP4_BYTES, Rates
 from dse.spec.layout import PRECISION_FP8
+
+
+#: tokens per fused-MoE chunk whose per-pair buffers are live at once (vLLM
+#: ``VLLM_FUSED_MOE_CHUNK_SIZE`` default, ``vllm/envs.py``: "32768")
+FUSED_MOE_CHUNK_TOKENS = 32768.0
 
 
 class ServingMemory(NamedTuple):
@@ -101,7 +112,9 @@ def activation_workspace_bytes(model: Model, wl: InferenceWorkload, tp, pp, act_
     if not (isinstance(fs, (int, float)) and fs == 0):
         fk = fk + fs / tp                                  # shared experts
     per_token = 2.0 * h + (heads + 2.0 * kv) * d + heads * d + fk * (1.0 + model.gated_mlp) + fk
-    return act_bytes * T * per_token + LOGIT_BYTES * b * model.vocab_size
+    E = model.num_experts * 1.0
+    pairs_out = jnp.where(E > 1, jnp.minimum(T, FUSED_MOE_CHUNK_TOKENS) * model.top_k * h, 0.0)
+    return act_bytes * (T * per_token + pairs_out) + LOGIT_BYTES * b * model.vocab_size
 
 
 def routed_expert_params_per_gpu(model: Model, tp, pp, dp=1):

@@ -62,7 +62,8 @@ import pandas as pd
 from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import EngineProfile, engine_profile, flag_values, launch_defaults
+from dse.infer.engines import (EngineProfile, engine_profile, flag_values, launch_defaults,
+                               v0_mla_budget)
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -176,13 +177,15 @@ _LAUNCH = {"max_num_tokens": r"max[-_]num[-_](?:batched[-_])?tokens",
            "max_model_len": r"max[-_]model[-_]len"}
 
 
-def launch_settings(row, eng: EngineProfile) -> tuple[EngineProfile, float | None]:
+def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
     ``--max-running-requests`` in ``engine`` or ``notes``) replace the profile's defaults;
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
-    limit stated twice must agree."""
+    limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
+    V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.v0_mla_budget`,
+    ``max(max_model_len, 2048)``)."""
     got = {}
     for k, flag in _LAUNCH.items():
         vals = {c: flag_values(str(row.get(c, "")), flag, "row", c) for c in ("engine", "notes")}
@@ -194,6 +197,8 @@ def launch_settings(row, eng: EngineProfile) -> tuple[EngineProfile, float | Non
         if seen:
             got[k] = seen[0]
     mml = got.pop("max_model_len", None)
+    if model is not None and "max_num_tokens" not in got:
+        eng = v0_mla_budget(eng, str(row.get("engine", "")), model, mml)
     if got:
         eng = EngineProfile(**{**eng.__dict__, **got})
     return eng, (float(mml) if mml is not None else None)
@@ -306,7 +311,7 @@ def predict_inference_row(row: dict) -> dict:
         chosen["chosen_tp"] = tp
     # the limits the engine launches with (some follow the TP size), then the row's flags
     eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp)
-    eng, max_model_len = launch_settings(row, eng)
+    eng, max_model_len = launch_settings(row, eng, model)
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:
         return {**out, **chosen, "status": f"infeasible: {why}"}

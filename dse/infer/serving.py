@@ -27,7 +27,14 @@ serial with the GPU where the engine does not overlap it (above).
 
 **KV capacity** (:func:`kv_slots`): pool = engine fraction of HBM (TensorRT-LLM: of the
 memory left after weights) minus weights, activation workspace and the allocator reserve
-of :mod:`dse.infer.memory`; a sequence holds ``ceil(tokens / block) * block`` tokens of
+of :mod:`dse.infer.memory`.  The workspace is that of one prompt chunk,
+``min(max_num_tokens, S)`` tokens, except where the engine sizes its pool after a
+profiling forward of its whole token budget (``EngineProfile.profile_at_budget``): vLLM
+measures the peak of a dummy pass of ``max_num_batched_tokens`` tokens before it allocates
+the cache (V0 ``vllm/worker/model_runner.py`` ``profile_run``: dummy sequences summing to
+``scheduler_config.max_num_batched_tokens``; V1 ``vllm/v1/worker/gpu_model_runner.py``
+``profile_run``: ``_dummy_run(self.max_num_tokens)``), so the pool is what is left after
+that peak whatever the prompts served later.  A sequence holds ``ceil(tokens / block) * block`` tokens of
 ``2 L/pp g_t d`` elements at the KV precision.  Tokens held: the final ``S + O`` where the
 engine reserves at admission (TensorRT-LLM), the mean ``S + O/2`` otherwise (vLLM /
 SGLang admit on current blocks).  The running batch is ``min(slots, max_batch)``.
@@ -293,7 +300,8 @@ def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
     hbm = float(dep.hw.hbm_bytes)
     w = weights_bytes(dep)
     r = rates(dep.hw, dep.precision)
-    chunk = min(dep.engine.max_num_tokens, max(prompt_len, 1.0))
+    chunk = (float(dep.engine.max_num_tokens) if dep.engine.profile_at_budget
+             else min(dep.engine.max_num_tokens, max(prompt_len, 1.0)))
     wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
     acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp, r.act_bytes))
     if dep.engine.kv_after_weights:

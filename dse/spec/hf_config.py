@@ -212,6 +212,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         "num_kv_heads": get("num_key_value_heads", default=heads),
         "vocab_size": get("vocab_size"),
         "seq_length": get("max_position_embeddings", "n_positions", default=2048),
+        "max_context": get("max_position_embeddings", "n_positions", default=0),
         "gated_mlp": act in GATED_ACTS or model_type in GEMMA_MODEL_TYPES,
         "tied_embeddings": tied,
         "num_experts": experts,

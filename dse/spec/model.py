@@ -89,6 +89,7 @@ class Model:
     sliding_window: int = 0                 # keys a sliding-window layer attends; 0 = none
     attention_chunk_size: int = 0           # chunk of a chunked-attention layer; 0 = none
     window_layers: int = 0                  # layers with the window / chunk (the rest full)
+    max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
     description: str = ""
@@ -151,7 +152,7 @@ def _arch(key: str, doc: str) -> Field:
 ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size",
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
-               "attention_chunk_size", "window_layers")
+               "attention_chunk_size", "window_layers", "max_context")
 
 #: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
 #: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
@@ -180,6 +181,8 @@ MODEL_FIELDS: tuple[Field, ...] = (
     _arch("sliding_window", "keys a sliding-window layer attends (HF sliding_window; 0: none)"),
     _arch("attention_chunk_size", "tokens per chunk of a chunked-attention layer (Llama 4; 0: none)"),
     _arch("window_layers", "layers with the sliding window or chunk (0: all when one is set)"),
+    _arch("max_context", "longest context the checkpoint serves, HF max_position_embeddings "
+          "(a serving engine's default max_model_len; 0: seq_length)"),
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
     Field("dropout", kind="bool", default=False, doc="trained with dropout"),
     Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
@@ -228,6 +231,13 @@ def select(cond, a, b):
     if isinstance(cond, (bool, np.bool_)):
         return a if cond else b
     return jnp.where(cond, a, b)
+
+
+def max_context_of(model: Model) -> int:
+    """The longest context a serving engine admits by default (its ``max_model_len`` when
+    none is given: vLLM ``ModelConfig`` derives it from the HF ``max_position_embeddings``):
+    ``max_context``, else ``seq_length``."""
+    return int(model.max_context or model.seq_length)
 
 
 def is_mla(model: Model):
