@@ -684,11 +684,50 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
     return out
 
 
+#: serving products that run one of the modelled engines underneath: NVIDIA NIM for LLMs,
+#: NVIDIA Dynamo, Triton Inference Server, llm-d, Ray Serve LLM, KServe, AIBrix
+_WRAPPER = re.compile(r"^(?:nvidia\s+)?(nim|dynamo|triton(?:\s*inference\s*server|server)?|llm-d|"
+                      r"ray\s*serve(?:\s*llm)?|kserve|aibrix)\b")
+_BACKEND = re.compile(r"(?<![\w-])(trtllm|tensorrt-llm|vllm|sglang)(?![\w-])")
+_BACKEND_RELEASE = re.compile(r"\s*[(:]?\s*(?:v|==\s*)?(\d+\.\d+(?:\.\d+)?(?:\.?(?:post|dev|rc)\d+)?)")
+_ANY_RELEASE = re.compile(r"\bv?\d+\.(?:\d+|x)(?:\.\d+)*(?:\.?(?:post|dev|rc)\d+)?\b")
+
+
+def backend_text(t: str) -> str | None:
+    """The engine a serving product's text names, as an engine text of its own
+    (``"dynamo 0.4.1 (vllm 0.10.1 backend, --no-async-scheduling)"`` -> ``"vllm 0.10.1
+    backend, --no-async-scheduling)"``), or None when ``t`` (lower case) is not such a
+    product.  The product's own release is dropped -- Dynamo 0.4 is not vLLM 0.4 -- and so
+    is every other version in the text but the one written right after the backend's name,
+    which is the backend's release; without one the backend's routing takes today's release.
+    NIM naming no backend runs TensorRT-LLM (NIM for LLMs docs, "Model Profiles": an
+    optimized TensorRT-LLM profile where one exists for the GPU, vLLM otherwise): ``"trtllm"``.
+    Another product naming none: ``""`` (no profile)."""
+    w = _WRAPPER.match(t)
+    if not w:
+        return None
+    rest = t[w.end():].replace("tensorrt llm", "tensorrt-llm")
+    b = _BACKEND.search(rest)
+    if not b:
+        return "trtllm" if w.group(1) == "nim" else ""
+    rel = _BACKEND_RELEASE.match(rest, b.end())
+    tail = _ANY_RELEASE.sub(" ", rest[rel.end() if rel else b.end():])
+    return f"{b.group(1)}{' ' + rel.group(1) if rel else ''}{tail}"
+
+
 def engine_profile(text: str) -> tuple[EngineProfile, str]:
     """The profile an ``engine`` text names (``"trtllm (v0.13.0, trtllm-bench)"``,
     ``"vllm (v0.6.0, --num-scheduler-steps 10)"``, ``"nemo (..., TensorRT-LLM backend)"``),
-    and "" -- or the reason it cannot be expressed."""
+    and "" -- or the reason it cannot be expressed.  A serving product over one of these
+    engines (NIM, Dynamo, Triton Inference Server, llm-d, Ray Serve, KServe, AIBrix) is
+    routed as the backend it names (:func:`backend_text`)."""
     t = str(text).strip().lower()
+    inner = backend_text(t)
+    if inner is not None:
+        if not inner:
+            return PROFILES["trtllm"], (f"engine {text!r} does not name the engine it runs "
+                                        "(trtllm, vllm or sglang)")
+        return engine_profile(inner)
     steps = flag_values(t, r"num[-_]scheduler[-_]steps", "row", "engine", dashes="(?:--)?")
     if t.startswith("nemo"):
         return PROFILES["nemo"], ""

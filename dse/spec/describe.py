@@ -97,7 +97,8 @@ def catalog_table(what: str, study_dir: str = "studies") -> tuple[tuple[str, ...
 
 #: the releases an engine text routes to each profile (dse.infer.engines.engine_profile)
 ENGINE_RELEASES = {
-    "trtllm": "TensorRT-LLM C++ executor (trtllm-bench, pre-1.0 or 'C++' / 'TensorRT backend')",
+    "trtllm": "TensorRT-LLM C++ executor (trtllm-bench, pre-1.0 or 'C++' / 'TensorRT backend'); "
+              "Triton's TensorRT-LLM backend; NIM naming no engine",
     "trtllm_mlperf": "TensorRT-LLM in NVIDIA's MLPerf harness",
     "trtllm_static": "TensorRT-LLM gptSessionBenchmark, static batches (v0.5-0.6)",
     "trtllm_pytorch_eager": "TensorRT-LLM PyTorch backend before 1.0",

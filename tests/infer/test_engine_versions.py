@@ -363,3 +363,23 @@ def test_out_of_sample_vllm_v0_deepseek_r1_kv_pool_on_8x_h200():
     _, pool_prompt = _r1_pool_gib("vllm (0.6.0)")
     assert pool < pool_prompt
     assert abs(pool / measured_gib - 1.0) < 0.35
+
+
+@pytest.mark.parametrize("text,name", [
+    ("NVIDIA Dynamo 0.4.1 (vLLM 0.10.1 backend, --no-async-scheduling)", "vllm_v1"),  # not vLLM 0.4
+    ("dynamo 0.4.1 (vllm backend)", "vllm_v1_async"),        # backend release not stated: today's
+    ("ray serve llm (vllm 0.7.3)", "vllm"),
+    ("llm-d 0.2 (vllm)", "vllm_v1_async"),
+    ("dynamo 0.6 (TensorRT-LLM 1.1 PyTorch backend)", "trtllm_pytorch"),
+    ("Triton Inference Server 24.08 (TensorRT-LLM backend)", "trtllm"),
+    ("nim 1.8 (sglang backend)", "sglang_overlap"),
+    ("NVIDIA NIM 1.8", "trtllm"),                            # NIM naming no engine: TensorRT-LLM
+])
+def test_serving_products_route_as_the_engine_they_run(text, name):
+    prof, why = engine_profile(text)
+    assert (prof.name, why) == (name, "")
+
+
+def test_a_serving_product_naming_no_engine_gets_a_reason():
+    prof, why = engine_profile("kserve 0.13")
+    assert "does not name the engine it runs" in why
