@@ -75,7 +75,7 @@ from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
-from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.memory import absorbed_mla_bytes, activation_workspace_bytes, weight_bytes_per_gpu
 from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
@@ -412,6 +412,8 @@ def _pool_bytes(rep: Replica, eng: EngineProfile, S):
     r = rates(rep.hw, rep.precision)
     hbm = rep.hw.hbm_bytes * 1.0
     w = weights_bytes(rep)
+    if eng.mla_absorbed_weights:
+        w = w + absorbed_mla_bytes(rep.model, rep.tp, rep.pp, r, rep.precision)
     chunk = (eng.max_num_tokens * 1.0 if eng.profile_at_budget
              else jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0)))
     wl = InferenceWorkload(batch=1.0, prompt_len=chunk, gen_len=1.0, precision=rep.precision)

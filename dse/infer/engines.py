@@ -393,6 +393,8 @@ class EngineProfile:
     #                                runs per iteration, not a host loop per micro-batch (dse.infer.pipeline)
     profile_at_budget: bool = False  # the KV pool is what is left after a profiling forward of
     #                                  max_num_tokens tokens (vLLM profile_run), not of one prompt
+    mla_absorbed_weights: bool = False  # MLA decode weights W_Q_UK / W_UV_O materialized beside
+    #                                     the raw ones (vLLM 0.7.x, dse.infer.memory.absorbed_mla_bytes)
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -644,8 +646,18 @@ VLLM_V0_MIN_BATCHED_TOKENS = 2048
 
 
 def v0_mla_budget(eng: EngineProfile, text: str, model, max_model_len: float | None = None) -> EngineProfile:
-    """The token budget of vLLM's V0 engine serving an MLA model (DeepSeek-V2/V3/R1) in the
-    releases that force chunked prefill off for it (:data:`VLLM_MLA_UNCHUNKED`): with
+    """vLLM's V0 engine serving an MLA model (DeepSeek-V2/V3/R1) in the releases that force
+    chunked prefill off for it (:data:`VLLM_MLA_UNCHUNKED`), two facts of those releases.
+
+    **Materialized decode weights** (``mla_absorbed_weights``): PR #12528 (MLA decode,
+    merged 2025-01-28, in 0.7.1; ``vllm/attention/backends/mla/utils.py``
+    ``process_weights_after_loading`` under ``VLLM_MLA_PERFORM_MATRIX_ABSORPTION``, on by
+    default) keeps the raw projections for prefill and adds the absorbed ``W_Q_UK`` and
+    ``W_UV_O`` for decode (requantized to fp8 for fp8 checkpoints), until PR #14770 ("MLA
+    get rid of materialization", merged 2025-03-13, in 0.8.0) -- the same window
+    (:func:`dse.infer.memory.absorbed_mla_bytes`).
+
+    **The token budget**: with
     chunking off, V0's ``SchedulerConfig`` makes ``max_num_batched_tokens = max(max_model_len,
     2048)``, and ``max_model_len`` defaults to the checkpoint's ``max_position_embeddings``
     (:func:`dse.spec.model.max_context_of`; 163840 for DeepSeek-V3 / R1) unless the launch
@@ -659,7 +671,8 @@ def v0_mla_budget(eng: EngineProfile, text: str, model, max_model_len: float | N
     if v is None or not (VLLM_MLA_UNCHUNKED[0] <= v < VLLM_MLA_UNCHUNKED[1]):
         return eng
     ctx = max_model_len if max_model_len is not None else max_context_of(model)
-    return replace(eng, max_num_tokens=int(max(ctx, VLLM_V0_MIN_BATCHED_TOKENS)), chunked_prefill=False)
+    return replace(eng, max_num_tokens=int(max(ctx, VLLM_V0_MIN_BATCHED_TOKENS)), chunked_prefill=False,
+                   mla_absorbed_weights=True)
 
 
 FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays

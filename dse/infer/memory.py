@@ -132,6 +132,32 @@ def routed_expert_params_per_gpu(model: Model, tp, pp, dp=1):
     return jnp.where(E > 1, layers * per_layer, 0.0)
 
 
+def absorbed_mla_bytes(model: Model, tp, pp, r: Rates, precision):
+    """Bytes per GPU of the MLA decode weights vLLM 0.7.x materializes beside the raw ones
+    (:func:`dse.infer.engines.v0_mla_budget`; ``vllm/attention/backends/mla/utils.py``
+    ``process_weights_after_loading``), per layer of the heaviest stage with ``n = a / tp``
+    local heads, query latent ``q_l`` (the hidden size without one), KV latent ``r``:
+
+      ``W_Q_UK`` (q_l x n r) + ``W_UV_O`` (n r x h), at the linear size (fp8 checkpoints
+      are requantized to fp8, ``scaled_quantize``), plus the dequantized 16-bit ``kv_b_proj``
+      the decode path keeps (``W_UK``, ``W_UV``: r x n (nope + v)) for an fp8 checkpoint,
+      and the 16-bit copy of the query's rotary slice (``W_QR``: q_l x n rope).
+
+    0 without MLA.  DeepSeek-R1 at TP8: 71 MB of fp8 + 7 MB of bf16 per layer, 4.5 GiB over
+    61 layers."""
+    if not model.kv_lora_rank:
+        return 0.0
+    h = model.hidden_size * 1.0
+    n = model.num_attention_heads / tp
+    ql = (model.q_lora_rank or model.hidden_size) * 1.0
+    rk = model.kv_lora_rank * 1.0
+    absorbed = (ql * n * rk + n * rk * h) * r.linear_bytes
+    dequant = jnp.where(precision >= PRECISION_FP8,
+                        rk * n * (model.qk_nope_head_dim + model.v_head_dim) * r.act_bytes, 0.0)
+    w_qr = ql * n * model.qk_rope_head_dim * r.act_bytes
+    return jnp.ceil(model.num_layers / pp) * (absorbed + dequant + w_qr)
+
+
 def weight_bytes_per_gpu(model: Model, tp, pp, r: Rates, precision, ep=1, dp=1):
     """Weight bytes on one GPU of the heaviest stage: linears at ``r.linear_bytes``,
     everything else at ``r.act_bytes`` (module docstring).  An MXFP4-expert checkpoint

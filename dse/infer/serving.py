@@ -145,7 +145,7 @@ from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
-from dse.infer.memory import activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.memory import absorbed_mla_bytes, activation_workspace_bytes, weight_bytes_per_gpu
 from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
@@ -291,8 +291,13 @@ def kv_bytes_per_token(dep: Deployment) -> float:
 
 
 def weights_bytes(dep: Deployment) -> float:
+    """Weight bytes per GPU (:func:`dse.infer.memory.weight_bytes_per_gpu`), with the MLA
+    decode copies of an engine that materializes them (``mla_absorbed_weights``)."""
     r = rates(dep.hw, dep.precision)
-    return float(weight_bytes_per_gpu(dep.model, dep.tp, dep.pp, r, dep.precision, dep.ep, dep.dp))
+    w = weight_bytes_per_gpu(dep.model, dep.tp, dep.pp, r, dep.precision, dep.ep, dep.dp)
+    if dep.engine.mla_absorbed_weights:
+        w = w + absorbed_mla_bytes(dep.model, dep.tp, dep.pp, r, dep.precision)
+    return float(w)
 
 
 def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
