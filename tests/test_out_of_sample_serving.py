@@ -36,10 +36,12 @@ DATA = Path(__file__).parent / "data"
 CSV = DATA / "published_serving.csv"
 MD = DATA / "published_serving.md"
 
-# a little above today's error (row mean 27.3 %; per metric tok/s 40.5, TTFT 51.9, TPOT 36.3, e2e 29.6 %) -- the REAL target,
+# a little above today's error (row mean 27.5 %; per metric tok/s 41.3, TTFT 50.0, TPOT 37.9, e2e 30.5 %;
+# TPOT went 37.8 -> 37.9 % when the vLLM 0.7 DeepSeek-R1 pool shrank to what that engine holds:
+# fewer admitted sequences decode faster, and those rows' TPOT is kernel speed) -- the REAL target,
 # from the issue, is <= 15 % on measured serving runs the model has not seen
 ROW_MEAN_REGRESSION_GUARD = 0.29
-METRIC_REGRESSION_GUARD = {"output_tok_s": 0.43, "ttft_ms": 0.54, "tpot_ms": 0.38,
+METRIC_REGRESSION_GUARD = {"output_tok_s": 0.43, "ttft_ms": 0.54, "tpot_ms": 0.39,
                            "e2e_latency_ms": 0.32}
 # dense models' throughput (today 9.5 %): the subset closest to the 15 % target
 DENSE_THROUGHPUT_REGRESSION_GUARD = 0.11
