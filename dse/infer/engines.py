@@ -242,7 +242,7 @@ Profiles (constants and where they come from):
     pool is what is left after the profiling forward of the whole token budget
     (``profile_at_budget``, every vLLM profile).  From 0.7.1 to 0.8.0 V0 forces chunked
     prefill off for MLA models, so their budget is ``max(max_model_len, 2048)`` -- 163840
-    tokens for DeepSeek-R1 at its defaults (:func:`v0_mla_budget`).
+    tokens for DeepSeek-R1 at its defaults (:func:`vllm_v0_mla`).
 ``vllm_mlperf`` -- vLLM under an MLPerf Inference harness (engine text "... MLPerf
     harness", as ``trtllm_mlperf``): the ``vllm`` profile without the default
     ``max_num_seqs`` = 256 cap.  An MLPerf submitter sets ``max_num_seqs`` per scenario
@@ -645,7 +645,7 @@ VLLM_MLA_UNCHUNKED = ((0, 7, 1), VLLM_V1_DEFAULT)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
 
 
-def v0_mla_budget(eng: EngineProfile, text: str, model, max_model_len: float | None = None) -> EngineProfile:
+def vllm_v0_mla(eng: EngineProfile, text: str, model, max_model_len: float | None = None) -> EngineProfile:
     """vLLM's V0 engine serving an MLA model (DeepSeek-V2/V3/R1) in the releases that force
     chunked prefill off for it (:data:`VLLM_MLA_UNCHUNKED`), two facts of those releases.
 

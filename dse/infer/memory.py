@@ -134,7 +134,7 @@ def routed_expert_params_per_gpu(model: Model, tp, pp, dp=1):
 
 def absorbed_mla_bytes(model: Model, tp, pp, r: Rates, precision):
     """Bytes per GPU of the MLA decode weights vLLM 0.7.x materializes beside the raw ones
-    (:func:`dse.infer.engines.v0_mla_budget`; ``vllm/attention/backends/mla/utils.py``
+    (:func:`dse.infer.engines.vllm_v0_mla`; ``vllm/attention/backends/mla/utils.py``
     ``process_weights_after_loading``), per layer of the heaviest stage with ``n = a / tp``
     local heads, query latent ``q_l`` (the hidden size without one), KV latent ``r``:
 

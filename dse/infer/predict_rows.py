@@ -63,7 +63,7 @@ from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import (EngineProfile, engine_profile, flag_values, launch_defaults,
-                               v0_mla_budget)
+                               vllm_v0_mla)
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -184,7 +184,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
     limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
-    V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.v0_mla_budget`,
+    V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
     got = {}
     for k, flag in _LAUNCH.items():
@@ -198,7 +198,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
             got[k] = seen[0]
     mml = got.pop("max_model_len", None)
     if model is not None and "max_num_tokens" not in got:
-        eng = v0_mla_budget(eng, str(row.get("engine", "")), model, mml)
+        eng = vllm_v0_mla(eng, str(row.get("engine", "")), model, mml)
     if got:
         eng = EngineProfile(**{**eng.__dict__, **got})
     return eng, (float(mml) if mml is not None else None)

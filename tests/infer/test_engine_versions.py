@@ -313,10 +313,10 @@ def test_v0_unchunked_mla_budget_follows_the_release_and_the_launch(text, notes,
     assert eng.max_num_tokens == tokens
 
 
-def test_the_v0_mla_budget_leaves_dense_models_alone():
-    from dse.infer.engines import v0_mla_budget
+def test_the_vllm_v0_mla_leaves_dense_models_alone():
+    from dse.infer.engines import vllm_v0_mla
     from dse.spec.model import get_model
-    assert v0_mla_budget(PROFILES["vllm"], "vllm (0.7.3)", get_model("llama3-70b")) == PROFILES["vllm"]
+    assert vllm_v0_mla(PROFILES["vllm"], "vllm (0.7.3)", get_model("llama3-70b")) == PROFILES["vllm"]
 
 
 def test_vllm_sizes_its_pool_after_a_pass_of_its_whole_budget():
