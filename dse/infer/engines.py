@@ -609,7 +609,7 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       256 / 512; above (B200, MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
       (Its ``mem_fraction_static`` reserve formula is not modelled: the profile's 0.88.)"""
     gib = float(hbm_bytes) / GIB
-    t = str(text).lower()
+    t = engine_text(text)
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
         return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS)
     if eng.name in VLLM_V1_NAMES:
@@ -667,7 +667,7 @@ def vllm_v0_mla(eng: EngineProfile, text: str, model, max_model_len: float | Non
     unchanged.  ``text``: the engine text (its release)."""
     if eng.name not in ("vllm", "vllm_mlperf") or not is_mla(model):
         return eng
-    v = version3(str(text))
+    v = version3(engine_text(text))
     if v is None or not (VLLM_MLA_UNCHUNKED[0] <= v < VLLM_MLA_UNCHUNKED[1]):
         return eng
     ctx = max_model_len if max_model_len is not None else max_context_of(model)
@@ -726,6 +726,16 @@ def backend_text(t: str) -> str | None:
     rel = _BACKEND_RELEASE.match(rest, b.end())
     tail = _ANY_RELEASE.sub(" ", rest[rel.end() if rel else b.end():])
     return f"{b.group(1)}{' ' + rel.group(1) if rel else ''}{tail}"
+
+
+def engine_text(text: str) -> str:
+    """The engine's own text, lower case: a serving product's backend
+    (:func:`backend_text`, its release and flags), else ``text`` itself -- what every
+    release-dependent rule reads, so that Dynamo's or Ray's version is never taken for the
+    engine's."""
+    t = str(text).strip().lower()
+    inner = backend_text(t)
+    return t if inner is None else inner
 
 
 def engine_profile(text: str) -> tuple[EngineProfile, str]:

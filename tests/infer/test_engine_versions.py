@@ -401,3 +401,16 @@ def test_absorbed_mla_weights_are_the_two_products_and_the_kept_copies():
     assert float(absorbed_mla_bytes(m, 8, 1, r, fp8)) == pytest.approx(61 * per_layer)
     assert float(absorbed_mla_bytes(m, 4, 1, r, fp8)) == pytest.approx(2 * 61 * per_layer)
     assert absorbed_mla_bytes(get_model("llama3-70b"), 8, 1, r, fp8) == 0.0
+
+
+def test_release_rules_read_the_backend_release_not_the_products():
+    """Launch limits and V0's MLA facts take the backend's release: Ray 2.44 is not vLLM
+    2.44, Dynamo 0.4.1 is not SGLang 0.4.1."""
+    from dse.infer.engines import vllm_v0_mla
+    from dse.spec.model import get_model
+    r1 = get_model("deepseek-r1")
+    eng = vllm_v0_mla(PROFILES["vllm"], "ray serve llm 2.44 (vllm 0.7.3)", r1)
+    assert eng.max_num_tokens == 163840 and eng.mla_absorbed_weights
+    text = "dynamo 0.4.1 (sglang 0.4.9 backend)"
+    lim = launch_defaults(engine_profile(text)[0], text, 141 * GIB, "h200-sxm-141gb", "concurrency", 8)
+    assert lim.graph_max_batch == 256                    # 0.4.8's rule above 90 GiB, not 0.4.1's 160
