@@ -418,6 +418,8 @@ def _pool_bytes(rep: Replica, eng: EngineProfile, S):
              else jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0)))
     wl = InferenceWorkload(batch=1.0, prompt_len=chunk, gen_len=1.0, precision=rep.precision)
     acts = activation_workspace_bytes(rep.model, wl, rep.tp, rep.pp, r.act_bytes)
+    if eng.static_fraction:
+        return eng.mem_fraction * hbm - w - RESERVE_BYTES, acts
     fixed = w * (1.0 + FRAGMENTATION) + RESERVE_BYTES + acts
     if eng.kv_after_weights:
         return eng.mem_fraction * (hbm - fixed), acts

@@ -253,8 +253,9 @@ Profiles (constants and where they come from):
     decode batches run eager.  Benchmarks that run vLLM with its defaults
     (``benchmark_serving`` / ``benchmark_throughput``) keep the ``vllm`` profile.
 ``sglang`` -- SGLang v0.3: decode CUDA graphs up to batch 160 (``cuda_graph_max_bs``
-    default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 for an
-    80 GB GPU (server_args default by GPU memory), ``chunked_prefill_size`` 8192,
+    default, ``python/sglang/srt/server_args.py``), ``mem_fraction_static`` 0.88 at TP1
+    (the share of GPU memory for weights + KV only, ``static_fraction``; by TP size and
+    release, :func:`sglang_mem_fraction`), ``chunked_prefill_size`` 8192,
     ``max_running_requests`` from the pool; token-granular paged pool (block 1).  Host
     time 1.5 ms per iteration; prefill batches run apart from decode
     (``enable_mixed_chunk`` off by default).  The scheduler runs between GPU iterations until the
@@ -393,6 +394,8 @@ class EngineProfile:
     #                                runs per iteration, not a host loop per micro-batch (dse.infer.pipeline)
     profile_at_budget: bool = False  # the KV pool is what is left after a profiling forward of
     #                                  max_num_tokens tokens (vLLM profile_run), not of one prompt
+    static_fraction: bool = False  # mem_fraction holds weights + KV only; activations and CUDA
+    #                                graphs live in the rest (SGLang mem_fraction_static)
     mla_absorbed_weights: bool = False  # MLA decode weights W_Q_UK / W_UV_O materialized beside
     #                                     the raw ones (vLLM 0.7.x, dse.infer.memory.absorbed_mla_bytes)
 
@@ -477,11 +480,11 @@ PROFILES = {
                                  profile_at_budget=True),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
-                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True),
+                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, static_fraction=True),
     "sglang_overlap": EngineProfile("sglang_overlap", True, 160, 1.5e-3, 1, 0.88, False, 1, False,
                                     4096, 8192, True, mixed_batches=False, seq_overhead_s=20e-6,
                                     eager_op_s=EAGER_OP_S, linear_bw_eff=TORCH_LINEAR_BW_EFF,
-                                    host_overlap=True, python_host=True),
+                                    host_overlap=True, python_host=True, static_fraction=True),
     "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
@@ -525,6 +528,7 @@ VLLM_V1_DEFAULT = (0, 8, 0)        # vllm/envs.py: VLLM_USE_V1 defaults to "1" f
 VLLM_V0_REMOVED = (0, 11, 0)       # v0.11.0: vllm/engine/llm_engine.py is the V1 LLMEngine
 SGLANG_OVERLAP_DEFAULT = (0, 3, 6)  # server_args.py: disable_overlap_schedule = False from v0.3.6
 SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and tp (launch_defaults)
+SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
 _ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
@@ -580,7 +584,7 @@ GIB = float(2**30)
 
 
 def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
-                    scenario: str, tp: int | None = None) -> EngineProfile:
+                    scenario: str, tp: int | None = None, pp: int = 1) -> EngineProfile:
     """The limits an engine launched with its defaults takes from the GPU it runs on and
     the way it is launched, where the profile has them (the launch flags a row states
     override these afterwards):
@@ -607,7 +611,10 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       (``tp_size``): below 20 GiB 2048 tokens and graphs to 8; below 35 GiB 2048 and 24
       (tp < 4) / 80; below 60 GiB 4096 and 32 / 160; below 160 GiB (H100, H200) 8192 and
       256 / 512; above (B200, MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
-      (Its ``mem_fraction_static`` reserve formula is not modelled: the profile's 0.88.)"""
+    * SGLang's ``mem_fraction_static`` (the share of GPU memory for weights + KV,
+      ``static_fraction``; :func:`sglang_mem_fraction`): before 0.5.3 by the TP size, from
+      0.5.3 what is left of the GPU after a reserve for activations and CUDA graphs.
+      ``tp`` None keeps the profile's 0.88."""
     gib = float(hbm_bytes) / GIB
     t = engine_text(text)
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
@@ -627,12 +634,57 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
                              (2048, 80 if wide else 24) if gib < 35.0 else
                              (4096, 160 if wide else 32) if gib < 60.0 else
                              (8192, 512 if wide else 256) if gib < 160.0 else (16384, 512))
-            return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
-        if v >= (0, 4, 8):
+            eng = replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
+        elif v >= SGLANG_MEM_BY_GPU:
             tokens = 2048 if gib < 35.0 else 8192 if gib < 160.0 else 16384
             graph = 512 if gib > 160.0 else 256 if gib > 90.0 else 160
-            return replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
+            eng = replace(eng, max_num_tokens=tokens, graph_max_batch=graph)
+    if eng.name in ("sglang", "sglang_overlap") and tp is not None:
+        eng = replace(eng, mem_fraction=sglang_mem_fraction(eng, version3(t), hbm_bytes, tp, pp))
     return eng
+
+
+#: SGLang's default ``mem_fraction_static`` by TP size before 0.5.3
+#: (``python/sglang/srt/server_args.py`` ``ServerArgs.__post_init__``: "Set mem fraction
+#: static, which depends on the tensor parallelism size"): tp >= 16, 8, 4, 2, 1
+SGLANG_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+#: SGLang 0.4.8-0.5.2's reserve for activations and CUDA graphs (``server_args.py``
+#: ``__post_init__``, "Set mem fraction static"): (GPU memory below, GiB; base GiB; GiB per
+#: GPU of tp x pp)
+SGLANG_TIERED_RESERVE_GIB = ((35.0, 2.8, 0.1), (90.0, 9.5, 0.5), (160.0, 12.0, 0.5),
+                             (float("inf"), 32.0, 0.0))
+
+
+def sglang_mem_fraction(eng: EngineProfile, v: tuple | None, hbm_bytes: float, tp: int, pp: int = 1) -> float:
+    """SGLang's default ``mem_fraction_static``: the share of GPU memory for weights + KV
+    (``model_runner.profile_max_num_token``: KV = memory free after the weights - total x
+    (1 - fraction); activations and CUDA graphs live in the rest, ``static_fraction``).
+
+    * Before 0.4.8 by the TP size (:data:`SGLANG_FRACTION_BY_TP`).
+    * From 0.4.8 to 0.5.2 (the ``__post_init__`` that also sets the chunk by GPU memory,
+      :func:`launch_defaults`): ``round((M - reserve) / M, 3)`` with a tiered reserve in GiB
+      of ``2.8 + tp pp / 10`` below 35 GiB, ``9.5 + tp pp / 2`` below 90 GiB (H100),
+      ``12 + tp pp / 2`` below 160 GiB (H200), 32 above (B200, MI300X); ``M`` the GPU
+      memory (:data:`SGLANG_TIERED_RESERVE_GIB`).
+    * From 0.5.3 (or no release stated: today's SGLang), ``server_args.py``
+      ``_handle_gpu_memory_settings``: a reserve in MiB of ``512 + 1.5 max(chunk, 2048) + 2
+      graph_bs + 1024 tp pp / 8``, at least 10 GiB on a GPU above 60 GiB, so ``fraction =
+      round((M - reserve) / M, 3)`` with ``M`` the GPU memory in MiB and ``chunk`` /
+      ``graph_bs`` the launch limits (:func:`launch_defaults`).  The attention-DP terms
+      (``3 graph_bs dp`` more) are not carried: the profile does not see ``dp``.
+    """
+    mib = float(hbm_bytes) / 2**20
+    if v is not None and v < SGLANG_MEM_BY_GPU:
+        return next(f for n, f in SGLANG_FRACTION_BY_TP if tp >= n)
+    if v is not None and v < SGLANG_GRAPH_BY_TP:
+        gib, par = mib / 1024.0, tp * pp
+        base, per = next((b, k) for top, b, k in SGLANG_TIERED_RESERVE_GIB if gib < top)
+        return round((mib - (base + per * par) * 1024.0) / mib, 3)
+    reserve = (512.0 + 1.5 * max(eng.max_num_tokens, 2048) + 2.0 * eng.graph_max_batch
+               + 1024.0 * tp * pp / 8.0)
+    if mib > 60 * 1024:
+        reserve = max(reserve, 10 * 1024.0)
+    return round((mib - reserve) / mib, 3)
 
 
 #: vLLM releases whose V0 engine turns chunked prefill off for MLA models: PR #12642

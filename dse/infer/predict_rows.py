@@ -310,7 +310,7 @@ def predict_inference_row(row: dict) -> dict:
                 tp *= 2
         chosen["chosen_tp"] = tp
     # the limits the engine launches with (some follow the TP size), then the row's flags
-    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp)
+    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp, pp)
     eng, max_model_len = launch_settings(row, eng, model)
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:

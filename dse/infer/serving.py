@@ -309,6 +309,8 @@ def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
              else min(dep.engine.max_num_tokens, max(prompt_len, 1.0)))
     wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
     acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp, r.act_bytes))
+    if dep.engine.static_fraction:
+        return dep.engine.mem_fraction * hbm - w - RESERVE_BYTES
     if dep.engine.kv_after_weights:
         free = hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
         return dep.engine.mem_fraction * free

@@ -414,3 +414,30 @@ def test_release_rules_read_the_backend_release_not_the_products():
     text = "dynamo 0.4.1 (sglang 0.4.9 backend)"
     lim = launch_defaults(engine_profile(text)[0], text, 141 * GIB, "h200-sxm-141gb", "concurrency", 8)
     assert lim.graph_max_batch == 256                    # 0.4.8's rule above 90 GiB, not 0.4.1's 160
+
+
+@pytest.mark.parametrize("text,hbm_gib,tp,frac", [
+    ("sglang (v0.3.0)", 80, 1, 0.88), ("sglang (v0.3.0)", 80, 4, 0.85),     # by TP size
+    ("sglang 0.4.2", 192, 8, 0.81), ("sglang 0.4.2", 80, 16, 0.79),
+    ("sglang 0.4.9", 80, 8, round((81920 - (9.5 + 4) * 1024) / 81920, 3)),   # tiered reserve
+    ("sglang 0.4.9", 141, 1, round((141 * 1024 - 12.5 * 1024) / (141 * 1024), 3)),
+    ("sglang 0.4.9", 192, 8, round((192 - 32) / 192, 3)),
+    ("sglang 0.5.3", 80, 8, round((81920 - (512 + 1.5 * 8192 + 2 * 512 + 1024)) / 81920, 3)),
+    ("sglang", 80, 1, round((81920 - max(512 + 1.5 * 8192 + 2 * 256 + 128, 10240)) / 81920, 3)),
+])
+def test_sglang_mem_fraction_static_follows_the_release(text, hbm_gib, tp, frac):
+    eng = launch_defaults(engine_profile(text)[0], text, hbm_gib * GIB, "gpu", "concurrency", tp)
+    assert eng.mem_fraction == pytest.approx(frac)
+
+
+def test_sglang_pool_is_its_static_fraction_less_the_weights():
+    """SGLang's KV = memory free after the weights - total x (1 - mem_fraction_static)
+    (model_runner.profile_max_num_token): activations live outside the fraction, so the pool
+    does not depend on the prompt, and it is fraction x HBM - weights - the 1 GiB context."""
+    from dse.infer.serving import Deployment, kv_pool_bytes, weights_bytes
+    from dse.spec.model import get_model
+    from dse.train.memory import RESERVE_BYTES
+    m, hw = get_model("llama3-70b"), get_hardware("h100-sxm-80gb")
+    dep = Deployment(m, hw, PROFILES["sglang_overlap"], 4, 1, 2, 2.0)
+    pools = [kv_pool_bytes(dep, s) for s in (128.0, 8192.0)]
+    assert pools[0] == pools[1] == pytest.approx(0.88 * float(hw.hbm_bytes) - weights_bytes(dep) - RESERVE_BYTES)
