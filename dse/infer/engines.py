@@ -753,8 +753,8 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
 #: NVIDIA Dynamo, Triton Inference Server, llm-d, Ray Serve LLM, KServe, AIBrix
 _WRAPPER = re.compile(r"^(?:nvidia\s+)?(nim|dynamo|triton(?:\s*inference\s*server|server)?|llm-d|"
                       r"ray\s*serve(?:\s*llm)?|kserve|aibrix)\b")
-_BACKEND = re.compile(r"(?<![\w-])(trtllm|tensorrt-llm|vllm|sglang)(?![\w-])")
-_BACKEND_RELEASE = re.compile(r"\s*[(:]?\s*(?:v|==\s*)?(\d+\.\d+(?:\.\d+)?(?:\.?(?:post|dev|rc)\d+)?)")
+_BACKEND = re.compile(r"(?<!\w)(trtllm|tensorrt-llm|vllm|sglang)(?!\w)")
+_BACKEND_RELEASE = re.compile(r"\s*[(:-]?\s*(?:v|==\s*)?(\d+\.\d+(?:\.\d+)?(?:\.?(?:post|dev|rc)\d+)?)")
 _ANY_RELEASE = re.compile(r"\bv?\d+\.(?:\d+|x)(?:\.\d+)*(?:\.?(?:post|dev|rc)\d+)?\b")
 
 
@@ -765,6 +765,7 @@ def backend_text(t: str) -> str | None:
     product.  The product's own release is dropped -- Dynamo 0.4 is not vLLM 0.4 -- and so
     is every other version in the text but the one written right after the backend's name,
     which is the backend's release; without one the backend's routing takes today's release.
+    Triton's TensorRT-LLM backend is the C++ executor whatever version stands beside it.
     NIM naming no backend runs TensorRT-LLM (NIM for LLMs docs, "Model Profiles": an
     optimized TensorRT-LLM profile where one exists for the GPU, vLLM otherwise): ``"trtllm"``.
     Another product naming none: ``""`` (no profile)."""
@@ -775,6 +776,10 @@ def backend_text(t: str) -> str | None:
     b = _BACKEND.search(rest)
     if not b:
         return "trtllm" if w.group(1) == "nim" else ""
+    if w.group(1).startswith("triton") and b.group(1) in ("trtllm", "tensorrt-llm"):
+        # Triton's TensorRT-LLM backend (tensorrtllm_backend) drives the C++ executor,
+        # whatever the version beside it (often the container's, "24.08")
+        return "trtllm (c++ executor)" + _ANY_RELEASE.sub(" ", rest[b.end():])
     rel = _BACKEND_RELEASE.match(rest, b.end())
     tail = _ANY_RELEASE.sub(" ", rest[rel.end() if rel else b.end():])
     return f"{b.group(1)}{' ' + rel.group(1) if rel else ''}{tail}"

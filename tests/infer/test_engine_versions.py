@@ -373,6 +373,8 @@ def test_out_of_sample_vllm_v0_deepseek_r1_kv_pool_on_8x_h200():
     ("llm-d 0.2 (vllm)", "vllm_v1_async"),
     ("dynamo 0.6 (TensorRT-LLM 1.1 PyTorch backend)", "trtllm_pytorch"),
     ("Triton Inference Server 24.08 (TensorRT-LLM backend)", "trtllm"),
+    ("triton-trtllm 24.08", "trtllm"),
+    ("llm-d 0.3 (vllm-0.11.0)", "vllm_v1"),
     ("nim 1.8 (sglang backend)", "sglang_overlap"),
     ("NVIDIA NIM 1.8", "trtllm"),                            # NIM naming no engine: TensorRT-LLM
 ])
