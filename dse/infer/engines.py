@@ -600,7 +600,12 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     * ``trtllm_pytorch`` outside ``trtllm-bench`` (``trtllm-serve`` or the LLM API; a
       ``concurrency`` / ``poisson_rate`` row naming neither): ``tensorrt_llm/commands/serve.py``
       ``get_llm_args`` passes ``BuildConfig``'s ``max_batch_size`` / ``max_num_tokens``
-      defaults, 2048 and 8192, not the bench's tuned caps (4096 / 32768).
+      defaults, 2048 and 8192, not the bench's tuned caps (4096 / 32768); and it sizes the
+      KV pool after a dummy pass of those 8192 tokens (``_torch/pyexecutor/_util.py``
+      ``KvCacheCreator._create_dummy_context_requests`` fills ``max_num_tokens``; KV =
+      fraction x (total - that peak)): ``profile_at_budget``.  Under trtllm-bench the same
+      pass runs the bench's tuned budget (``tuning.py``), which the profile does not carry,
+      so those rows keep the one-prompt workspace.
     * ``sglang_overlap`` from 0.4.8 (``python/sglang/srt/server_args.py``
       ``__post_init__``): ``chunked_prefill_size`` 2048 below 35 GiB, 8192 below 160 GiB,
       16384 above; ``cuda_graph_max_bs`` 160, extended by the capture list to 256 above
@@ -618,7 +623,8 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     gib = float(hbm_bytes) / GIB
     t = engine_text(text)
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
-        return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS)
+        return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS,
+                       profile_at_budget=True)
     if eng.name in VLLM_V1_NAMES:
         big = gib >= 70.0 and "a100" not in hw_name.lower()
         offline = bool(_OFFLINE_VLLM.search(t)) or scenario in ("fixed_batch", "latency")

@@ -443,3 +443,18 @@ def test_sglang_pool_is_its_static_fraction_less_the_weights():
     dep = Deployment(m, hw, PROFILES["sglang_overlap"], 4, 1, 2, 2.0)
     pools = [kv_pool_bytes(dep, s) for s in (128.0, 8192.0)]
     assert pools[0] == pools[1] == pytest.approx(0.88 * float(hw.hbm_bytes) - weights_bytes(dep) - RESERVE_BYTES)
+
+
+def test_trtllm_serve_sizes_its_pool_after_a_pass_of_8192_tokens():
+    """KvCacheCreator's dummy context requests fill max_num_tokens (8192 under trtllm-serve):
+    the pool no longer depends on the prompt; trtllm-bench rows keep the prompt's workspace."""
+    from dse.infer.serving import Deployment, kv_pool_bytes
+    from dse.spec.model import get_model
+    m, hw = get_model("llama3-8b"), get_hardware("b200")
+    serve = launch_defaults(PROFILES["trtllm_pytorch"], "trtllm (1.1, trtllm-serve)", float(hw.hbm_bytes),
+                            hw.name, "concurrency", 1)
+    bench = launch_defaults(PROFILES["trtllm_pytorch"], "trtllm (1.1, trtllm-bench throughput)",
+                            float(hw.hbm_bytes), hw.name, "offline_throughput", 1)
+    assert serve.profile_at_budget and not bench.profile_at_budget
+    pools = [kv_pool_bytes(Deployment(m, hw, serve, 1, 1, 1, 1.0), s) for s in (128.0, 4096.0)]
+    assert pools[0] == pools[1]
