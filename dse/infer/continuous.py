@@ -75,7 +75,8 @@ from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
 from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
-from dse.infer.memory import absorbed_mla_bytes, activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
+                              profiling_tokens)
 from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
@@ -397,9 +398,10 @@ def steady_iteration_s(rep: Replica, eng: EngineProfile, b, S, O):
     return steady_cycle(rep, eng, b, S, O).mean_s
 
 
-def weights_bytes(rep: Replica):
+def weights_bytes(rep: Replica, eng: EngineProfile):
+    """Weight bytes per GPU as ``eng`` holds them (:func:`dse.infer.memory.engine_weight_bytes`)."""
     r = rates(rep.hw, rep.precision)
-    return weight_bytes_per_gpu(rep.model, rep.tp, rep.pp, r, rep.precision, rep.ep, rep.dp)
+    return engine_weight_bytes(rep.model, rep.tp, rep.pp, r, rep.precision, rep.ep, rep.dp, eng)
 
 
 def kv_bytes_per_token(rep: Replica):
@@ -410,20 +412,10 @@ def kv_bytes_per_token(rep: Replica):
 
 def _pool_bytes(rep: Replica, eng: EngineProfile, S):
     r = rates(rep.hw, rep.precision)
-    hbm = rep.hw.hbm_bytes * 1.0
-    w = weights_bytes(rep)
-    if eng.mla_absorbed_weights:
-        w = w + absorbed_mla_bytes(rep.model, rep.tp, rep.pp, r, rep.precision)
-    chunk = (eng.max_num_tokens * 1.0 if eng.profile_at_budget
-             else jnp.minimum(eng.max_num_tokens * 1.0, jnp.maximum(S * 1.0, 1.0)))
-    wl = InferenceWorkload(batch=1.0, prompt_len=chunk, gen_len=1.0, precision=rep.precision)
+    wl = InferenceWorkload(batch=1.0, prompt_len=profiling_tokens(eng, S), gen_len=1.0,
+                           precision=rep.precision)
     acts = activation_workspace_bytes(rep.model, wl, rep.tp, rep.pp, r.act_bytes)
-    if eng.static_fraction:
-        return eng.mem_fraction * hbm - w - RESERVE_BYTES, acts
-    fixed = w * (1.0 + FRAGMENTATION) + RESERVE_BYTES + acts
-    if eng.kv_after_weights:
-        return eng.mem_fraction * (hbm - fixed), acts
-    return eng.mem_fraction * hbm - fixed, acts
+    return kv_pool_from(eng, rep.hw.hbm_bytes * 1.0, weights_bytes(rep, eng), acts), acts
 
 
 def held_tokens(eng: EngineProfile, S, O):
@@ -460,7 +452,7 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
     t = jax.vmap(lambda b: steady_iteration_s(rep, eng, b, S, O))(cands)
     best = jnp.argmax(jnp.where(valid, cands / t, -jnp.inf))
     tuned = jnp.where(ok, cands[best], 0.0)
-    return Slots(pool, n_slots, cap, tuned, weights_bytes(rep), per_seq)
+    return Slots(pool, n_slots, cap, tuned, weights_bytes(rep, eng), per_seq)
 
 
 def first_token_s(rep: Replica, eng: EngineProfile, c: Cycle, q, S):

@@ -617,9 +617,9 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       (tp < 4) / 80; below 60 GiB 4096 and 32 / 160; below 160 GiB (H100, H200) 8192 and
       256 / 512; above (B200, MI300X) 16384 and 512.  ``tp`` None (a sweep over layouts) takes the tp < 4 limits.
     * SGLang's ``mem_fraction_static`` (the share of GPU memory for weights + KV,
-      ``static_fraction``; :func:`sglang_mem_fraction`): before 0.5.3 by the TP size, from
-      0.5.3 what is left of the GPU after a reserve for activations and CUDA graphs.
-      ``tp`` None keeps the profile's 0.88."""
+      ``static_fraction``; :func:`sglang_mem_fraction`): before 0.4.8 by the TP size, from
+      0.4.8 what is left of the GPU after a reserve for activations and CUDA graphs (a
+      tiered one to 0.5.2, 0.5.3's computed one after).  ``tp`` None keeps the profile's 0.88."""
     gib = float(hbm_bytes) / GIB
     t = engine_text(text)
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
@@ -699,7 +699,8 @@ def sglang_mem_fraction(eng: EngineProfile, v: tuple | None, hbm_bytes: float, t
 #: V1 default of 0.8.0 (V1 always chunks)
 VLLM_MLA_UNCHUNKED = ((0, 7, 1), VLLM_V1_DEFAULT)
 #: V0 ``SchedulerConfig``: without chunked prefill ``max_num_batched_tokens =
-#: max(max_model_len, _DEFAULT_MAX_NUM_BATCHED_TOKENS)``, the latter 2048
+#: max(max_model_len, _DEFAULT_MAX_NUM_BATCHED_TOKENS)``, the latter 2048 (``vllm/config.py``;
+#: also :func:`dse.infer.lockstep.pass_tokens`)
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
 
 

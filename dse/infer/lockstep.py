@@ -54,11 +54,10 @@ from __future__ import annotations
 
 import math
 
+from dse.infer.engines import VLLM_V0_MIN_BATCHED_TOKENS
 from dse.infer.serving import (Deployment, ServingResult, gpus_per_replica, iteration_s,
                                kv_slots, md1_wait_s, prefill_s, streams)
 
-#: vLLM ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` (``vllm/config.py``, ``SchedulerConfig``)
-VLLM_MIN_BATCHED_TOKENS = 2048
 
 
 def pass_tokens(dep: Deployment, S: float, max_model_len: float | None = None) -> float:
@@ -74,7 +73,7 @@ def pass_tokens(dep: Deployment, S: float, max_model_len: float | None = None) -
     eng = dep.engine
     if eng.name.startswith("vllm") and not eng.chunked_prefill:
         mml = math.inf if max_model_len is None else float(max_model_len)
-        return max(mml, float(VLLM_MIN_BATCHED_TOKENS))
+        return max(mml, float(VLLM_V0_MIN_BATCHED_TOKENS))
     return float(eng.max_num_tokens)
 
 

@@ -158,6 +158,46 @@ def absorbed_mla_bytes(model: Model, tp, pp, r: Rates, precision):
     return jnp.ceil(model.num_layers / pp) * (absorbed + dequant + w_qr)
 
 
+def engine_weight_bytes(model: Model, tp, pp, r: Rates, precision, ep, dp, engine):
+    """Weight bytes per GPU as ``engine`` holds them: :func:`weight_bytes_per_gpu`, plus
+    the MLA decode copies of an engine that materializes them
+    (``EngineProfile.mla_absorbed_weights``, :func:`absorbed_mla_bytes`)."""
+    w = weight_bytes_per_gpu(model, tp, pp, r, precision, ep, dp)
+    if engine.mla_absorbed_weights:
+        w = w + absorbed_mla_bytes(model, tp, pp, r, precision)
+    return w
+
+
+def profiling_tokens(engine, prompt_len):
+    """Tokens of the forward whose activation peak the engine's KV pool is sized after: its
+    whole budget ``max_num_tokens`` where it profiles one (``profile_at_budget``: vLLM,
+    trtllm-serve), else one prompt chunk ``min(max_num_tokens, S)``.  A Python ``S`` gives
+    a Python float, a traced one a JAX value."""
+    if engine.profile_at_budget:
+        return engine.max_num_tokens * 1.0
+    if isinstance(prompt_len, (int, float)):
+        return float(min(engine.max_num_tokens, max(prompt_len, 1.0)))
+    return jnp.minimum(engine.max_num_tokens * 1.0, jnp.maximum(prompt_len * 1.0, 1.0))
+
+
+def kv_pool_from(engine, hbm_bytes, weights_bytes, acts_bytes):
+    """KV pool bytes per GPU from the GPU memory, the weights and the activation workspace
+    (:mod:`dse.infer.serving`, "KV capacity"; type-preserving, Python or traced):
+
+    * ``static_fraction`` (SGLang): ``f hbm - w - reserve`` -- the fraction holds weights +
+      KV only, activations live outside it;
+    * ``kv_after_weights`` (TensorRT-LLM): ``f (hbm - fixed)``;
+    * else (vLLM): ``f hbm - fixed``;
+
+    with ``fixed = w (1 + FRAGMENTATION) + RESERVE_BYTES + acts``."""
+    if engine.static_fraction:
+        return engine.mem_fraction * hbm_bytes - weights_bytes - RESERVE_BYTES
+    fixed = weights_bytes * (1.0 + FRAGMENTATION) + RESERVE_BYTES + acts_bytes
+    if engine.kv_after_weights:
+        return engine.mem_fraction * (hbm_bytes - fixed)
+    return engine.mem_fraction * hbm_bytes - fixed
+
+
 def weight_bytes_per_gpu(model: Model, tp, pp, r: Rates, precision, ep=1, dp=1):
     """Weight bytes on one GPU of the heaviest stage: linears at ``r.linear_bytes``,
     everything else at ``r.act_bytes`` (module docstring).  An MXFP4-expert checkpoint

@@ -100,11 +100,11 @@ def pipelined_iteration_s(engine: EngineProfile, stage_s, pp, sequences, micro,
     scalars = all(isinstance(v, (int, float)) for v in (stage_s, pp, sequences, micro))
     if not engine.host_overlap or (scalars and pp <= 1):
         return engine.with_host_s(stage_s * pp, sequences, host_scale)
-    if engine.pp_serial_step:
-        serial = replace(engine, host_overlap=False).with_host_s(stage_s * pp, sequences, host_scale)
-    else:
+    if host_serial_with_pp(engine):
         m = max(float(micro), 1.0) if scalars else jnp.maximum(micro * 1.0, 1.0)
         serial = pp * (stage_s + engine.host_s(sequences / m, host_scale))
+    else:                                  # pp_serial_step: one serial engine step
+        serial = replace(engine, host_overlap=False).with_host_s(stage_s * pp, sequences, host_scale)
     if scalars:
         return float(serial)
     return jnp.where(pp > 1, serial, engine.with_host_s(stage_s * pp, sequences, host_scale))

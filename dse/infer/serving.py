@@ -145,13 +145,13 @@ from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
 from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
-from dse.infer.memory import absorbed_mla_bytes, activation_workspace_bytes, weight_bytes_per_gpu
+from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
+                              profiling_tokens)
 from dse.infer.pipeline import pipelined_iteration_s
 from dse.infer.prefill import prefill_attention
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model, decode_kv_geometry, is_mla
-from dse.train.memory import FRAGMENTATION, RESERVE_BYTES
 from dse.cost.rates import rates
 
 
@@ -291,30 +291,21 @@ def kv_bytes_per_token(dep: Deployment) -> float:
 
 
 def weights_bytes(dep: Deployment) -> float:
-    """Weight bytes per GPU (:func:`dse.infer.memory.weight_bytes_per_gpu`), with the MLA
-    decode copies of an engine that materializes them (``mla_absorbed_weights``)."""
+    """Weight bytes per GPU as the deployment's engine holds them
+    (:func:`dse.infer.memory.engine_weight_bytes`)."""
     r = rates(dep.hw, dep.precision)
-    w = weight_bytes_per_gpu(dep.model, dep.tp, dep.pp, r, dep.precision, dep.ep, dep.dp)
-    if dep.engine.mla_absorbed_weights:
-        w = w + absorbed_mla_bytes(dep.model, dep.tp, dep.pp, r, dep.precision)
-    return float(w)
+    return float(engine_weight_bytes(dep.model, dep.tp, dep.pp, r, dep.precision, dep.ep, dep.dp,
+                                     dep.engine))
 
 
 def kv_pool_bytes(dep: Deployment, prompt_len: float) -> float:
-    """Bytes of the KV pool on one GPU (module docstring)."""
-    hbm = float(dep.hw.hbm_bytes)
-    w = weights_bytes(dep)
+    """Bytes of the KV pool on one GPU (module docstring; :func:`dse.infer.memory.kv_pool_from`
+    after the activation peak of :func:`dse.infer.memory.profiling_tokens`)."""
     r = rates(dep.hw, dep.precision)
-    chunk = (float(dep.engine.max_num_tokens) if dep.engine.profile_at_budget
-             else min(dep.engine.max_num_tokens, max(prompt_len, 1.0)))
-    wl = InferenceWorkload(batch=1, prompt_len=chunk, gen_len=1, precision=dep.precision)
+    wl = InferenceWorkload(batch=1, prompt_len=profiling_tokens(dep.engine, prompt_len), gen_len=1,
+                           precision=dep.precision)
     acts = float(activation_workspace_bytes(dep.model, wl, dep.tp, dep.pp, r.act_bytes))
-    if dep.engine.static_fraction:
-        return dep.engine.mem_fraction * hbm - w - RESERVE_BYTES
-    if dep.engine.kv_after_weights:
-        free = hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
-        return dep.engine.mem_fraction * free
-    return dep.engine.mem_fraction * hbm - w * (1 + FRAGMENTATION) - RESERVE_BYTES - acts
+    return float(kv_pool_from(dep.engine, float(dep.hw.hbm_bytes), weights_bytes(dep), acts))
 
 
 def resident_output(output_len: float, o2: float = 1.0) -> float:
