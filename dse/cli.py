@@ -454,7 +454,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--engine", default=None,
                    help="engine profile for continuous batching: trtllm | trtllm_pytorch | vllm (V0) "
                         "| vllm_v1 | vllm_v1_async (>= 0.14) | sglang (v0.3) | sglang_overlap | trtllm_mlperf "
-                        "| trtllm_static "
+                        "| trtllm_static | tgi (2.x) | tgi_v3 | lmdeploy (TurboMind < 0.12) | lmdeploy_async "
                         "| nemo, or an engine with its release routed as dse predict does "
                         "(e.g. 'vllm 0.14.1', 'sglang 0.4.8', 'trtllm 1.0 pytorch') "
                         "(default: trtllm on NVIDIA, vllm on AMD)")

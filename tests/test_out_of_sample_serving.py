@@ -8,8 +8,9 @@ Sources: TensorRT-LLM perf-overview tables (release 1.0, the developer guide, re
 with B300/GB300 beta), MLPerf Inference v5.1 closed (B200, GB200, MI300X, MI325X),
 dstack's DeepSeek-R1 concurrency sweep (vLLM, SGLang, TensorRT-LLM on 8x H200 and 8x
 MI300X), NVIDIA NIM's Llama-3.3-70B concurrency sweep into saturation (2x H100), and AMD's
-vLLM ROCm static-batch latencies of Llama-3.1-70B / 405B (8x MI300X).  Newer GPUs, FP4, MoE families (Qwen3, Llama-4, DeepSeek-R1, gpt-oss), other
-engines and concurrency sweeps into saturation: what the issue says we will be scored on.
+vLLM ROCm static-batch latencies of Llama-3.1-70B / 405B (8x MI300X), LMDeploy's TurboMind
+tables on A100 and dstack's TGI runs of Llama-3.1-405B on 8x MI300X.  Newer GPUs, FP4, MoE families (Qwen3, Llama-4, DeepSeek-R1, gpt-oss), other
+engines (LMDeploy TurboMind on A100, TGI on MI300X) and concurrency sweeps into saturation: what the issue says we will be scored on.
 
 Every row runs through the code path of `dse validate` / `dse predict`
 (dse.predict.predict_frame -> dse.infer.predict_rows), and the error is printed per source,
@@ -36,14 +37,14 @@ DATA = Path(__file__).parent / "data"
 CSV = DATA / "published_serving.csv"
 MD = DATA / "published_serving.md"
 
-# a little above today's error (row mean 27.5 %; per metric tok/s 41.3, TTFT 50.0, TPOT 37.9, e2e 30.5 %;
-# TPOT went 37.8 -> 37.9 % when the vLLM 0.7 DeepSeek-R1 pool shrank to what that engine holds:
-# fewer admitted sequences decode faster, and those rows' TPOT is kernel speed) -- the REAL target,
-# from the issue, is <= 15 % on measured serving runs the model has not seen
+# a little above today's error (row mean 28.0 % over 182 rows; per metric tok/s 39.6, TTFT 46.4,
+# TPOT 38.0, e2e 30.5 %; the 161 rows before the TGI / LMDeploy sources are unchanged at 27.5 %)
+# -- the REAL target, from the issue, is <= 15 % on measured serving runs the model has not seen
 ROW_MEAN_REGRESSION_GUARD = 0.29
-METRIC_REGRESSION_GUARD = {"output_tok_s": 0.43, "ttft_ms": 0.54, "tpot_ms": 0.39,
+METRIC_REGRESSION_GUARD = {"output_tok_s": 0.41, "ttft_ms": 0.49, "tpot_ms": 0.39,
                            "e2e_latency_ms": 0.32}
-# dense models' throughput (today 9.5 %): the subset closest to the 15 % target
+# dense models' throughput (today 10.8 %; 9.5 % before the LMDeploy A100 rows, whose 70B TP4 cells at
+# concurrency 64 are +41 / +43 %): the subset closest to the 15 % target
 DENSE_THROUGHPUT_REGRESSION_GUARD = 0.11
 MOE_WORDS = ("Qwen3", "Llama-4", "DeepSeek", "gpt-oss", "Mixtral")
 

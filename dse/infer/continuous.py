@@ -94,7 +94,7 @@ CANDIDATES = 5          # the cap and up to four powers of two within a factor 8
 #: SGLang docs "AMD GPUs"), so they serve on both.
 #: TensorRT-LLM (C++ and PyTorch backends) and NeMo's TRT-LLM export run on NVIDIA GPUs only
 NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "trtllm_pytorch",
-               "trtllm_pytorch_eager", "nemo")
+               "trtllm_pytorch_eager", "nemo", "lmdeploy", "lmdeploy_async")
 
 
 def is_amd(hw: Hardware) -> bool:
@@ -143,8 +143,9 @@ def engine_rule(name: str, hw: Hardware) -> str:
         return (f"must be one of {sorted(PROFILES)} or an engine with its release (e.g. "
                 f"'vllm 0.14.1', 'sglang 0.4.8', 'trtllm 1.0 pytorch'), but got {name!r}")
     if name in NVIDIA_ONLY and is_amd(hw):
-        return (f"{name} (TensorRT-LLM) runs on NVIDIA GPUs only, but {hw.name} is AMD "
-                f"({hw.generation}); use vllm or sglang")
+        what = "LMDeploy TurboMind" if name.startswith("lmdeploy") else "TensorRT-LLM"
+        return (f"{name} ({what}) runs on NVIDIA GPUs only, but {hw.name} is AMD "
+                f"({hw.generation}); use vllm, sglang or tgi")
     return ""
 
 

@@ -337,6 +337,53 @@ Profiles (constants and where they come from):
     a version >= 0.14.0, or no version (today's vLLM), ``vllm_v1_async``.  With pp > 1 the
     overlap is dropped (``pp_serial_step``, :mod:`dse.infer.pipeline`), as 0.14 does.
 
+``tgi`` / ``tgi_v3`` -- Hugging Face text-generation-inference (engine text "tgi" or
+    "text-generation-inference"; ``tgi`` from 2.0 to 2.4, ``tgi_v3`` from 3.0 or with no
+    release stated; 1.x has no profile).  A Rust router drives a Python model server over gRPC; both profiles read
+    the TGI source (``launcher/src/main.rs``, ``backends/v3/src/backend.rs``,
+    ``server/text_generation_server/models/flash_causal_lm.py``, v2.0.0-v3.3.7):
+    CUDA graphs for decode-only batches up to 32 (``--cuda-graphs`` default ``[1, 2, 4, 8,
+    16, 32]`` in every release; larger decode batches, prefill and mixed passes run the
+    Python model eagerly, ``eager_op_s`` = ``EAGER_OP_S``; a smaller batch replays the next
+    captured size, a padding not charged); ``--max-concurrent-requests`` 128 bounds the
+    requests in the system and so the running batch (``max_batch``); blocks for ``input +
+    max_new_tokens`` are reserved at admission, no preemption (``reserve_final_kv``); the
+    KV cache is the model's dtype; all-reduce is NCCL (no custom kernel); linears are
+    ``torch`` GEMMs (``TORCH_LINEAR_BW_EFF``).  Before 3.0 new requests are prefilled in a
+    ``Prefill`` call of their own while the running batch waits (``mixed_batches`` off,
+    16-token blocks); from 3.0 ``PREFILL_CHUNKING`` is on and a prefill is concatenated
+    with the running decode batch into one pass, budget ``max_batch_prefill_tokens``
+    (``mixed_batches``, ``whole_prompts``: a waiting prompt enters whole where it fits;
+    flashinfer, 1-token blocks).  The KV pool is what the warm-up prefill of the whole
+    budget leaves (``profile_at_budget``); its fraction and the budget follow the release,
+    the model, the card and the TP size (:mod:`dse.infer.tgi`, :func:`launch_defaults`).
+    Host time: nothing of the server's step overlaps the GPU (the router awaits each
+    ``Decode`` RPC; ``generate_token`` syncs with ``.tolist()`` and then runs a Python loop
+    over every request -- two ``tokenizer.decode`` calls for incremental detokenization,
+    the stopping criteria, a ``Generation`` protobuf), the same serial per-request loop as
+    SGLang before its overlap scheduler, so SGLang v0.3's host constants are CARRIED, not
+    fitted: 1.5 ms per step and 20 us per running request (an estimate from the code
+    path; no published TGI step profile was found -- open item).
+``lmdeploy`` / ``lmdeploy_async`` -- LMDeploy's TurboMind engine (engine text "lmdeploy"
+    or "turbomind", the ``api_server`` default backend for Llama / Qwen; ``lmdeploy_async``
+    from 0.12, whose two-thread Engine / ModelExecutor with ``async_ = 1`` schedules
+    beside the GPU, ``host_overlap``).  C++ and CUDA, read from ``lmdeploy/messages.py``
+    ``TurbomindEngineConfig`` and ``src/turbomind/models/llama/LlamaBatch.cc`` (v0.4-v0.16):
+    no CUDA graphs in any release (kernels pay the generation's launch gap); the KV pool
+    is ``cache_max_entry_count`` = 0.8 of the memory free after the weights
+    (``BlockManager``: ``free x ratio / block_size``, ``kv_after_weights``), 64-token
+    blocks, the model's dtype (``quant_policy`` 0); admission reserves only the current
+    context's blocks and preempts the newest sequences when they run out
+    (``reserve_final_kv`` off); decode rows and prefill chunks share one forward
+    (``forwardUnified``), ``max_prefill_token_num`` 8192 per iteration (``mixed_batches``,
+    ``chunked_prefill``; a prompt that fits enters whole); ``max_batch_size`` 128 before
+    0.6, then by GPU name (``lmdeploy/utils.py`` ``get_max_batch_size``; :func:`launch_defaults`).
+    Linears are TurboMind's own tuned GEMMs (``linear_bw_eff`` 1, as TensorRT-LLM).  Host:
+    a C++ loop per iteration (``LlamaBatch::InternalThreadEntry``: initialize, forward,
+    finish with a stream synchronisation; output streamed to Python through per-request
+    callbacks off that loop), the C++ executor's 0.5 ms of ``trtllm`` CARRIED.
+    LMDeploy's PyTorch engine (engine text naming "pytorch") has no profile.
+
 Units: seconds, bytes, tokens.
 """
 
@@ -349,6 +396,7 @@ import jax.numpy as jnp
 
 from dse.errors import InputError
 from dse.spec.model import is_mla, max_context_of
+from dse.infer.tgi import TGI_V2, TGI_V3, tgi_launch
 
 GRAPH_LAUNCH_S = 1.5e-6
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
@@ -489,10 +537,21 @@ PROFILES = {
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
                              graphs_by_tokens=True, whole_prompts=True, profile_at_budget=True),
+    "tgi": EngineProfile("tgi", True, 32, 1.5e-3, 1, 0.95, True, 16, True, 128, 4145, False,
+                         mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
+                         linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True),
+    "tgi_v3": EngineProfile("tgi_v3", True, 32, 1.5e-3, 1, 0.90, False, 1, True, 128, 4096, True,
+                            mixed_batches=True, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
+                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, whole_prompts=True,
+                            profile_at_budget=True),
+    "lmdeploy": EngineProfile("lmdeploy", False, 0, 0.5e-3, 1, 0.80, True, 64, False, 128, 8192, True,
+                              mixed_batches=True, whole_prompts=True),
 }
 # the V1 engine with async scheduling (module docstring): its host step beside the GPU pass
 PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", host_overlap=True,
                                     pp_serial_step=True)
+# TurboMind from 0.12: scheduling beside the GPU (module docstring, ``lmdeploy_async``)
+PROFILES["lmdeploy_async"] = replace(PROFILES["lmdeploy"], name="lmdeploy_async", host_overlap=True)
 #: the V1 engine's profiles (same launch limits, :func:`launch_defaults`)
 VLLM_V1_NAMES = ("vllm_v1", "vllm_v1_async")
 
@@ -531,6 +590,25 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+LMDEPLOY_ASYNC = (0, 12, 0)        # TurboMind's Engine / ModelExecutor threads, async_ = 1, from v0.12.0
+_TGI = re.compile(r"(?<![\w-])(?:tgi|text[-\s]generation[-\s]inference)(?![\w-])")
+_LMDEPLOY = re.compile(r"(?<![\w-])(?:lmdeploy|turbomind)(?![\w-])")
+#: ``max_batch_size`` of a default TurboMind launch (``lmdeploy/utils.py``
+#: ``get_max_batch_size``: the first key found in the GPU's name, else 128): (first
+#: release, table); 128 for every GPU before 0.6
+LMDEPLOY_MAX_BATCH = (((0, 10, 0), (("a100", 384), ("a800", 384), ("h100", 1024), ("h800", 1024),
+                                    ("h200", 1024))),
+                      ((0, 6, 0), (("a100", 256), ("a800", 256), ("h100", 512), ("h800", 512))),
+                      ((0, 0, 0), ()))
+
+
+def lmdeploy_max_batch(hw_name: str, v: tuple | None) -> int:
+    """TurboMind's default ``max_batch_size`` on ``hw_name`` at release ``v`` (None: today's;
+    :data:`LMDEPLOY_MAX_BATCH`)."""
+    v = v if v is not None else (99, 0, 0)
+    table = next(tab for first, tab in LMDEPLOY_MAX_BATCH if v >= first)
+    name = hw_name.lower()
+    return next((n for key, n in table if key in name), 128)
 _ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
 _ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:true|1)\b")  # after _ASYNC_OFF
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
@@ -584,7 +662,7 @@ GIB = float(2**30)
 
 
 def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: str,
-                    scenario: str, tp: int | None = None, pp: int = 1) -> EngineProfile:
+                    scenario: str, tp: int | None = None, pp: int = 1, model=None) -> EngineProfile:
     """The limits an engine launched with its defaults takes from the GPU it runs on and
     the way it is launched, where the profile has them (the launch flags a row states
     override these afterwards):
@@ -619,9 +697,18 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
     * SGLang's ``mem_fraction_static`` (the share of GPU memory for weights + KV,
       ``static_fraction``; :func:`sglang_mem_fraction`): before 0.4.8 by the TP size, from
       0.4.8 what is left of the GPU after a reserve for activations and CUDA graphs (a
-      tiered one to 0.5.2, 0.5.3's computed one after).  ``tp`` None keeps the profile's 0.88."""
+      tiered one to 0.5.2, 0.5.3's computed one after).  ``tp`` None keeps the profile's 0.88.
+    * ``tgi`` / ``tgi_v3`` (with ``model`` given): the release's KV-pool fraction and the
+      prefill budget the launcher computes for the model, card and TP size
+      (:func:`dse.infer.tgi.tgi_launch`).
+    * ``lmdeploy`` / ``lmdeploy_async``: ``max_batch_size`` by GPU name and release
+      (:func:`lmdeploy_max_batch`)."""
     gib = float(hbm_bytes) / GIB
     t = engine_text(text)
+    if eng.name in ("tgi", "tgi_v3") and model is not None:
+        return tgi_launch(eng, model, hw_name, tp, version3(t))
+    if eng.name in ("lmdeploy", "lmdeploy_async"):
+        return replace(eng, max_batch=lmdeploy_max_batch(hw_name, version3(t)))
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
         return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS,
                        profile_at_budget=True)
@@ -760,7 +847,8 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
 #: NVIDIA Dynamo, Triton Inference Server, llm-d, Ray Serve LLM, KServe, AIBrix
 _WRAPPER = re.compile(r"^(?:nvidia\s+)?(nim|dynamo|triton(?:\s*inference\s*server|server)?|llm-d|"
                       r"ray\s*serve(?:\s*llm)?|kserve|aibrix)\b")
-_BACKEND = re.compile(r"(?<!\w)(trtllm|tensorrt-llm|vllm|sglang)(?!\w)")
+_BACKEND = re.compile(r"(?<!\w)(trtllm|tensorrt-llm|vllm|sglang|tgi|text-generation-inference|lmdeploy|"
+                      r"turbomind)(?!\w)")
 _BACKEND_RELEASE = re.compile(r"\s*[(:-]?\s*(?:v|==\s*)?(\d+\.\d+(?:\.\d+)?(?:\.?(?:post|dev|rc)\d+)?)")
 _ANY_RELEASE = re.compile(r"\bv?\d+\.(?:\d+|x)(?:\.\d+)*(?:\.?(?:post|dev|rc)\d+)?\b")
 
@@ -854,7 +942,20 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
         v = version3(t)
         return PROFILES["sglang" if v is not None and v < SGLANG_OVERLAP_DEFAULT else
                         "sglang_overlap"], ""
+    if _TGI.search(t):
+        v = version3(t)
+        if v is not None and v < TGI_V2:
+            return PROFILES["trtllm"], (f"engine {text!r} is text-generation-inference before 2.0, "
+                                        "which has no profile (the tgi profiles read 2.0-3.3)")
+        return PROFILES["tgi" if v is not None and v < TGI_V3 else "tgi_v3"], ""
+    if _LMDEPLOY.search(t):
+        if "pytorch" in t:
+            return PROFILES["trtllm"], (f"engine {text!r} is LMDeploy's PyTorch engine, which has "
+                                        "no profile (TurboMind, its default backend, has: 'lmdeploy')")
+        v = version3(t)
+        return PROFILES["lmdeploy" if v is not None and v < LMDEPLOY_ASYNC else "lmdeploy_async"], ""
     if t == "" or t == "nan":
         return PROFILES["trtllm"], ""
     return PROFILES["trtllm"], (f"engine {text!r} has no profile (known: trtllm, vllm, sglang, "
-                                "nemo with the TensorRT-LLM backend)")
+                                "tgi, lmdeploy (TurboMind), nemo with the TensorRT-LLM "
+                                "backend)")

@@ -165,7 +165,9 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     gpus = gpus_per_replica(dep) * replicas
     units = streams(dep, replicas)
     N = n / units
-    cap = min(kv_slots(dep, S, O, final=True), float(dep.engine.max_batch))
+    # staggered cohorts hold S + O/2 on average: only an engine that reserves the final
+    # footprint at admission (reserve_final_kv) is capped at S + O
+    cap = min(kv_slots(dep, S, O), float(dep.engine.max_batch))
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")

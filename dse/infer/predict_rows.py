@@ -64,6 +64,7 @@ from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import (EngineProfile, engine_profile, flag_values, launch_defaults,
                                vllm_v0_mla)
+from dse.infer.tgi import tgi_v2_prefill_tokens
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -172,33 +173,45 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
 MXFP4_WEIGHT_ONLY = "mxfp4-w4a16"   # chosen_precision of an MXFP4 checkpoint on a GPU without fp4
 
 
-_LAUNCH = {"max_num_tokens": r"max[-_]num[-_](?:batched[-_])?tokens",
-           "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests)",
-           "max_model_len": r"max[-_]model[-_]len"}
+_LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]prefill[-_]tokens|"
+                             r"prefill[-_]token[-_]num)",
+           "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests|concurrent[-_]requests)",
+           "max_model_len": r"max[-_]model[-_]len",
+           "max_input_tokens": r"max[-_]input[-_](?:tokens|length)"}
+
+
+def stated_limit(row, key: str) -> int | None:
+    """The value of the launch flag ``_LAUNCH[key]`` the row's ``engine`` / ``notes`` state,
+    or None; each value must be a positive integer and a flag stated twice must agree
+    (:class:`InputError` naming the column)."""
+    vals = {c: flag_values(str(row.get(c, "")), _LAUNCH[key], "row", c) for c in ("engine", "notes")}
+    seen = sorted({v for vs in vals.values() for v in vs})
+    if len(seen) > 1:
+        col = next(c for c, vs in vals.items() if vs)
+        raise InputError("row", col, f"--{key.replace('_', '-')} must be stated once (one "
+                         f"launch command), but got {seen}")
+    return seen[0] if seen else None
 
 
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
-    ``--max-running-requests`` in ``engine`` or ``notes``) replace the profile's defaults;
+    ``--max-running-requests`` / TGI's ``--max-concurrent-requests`` / LMDeploy's
+    ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` in ``engine`` or
+    ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
+    from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
     limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
     V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
-    got = {}
-    for k, flag in _LAUNCH.items():
-        vals = {c: flag_values(str(row.get(c, "")), flag, "row", c) for c in ("engine", "notes")}
-        seen = sorted({v for vs in vals.values() for v in vs})
-        if len(seen) > 1:
-            col = next(c for c, vs in vals.items() if vs)
-            raise InputError("row", col, f"--{k.replace('_', '-')} must be stated once (one "
-                             f"launch command), but got {seen}")
-        if seen:
-            got[k] = seen[0]
+    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
     mml = got.pop("max_model_len", None)
+    max_input = got.pop("max_input_tokens", None)
     if model is not None and "max_num_tokens" not in got:
         eng = vllm_v0_mla(eng, str(row.get("engine", "")), model, mml)
+    if eng.name == "tgi" and max_input is not None and "max_num_tokens" not in got:
+        got["max_num_tokens"] = tgi_v2_prefill_tokens(max_input)
     if got:
         eng = EngineProfile(**{**eng.__dict__, **got})
     return eng, (float(mml) if mml is not None else None)
@@ -310,7 +323,8 @@ def predict_inference_row(row: dict) -> dict:
                 tp *= 2
         chosen["chosen_tp"] = tp
     # the limits the engine launches with (some follow the TP size), then the row's flags
-    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp, pp)
+    eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp, pp,
+                          model)
     eng, max_model_len = launch_settings(row, eng, model)
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:
@@ -329,6 +343,10 @@ def predict_inference_row(row: dict) -> dict:
                     f"dataset {row.get('dataset')!r} has no documented mean lengths"}
         S, O, med_O, o2 = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
+    max_input = stated_limit(row, "max_input_tokens")
+    if eng.name in ("tgi", "tgi_v3") and max_input is not None and S > max_input:
+        return {**out, **chosen, "status": f"infeasible: `input_len <= --max-input-tokens` must hold "
+                f"(TGI rejects longer prompts), but got (input_len={S:g}, max_input_tokens={max_input:g})"}
     if max_model_len is not None and S + O > max_model_len:
         return {**out, **chosen, "status": f"infeasible: `input_len + output_len <= "
                 f"--max-model-len` must hold (the engine rejects longer requests), but got "

@@ -110,6 +110,10 @@ ENGINE_RELEASES = {
     "vllm_v1_async": "vLLM >= 0.14, or --async-scheduling from 0.10, or no release stated",
     "sglang": "SGLang before 0.3.6",
     "sglang_overlap": "SGLang >= 0.3.6 (limits by GPU memory from 0.4.8, and TP from 0.5.3)",
+    "tgi": "text-generation-inference before 3.0",
+    "tgi_v3": "text-generation-inference >= 3.0, or no release stated",
+    "lmdeploy": "LMDeploy TurboMind before 0.12",
+    "lmdeploy_async": "LMDeploy TurboMind >= 0.12, or no release stated",
 }
 
 

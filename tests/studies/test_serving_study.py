@@ -166,7 +166,7 @@ def test_report_sentences_are_computed(small, tmp_path):
     (lambda t: t.replace('name = "loose"', 'name = "tight"'), "sla"),
     (lambda t: t.replace("max_batch = 64", 'max_batch = 64\nbatching = "dynamic"'), "serving.batching"),
     (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "mi300x"\nengine = "trtllm"'), "hardware[1].engine"),
-    (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "tgi"'), "hardware[1].engine"),
+    (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "llama.cpp"'), "hardware[1].engine"),
     (lambda t: t.replace('name = "h200-sxm-141gb"', 'name = "h200-sxm-141gb"\nengine = "vllm 0.9 --async-scheduling"'),
      "hardware[1].engine"),
 ])

@@ -1,0 +1,134 @@
+"""The text-generation-inference and LMDeploy TurboMind profiles: routing by engine text and
+release, the launch limits each release derives from the model / GPU / TP size, and rows
+through ``dse predict`` (dse.infer.engines, dse.infer.tgi; facts cited there)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from dse.infer.engines import PROFILES, engine_profile, launch_defaults, lmdeploy_max_batch
+from dse.infer.memory import kv_pool_from
+from dse.infer.tgi import (TGI_V3_DEFAULT_PREFILL, tgi_flop_per_token, tgi_pool, tgi_prefill_tokens,
+                           tgi_v2_prefill_tokens)
+from dse.predict import predict_frame
+from dse.spec.model import get_model
+
+GIB = 2.0**30
+
+
+@pytest.mark.parametrize("text,name", [
+    ("tgi 2.4.1", "tgi"), ("text-generation-inference 3.3.4", "tgi_v3"), ("tgi", "tgi_v3"),
+    ("ghcr.io/huggingface/text-generation-inference:2.0.4", "tgi"), ("TGI (v3.0.1)", "tgi_v3"),
+    ("kserve (tgi 2.2)", "tgi"),
+    ("lmdeploy 0.11.0", "lmdeploy"), ("lmdeploy v0.12.0", "lmdeploy_async"), ("LMDeploy", "lmdeploy_async"),
+    ("turbomind", "lmdeploy_async"), ("lmdeploy (v0.1.0a1, TurboMind)", "lmdeploy")])
+def test_tgi_and_lmdeploy_route_by_release(text, name):
+    eng, why = engine_profile(text)
+    assert (eng.name, why) == (name, "")
+
+
+@pytest.mark.parametrize("text,word", [("lmdeploy 0.6 (pytorch engine)", "PyTorch engine"),
+                                       ("tgi 1.4.5", "before 2.0"), ("tgi-gaudi 2.0", "no profile")])
+def test_engines_without_a_profile_say_why(text, word):
+    _, why = engine_profile(text)
+    assert word in why
+
+
+def test_tgi_v2_budget_is_the_input_limit_plus_50():
+    """v2: ``max_input_tokens + 50``, the input limit min(context, 4096) - 1 by default."""
+    assert tgi_prefill_tokens(get_model("llama3-8b"), "h100-sxm-80gb", 1, (2, 4, 0)) == 4145
+    assert tgi_prefill_tokens(get_model("llama2-7b"), "b200", 8, (2, 0, 4)) == 4145
+    assert tgi_v2_prefill_tokens(125000) == 125050
+
+
+def test_tgi_v3_budget_is_the_card_over_the_model_flops_capped_by_the_context():
+    m = get_model("llama3-70b")            # 80 layers, h 8192, 64 heads / 8 KV, f 28672
+    per_layer = 2 * 8192 * 128 * (3 * 64 + 2 * 8) + 6 * 8192 * 28672
+    assert tgi_flop_per_token(m) == pytest.approx(per_layer * 80)
+    assert tgi_prefill_tokens(m, "h100-sxm-80gb", 1, (3, 3, 0)) == int(900e12 / (per_layer * 80))
+    assert tgi_prefill_tokens(m, "a100-sxm-80gb", 1, None) == int(312e12 / (per_layer * 80))
+    # TP multiplies the card's FLOP/s until the context caps the budget
+    assert tgi_prefill_tokens(m, "h100-sxm-80gb", 8, (3, 3, 0)) == m.seq_length
+    # a card the launcher does not know (and v3.0's H200) falls back to 4096
+    assert tgi_prefill_tokens(m, "b200", 1, (3, 3, 0)) == TGI_V3_DEFAULT_PREFILL
+    assert tgi_prefill_tokens(m, "h200-sxm-141gb", 1, (3, 0, 1)) == TGI_V3_DEFAULT_PREFILL
+    assert tgi_prefill_tokens(m, "h200-sxm-141gb", 1, (3, 1, 0)) == int(989e12 / (per_layer * 80))
+    assert tgi_prefill_tokens(m, "mi300x", 8, None) == TGI_V3_DEFAULT_PREFILL
+
+
+@pytest.mark.parametrize("version,frac,after", [((2, 0, 0), 0.95, True), ((2, 3, 0), 0.95, True),
+                                                ((2, 4, 1), 0.90, True), ((3, 0, 0), 0.95, False),
+                                                ((3, 2, 3), 0.93, False), ((3, 3, 7), 0.90, False),
+                                                (None, 0.90, False)])
+def test_tgi_pool_fraction_follows_the_release(version, frac, after):
+    assert tgi_pool(version) == (frac, after)
+
+
+def test_tgi_v3_pool_is_a_share_of_the_gpu_and_v2_a_share_of_what_is_left():
+    m = get_model("llama3-8b")
+    v2 = launch_defaults(PROFILES["tgi"], "tgi 2.4.0", 80 * GIB, "h100-sxm-80gb", "concurrency", 1, 1, m)
+    v3 = launch_defaults(PROFILES["tgi_v3"], "tgi 3.3.0", 80 * GIB, "h100-sxm-80gb", "concurrency", 1, 1, m)
+    w, acts = 16e9, 2e9
+    assert kv_pool_from(v3, 80 * GIB, w, acts) < kv_pool_from(v2, 80 * GIB, w, acts)
+    assert v3.max_num_tokens == m.seq_length and v2.max_num_tokens == 4145
+
+
+def test_tgi_replays_graphs_for_decode_only_batches_up_to_32():
+    for name in ("tgi", "tgi_v3"):
+        e = PROFILES[name]
+        assert e.graph_replay(32, 0) and not e.graph_replay(33, 0) and not e.graph_replay(8, 100)
+        assert e.max_batch == 128 and e.reserve_final_kv and not e.host_overlap
+    assert not PROFILES["tgi"].mixed_batches and PROFILES["tgi_v3"].mixed_batches
+
+
+@pytest.mark.parametrize("hw,version,n", [("h100-sxm-80gb", (0, 5, 0), 128), ("a100-sxm-80gb", (0, 6, 0), 256),
+                                          ("h100-sxm-80gb", (0, 9, 2), 512), ("h200-sxm-141gb", (0, 9, 2), 128),
+                                          ("h200-sxm-141gb", (0, 10, 0), 1024), ("a800-sxm-80gb", (0, 10, 0), 384),
+                                          ("b200", (0, 16, 0), 128), ("h100-sxm-80gb", None, 1024)])
+def test_turbomind_max_batch_follows_the_gpu_name_and_release(hw, version, n):
+    assert lmdeploy_max_batch(hw, version) == n
+
+
+def test_turbomind_has_no_graphs_and_admits_on_current_blocks():
+    for name in ("lmdeploy", "lmdeploy_async"):
+        e = PROFILES[name]
+        assert not e.cuda_graphs and e.eager_op_s == 0 and not e.reserve_final_kv
+        assert e.mem_fraction == 0.8 and e.kv_after_weights and e.block_tokens == 64
+    assert PROFILES["lmdeploy_async"].host_overlap and not PROFILES["lmdeploy"].host_overlap
+
+
+def _row(**k):
+    base = dict(id="r1", model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, tp=1, pp=1, precision="bf16",
+                engine="tgi 2.4.1", scenario="concurrency", batch_or_concurrency=16, input_len=512,
+                output_len=256)
+    base.update(k)
+    return pd.DataFrame([base])
+
+
+def test_rows_on_tgi_and_turbomind_get_predictions_and_turbomind_refuses_amd():
+    df = pd.concat([_row(), _row(id="r2", engine="tgi 3.3.4"), _row(id="r3", engine="lmdeploy 0.16.0"),
+                    _row(id="r4", engine="lmdeploy 0.16.0", hardware="mi300x")], ignore_index=True)
+    p = predict_frame(df, "rows.csv")
+    assert list(p.chosen_engine[:3]) == ["tgi", "tgi_v3", "lmdeploy_async"]
+    assert all(math.isfinite(x) and x > 0 for x in p.predicted_output_tok_s[:3])
+    assert "runs on NVIDIA GPUs only" in p.status[3]
+
+
+def test_a_tgi_launch_flag_overrides_the_default_limits():
+    """--max-concurrent-requests bounds the running batch; a v2 --max-input-tokens sets the
+    prefill budget; a non-integer value is refused, not skipped."""
+    p = predict_frame(pd.concat([_row(batch_or_concurrency=64),
+                                 _row(id="r2", batch_or_concurrency=64,
+                                      notes="--max-concurrent-requests 8")], ignore_index=True), "rows.csv")
+    assert p.predicted_output_tok_s[1] < p.predicted_output_tok_s[0]
+    bad = predict_frame(_row(notes="--max-input-tokens 4k"), "rows.csv")
+    assert bad.status[0].startswith("invalid: notes: --max-input-tokens must be a positive integer")
+    v2 = predict_frame(pd.concat([_row(input_len=1000, batch_or_concurrency=8),
+                                  _row(id="r2", input_len=1000, batch_or_concurrency=8,
+                                       notes="--max-input-tokens 1200"),
+                                  _row(id="r3", input_len=3000, notes="--max-input-tokens 1200")],
+                                 ignore_index=True), "rows.csv")
+    # one 1000-token prompt per 1250-token prefill pass instead of four per 4145: the passes change
+    assert v2.predicted_ttft_ms[1] != pytest.approx(v2.predicted_ttft_ms[0], rel=1e-3)
+    assert v2.status[2].startswith("infeasible: `input_len <= --max-input-tokens` must hold")
