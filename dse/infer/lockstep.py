@@ -142,9 +142,10 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     with ``K`` capped at the cycle (every iteration mixed).  Each request sees every
     other cohort's pass once in its lifetime, so TPOT carries ``(K - c) t_mix`` -- the
     prefill interference a closed-loop sweep measures as the ITL rising with
-    concurrency.  Above the wave cap ``W`` (KV slots at the final footprint, the
-    engine's ``max_batch``) the other ``N - W`` wait in the server queue, Little's law as
-    :func:`lockstep_concurrency`.
+    concurrency.  Above the wave cap ``W`` (the engine's ``max_batch``, and the KV slots:
+    at the final footprint ``S + O`` where admission reserves it, ``reserve_final_kv``,
+    else at the cycle's mean ``S + O/2``, as the staggered cohorts hold it) the other
+    ``N - W`` wait in the server queue, Little's law as :func:`lockstep_concurrency`.
 
     **Jitter** (:func:`prefill_jitter_wait_s`): the cohorts stay one iteration apart only
     if every resubmission lands on the iteration boundary after its cohort's last token.

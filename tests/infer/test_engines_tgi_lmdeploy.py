@@ -132,3 +132,21 @@ def test_a_tgi_launch_flag_overrides_the_default_limits():
     # one 1000-token prompt per 1250-token prefill pass instead of four per 4145: the passes change
     assert v2.predicted_ttft_ms[1] != pytest.approx(v2.predicted_ttft_ms[0], rel=1e-3)
     assert v2.status[2].startswith("infeasible: `input_len <= --max-input-tokens` must hold")
+
+
+def test_a_staggered_loop_admits_to_the_mean_footprint_unless_the_engine_reserves_the_final():
+    """64 Llama-2-7B requests of 128 + 2048 tokens on one A100: the final footprint holds
+    fewer than 64 in TurboMind's pool, the staggered cycle's mean footprint all of them; an
+    engine that reserves the final footprint at admission queues the rest."""
+    from dataclasses import replace
+
+    from dse.infer.lockstep import staggered_concurrency
+    from dse.infer.serving import Deployment, kv_slots
+    from dse.spec.hardware import get_hardware
+    eng = PROFILES["lmdeploy"]
+    dep = Deployment(get_model("llama2-7b"), get_hardware("a100-sxm-80gb"), eng, 1, 1, 0, 2.0)
+    assert kv_slots(dep, 128, 2048, final=True) < 64 <= kv_slots(dep, 128, 2048)
+    free = staggered_concurrency(dep, 64, 128, 2048, 1)
+    held = staggered_concurrency(dep._replace(engine=replace(eng, reserve_final_kv=True)), 64, 128, 2048, 1)
+    assert free.batch == 64 and free.note == ""
+    assert held.batch < 64 and held.note.startswith("queued") and held.ttft_s > 10 * free.ttft_s
