@@ -236,7 +236,10 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
               f"mean over {a.gen} generated tokens): {total * 1e3:.3f} ms per token")
     else:
         ctx = a.prompt + a.gen / 2.0
-        br = row_breakdown(model, {h.name: h for h in hws}[top["hardware"]], top, prec, ctx)
+        from dse.infer.continuous import default_engine, launched_engine
+        hw = {h.name: h for h in hws}[top["hardware"]]
+        eng = a.engine if isinstance(a.engine, str) else default_engine(hw)
+        br = row_breakdown(model, hw, top, prec, ctx, launched_engine(eng, hw, model, "dse infer", "--engine"))
         parts = {k: getattr(br, k) for k in KINDS}
         total = br.iteration_s
         print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "

@@ -84,13 +84,17 @@ def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBre
     return DecodeBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
 
 
-def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: float) -> DecodeBreakdown:
+def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: float,
+                  engine=None) -> DecodeBreakdown:
     """:func:`decode_breakdown` of one continuous-batching point of the serving sweep
     (:func:`dse.infer.sweep.sweep_inference` columns ``engine``, ``tp``, ``pp``, ``ep``,
     ``attn_dp``, ``admitted``; a mapping or a namedtuple): its replica at the admitted
-    batch per attention rank, the engine's KV element size at ``precision``."""
+    batch per attention rank, the engine's KV element size at ``precision``.  ``engine``:
+    the launched profile the sweep ran (:func:`dse.infer.continuous.launched_engine`); None
+    takes the row's profile as the catalog has it."""
     get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    eng, dp = PROFILES[get("engine")], int(get("attn_dp"))
+    eng = engine if engine is not None else PROFILES[get("engine")]
+    dp = int(get("attn_dp"))
     dep = Deployment(model, hw, eng, int(get("tp")), int(get("pp")), precision,
                      kv_element_bytes(eng, precision), int(get("ep")), dp)
     return decode_breakdown(dep, float(get("admitted")) / dp, context)

@@ -73,7 +73,7 @@ import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
-from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile
+from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile, launch_defaults
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -135,6 +135,21 @@ def checked_engine(text, hw: Hardware, where: str, field: str = "engine") -> str
     if why:
         raise InputError(where, field, why)
     return name
+
+
+def launched_engine(text, hw: Hardware, model=None, where: str = "sweep_inference",
+                    field: str = "engine") -> EngineProfile:
+    """The profile an engine setting runs with on ``hw`` (checked, :func:`checked_engine`):
+    a bare profile name (``"sglang_overlap"``) as the profile has it; an engine text with
+    its release (``"sglang 0.5.3"``, ``"tgi 3.3"``, ``"lmdeploy 0.10"``) with the launch
+    limits that release takes from the GPU and the model, as a ``dse predict`` row's
+    (:func:`dse.infer.engines.launch_defaults`; the limits that follow the TP size take
+    their TP-free default: SGLang's profile fraction, TGI's budget at TP 1)."""
+    name = checked_engine(text, hw, where, field)
+    eng = PROFILES[name]
+    if not isinstance(text, str) or text.strip() in PROFILES:
+        return eng
+    return launch_defaults(eng, text, float(hw.hbm_bytes), hw.name, "concurrency", None, 1, model)
 
 
 def engine_rule(name: str, hw: Hardware) -> str:

@@ -79,9 +79,8 @@ import pandas as pd
 from dse.spec.study import SERVING_BATCHING
 from dse.errors import InputError, require
 from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
-                                  checked_engine, default_engine, kv_element_bytes, queued_point,
+                                  default_engine, launched_engine, kv_element_bytes, queued_point,
                                   slots)
-from dse.infer.engines import PROFILES
 from dse.infer.kv_reason import no_admission_reason
 from dse.infer.expert_parallel import experts_per_gpu, serving_layouts
 from dse.infer.memory import serving_memory
@@ -226,14 +225,16 @@ def _batches(batch: int, batches) -> np.ndarray:
     return np.unique(np.asarray(vals, np.int64))
 
 
-def _engines(hws: list[Hardware], engine) -> list[str]:
-    """The engine profile name per hardware entry (module docstring), checked: ``None``
-    (each GPU's default), one name for all, or one name (or None) per hardware entry."""
+def _engines(hws: list[Hardware], engine, model: Model) -> list:
+    """The engine profile per hardware entry (module docstring), checked and launched on
+    that GPU (:func:`dse.infer.continuous.launched_engine`: an engine text with its release
+    takes that release's launch limits): ``None`` (each GPU's default), one setting for
+    all, or one setting (or None) per hardware entry."""
     if engine is None or isinstance(engine, str):
         engine = [engine] * len(hws)
     require(len(engine) == len(hws), "sweep_inference", "engine",
             f"must name one engine per hardware entry, but got {len(engine)} for {len(hws)}")
-    return [checked_engine(default_engine(h) if e is None else e, h, "sweep_inference")
+    return [launched_engine(default_engine(h) if e is None else e, h, model)
             for h, e in zip(hws, engine)]
 
 
@@ -337,7 +338,7 @@ def sweep_inference(model: Model, hws: list[Hardware], gpus_per_replica: int, ba
             f"must be one of {list(BATCHING)}, but got {batching!r}")
     _check(model, hws, gpus_per_replica, batch, prompt_len, gen_len, precision)
     lays = serving_layouts(model, gpus_per_replica, ep, attn_dp)
-    engines = _engines(hws, engine) if batching == "continuous" else None
+    engines = _engines(hws, engine, model) if batching == "continuous" else None
     hw_cols = hardware_table(hws)
     grid = _Grid(hws, lays, _batches(batch, batches))
     bs = np.tile(grid.bss, grid.rows)
@@ -492,13 +493,13 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     order), the frame order of the grid's points, their rows and the feasible count."""
     S, O, prec = np.float32(prompt_len), np.float32(gen_len), np.int32(precision)
     R, B = grid.rows, grid.B
-    eng_names = sorted(set(engines))
-    eng_code = np.searchsorted(eng_names, np.asarray(engines, dtype=object))[grid.h_row]
+    uniq = sorted(set(engines), key=lambda e: (e.name, repr(e)))   # launched profiles (hashable)
+    eng_names = [e.name for e in uniq]
+    eng_code = np.asarray([uniq.index(e) for e in engines], np.int64)[grid.h_row]
     dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
     lay = ("tp", "pp", "ep", "attn_dp")
     calls = []
-    for e, name in enumerate(eng_names):
-        eng = PROFILES[name]
+    for e, eng in enumerate(uniq):
         rows = np.flatnonzero(eng_code == e)
         calls.append((e, eng, rows, int(_fast_compile(len(rows) * B)),
                       np.float32(kv_element_bytes(eng, precision))))

@@ -19,7 +19,7 @@ from dse.report.atomic import save_fig, write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
 from dse.report.markdown import md_table
 from dse.report.serving_results import TP_PP, ServingResults
-from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES
+from dse.infer.engines import GRAPH_LAUNCH_S
 
 #: one colour per hardware entry, in study-file order (matplotlib's tab10)
 #: one marker per SLA, in study-file order (its best point per GPU)
@@ -63,9 +63,10 @@ def _fixed(res: ServingResults, mid: str) -> str:
     return f"{mid} on {st.gpus} GPUs, {st.input_len} prompt + {st.output_len} generated tokens per request, {how}"
 
 
-def _engine_line(name: str, hws: list, st) -> str:
-    """One bullet on an engine profile, every figure from :mod:`dse.infer.engines`."""
-    e = PROFILES[name]
+def _engine_line(e, hws: list, st) -> str:
+    """One bullet on an engine profile as launched on ``hws`` (:meth:`ServingStudy.launched`),
+    every figure from :mod:`dse.infer.engines`."""
+    name = e.name
     launch = sorted({f"{float(h.kernel_launch_s) * 1e6:g}" for h in hws})
     graphs = (f"decode-only iterations up to {e.graph_max_batch} sequences replay as CUDA graphs "
               f"({GRAPH_LAUNCH_S * 1e6:g} µs per kernel), other iterations launch at "
@@ -114,9 +115,9 @@ def _batching_lines(res: ServingResults) -> list[str]:
     pts = res.points
     ok = pts[pts["feasible"]]
     queued = int((ok["batch"] > ok["slots"]).sum())
-    by_eng: dict[str, list] = {}
-    for h, e in zip(st.hardware, st.engines):
-        by_eng.setdefault(e, []).append(h)
+    by_eng: dict = {}          # launched profile (the study's first model's) -> its hardware
+    for i, h in enumerate(st.hardware):
+        by_eng.setdefault(st.launched(i, st.models[0]), []).append(h)
     O, S = st.output_len, st.input_len
     return [
         "- Serving screen: `dse infer --batching continuous` (`dse.infer.sweep.sweep_inference`, the "

@@ -49,6 +49,15 @@ class ServingStudy:
     engines: tuple[str, ...] = ()       # engine profile per hardware entry (continuous)
     ep: object = None                   # EP degrees searched: "auto", a tuple of ints, None (= 1)
     attn_dp: object = None              # attention-DP ranks searched: as ``ep``
+    engine_texts: tuple[str, ...] = ()  # the engine setting as written (a profile name, or an engine
+    #                                     text with its release: its launch limits, launched_engine)
+
+    def launched(self, i: int, model: Model):
+        """The engine profile hardware entry ``i`` runs ``model`` with
+        (:func:`dse.infer.continuous.launched_engine` of the setting as written)."""
+        from dse.infer.continuous import launched_engine
+        text = self.engine_texts[i] if self.engine_texts else self.engines[i]
+        return launched_engine(text, self.hardware[i], model)
 
     def searches_ep(self, model: Model) -> bool:
         """Whether layouts with EP or attention DP are searched for ``model`` (an MoE model

@@ -144,7 +144,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     hw_t = d.get("hardware")
     require(isinstance(hw_t, list) and hw_t and all(isinstance(h, dict) for h in hw_t), where,
             "hardware", "must be a non-empty array of tables ([[hardware]] name = ..., precisions = [...])")
-    hws, precs, engines = [], [], []
+    hws, precs, engines, texts = [], [], [], []
     for i, h in enumerate(hw_t):
         key = f"hardware[{i}]."
         check_keys(h, study_keys("serving", "hardware"), where, key)
@@ -153,6 +153,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
         eng = h.get("engine", default_engine(hw))
         require(isinstance(eng, str), where, f"{key}engine", f"must be a string, but got {eng!r}")
         engines.append(checked_engine(eng, hw, where, f"{key}engine"))
+        texts.append(eng)
         ps = _list(h.get("precisions", ["bf16"]), where, f"{key}precisions")
         for p in ps:
             require(p in PRECISIONS, where, f"{key}precisions", f"must each be one of {list(PRECISIONS)}, "
@@ -178,7 +179,7 @@ def parse(d: dict, path: Path) -> ServingStudy:
     require(len(set(sn)) == len(sn), where, "sla", f"must have distinct names, but got {sn}")
     return ServingStudy(models, tuple(ids), tuple(hws), tuple(precs), gpus, lens["input_len"],
                         lens["output_len"], max_batch, tuple(slas), batching, tuple(engines),
-                        axes["ep"], axes["attn_dp"])
+                        axes["ep"], axes["attn_dp"], tuple(texts))
 
 
 def moe_axis(s: dict, key: str, where: str, batching: str):
@@ -258,7 +259,7 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
             if lays is None:
                 continue
             by_code: dict[int, list] = {}
-            for hw, ps, eng in zip(st.hardware, st.precisions, st.engines):
+            for hw, ps, eng in zip(st.hardware, st.precisions, st.engine_texts or st.engines):
                 for p in ps:
                     by_code.setdefault(precision_of(p, hw), []).append((hw, eng))
             for code, he in sorted(by_code.items()):
@@ -401,7 +402,8 @@ def decode_breakdowns(best: pd.DataFrame, st: ServingStudy) -> pd.DataFrame | No
     for r in best[(best["status"] == "ok") & (best["scope"] == "any")].itertuples():
         model = st.models[st.model_ids.index(r.model_id)]
         hw = next(h for h in st.hardware if h.name == r.hardware)
-        br = row_breakdown(model, hw, r, SERVING_PRECISION[r.precision], st.input_len + st.output_len / 2.0)
+        br = row_breakdown(model, hw, r, SERVING_PRECISION[r.precision], st.input_len + st.output_len / 2.0,
+                           st.launched(st.hardware.index(hw), model))
         rows.append({"model_id": r.model_id, "hardware": r.hardware, "sla": r.sla, "layout": r.layout,
                      "tpot_ms": r.tpot_ms, "decode_ms": br.iteration_s * 1e3,
                      **{k.replace("_s", "_ms"): getattr(br, k) * 1e3 for k in KINDS}})

@@ -150,3 +150,29 @@ def test_a_staggered_loop_admits_to_the_mean_footprint_unless_the_engine_reserve
     held = staggered_concurrency(dep._replace(engine=replace(eng, reserve_final_kv=True)), 64, 128, 2048, 1)
     assert free.batch == 64 and free.note == ""
     assert held.batch < 64 and held.note.startswith("queued") and held.ttft_s > 10 * free.ttft_s
+
+
+def test_dse_infer_takes_a_release_texts_launch_limits_as_dse_predict_does():
+    """`--engine 'sglang 0.5.3'` on an H200 replays graphs to 256 sequences and chunks 8192
+    tokens (its launch defaults), the bare profile name keeps the profile's 160; LMDeploy
+    0.10 on an H100 runs 1024 requests, 0.5 128."""
+    from dse.infer.continuous import launched_engine
+    from dse.spec.hardware import get_hardware
+    m, h200, h100 = get_model("llama3-70b"), get_hardware("h200-sxm-141gb"), get_hardware("h100-sxm-80gb")
+    assert launched_engine("sglang_overlap", h200, m) == PROFILES["sglang_overlap"]
+    e = launched_engine("sglang 0.5.3", h200, m)
+    assert (e.name, e.graph_max_batch, e.max_num_tokens) == ("sglang_overlap", 256, 8192)
+    assert launched_engine("lmdeploy 0.10.0", h100, m).max_batch == 1024
+    assert launched_engine("lmdeploy 0.5.0", h100, m).max_batch == 128
+    assert launched_engine("tgi 3.3", h100, m).max_num_tokens == tgi_prefill_tokens(m, h100.name, 1, (3, 3, 0))
+
+
+def test_the_serving_sweep_runs_the_launched_profile():
+    from dse.infer.sweep import sweep_inference
+    from dse.spec.hardware import get_hardware
+    m, hw = get_model("llama3-8b"), get_hardware("h100-sxm-80gb")
+    old = sweep_inference(m, [hw], 1, 512, 256, 128, 1, batching="continuous", engine="lmdeploy 0.5.0")
+    new = sweep_inference(m, [hw], 1, 512, 256, 128, 1, batching="continuous", engine="lmdeploy 0.10.0")
+    top = lambda df: df[df["batch"] == 512].iloc[0]
+    assert top(old)["engine"] == top(new)["engine"] == "lmdeploy"
+    assert top(old)["admitted"] <= 128 < top(new)["admitted"]

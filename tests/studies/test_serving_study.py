@@ -223,7 +223,7 @@ def test_how_the_numbers_are_made_follows_the_engines(small, tmp_path):
     assert "no CUDA graphs" in base and "input + output = 640 tokens" in base
     queued = int((pts[pts["feasible"]]["batch"] > pts[pts["feasible"]]["slots"]).sum())
     assert f"{queued:,} of the {int(pts['feasible'].sum()):,} feasible points" in base
-    other = text(dataclasses.replace(st, engines=("trtllm", "sglang")))
+    other = text(dataclasses.replace(st, engines=("trtllm", "sglang"), engine_texts=("trtllm", "sglang")))
     assert "`sglang` on h200-sxm-141gb: host time 1.5 ms per iteration" in other
     assert "up to 160 sequences replay as CUDA graphs (1.5 µs per kernel)" in other
     assert "prefill passes of their own" in other and "a 512-token prompt fits one iteration's 8192" in other
