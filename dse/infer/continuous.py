@@ -112,9 +112,11 @@ def resolve_engine(text, where: str, field: str = "engine"):
     engine text with its release -- ``"vllm 0.14.1"``, ``"sglang (0.3.0)"``,
     ``"trtllm 1.0 pytorch"``, ``"vllm 0.11 --async-scheduling"`` -- routed as a ``dse
     predict`` row's engine column is (:func:`dse.infer.engines.engine_profile`: V0 / V1,
-    async scheduling, the overlap scheduler by release).  Anything else is returned as it
-    is, for :func:`engine_rule` to refuse; a text the routing refuses (a flag its release
-    lacks) raises :class:`InputError` at ``where`` / ``field``."""
+    async scheduling, the overlap scheduler by release).  An unknown engine is returned as
+    it is, for :func:`engine_rule` to refuse; a text the routing refuses (a flag its release
+    lacks, a known engine whose release or backend has no profile: TGI before 2.0,
+    LMDeploy's PyTorch engine, a serving product naming no engine) raises
+    :class:`InputError` at ``where`` / ``field`` with the routing's reason."""
     if not isinstance(text, str) or not text.strip():
         return text
     if text.strip() in PROFILES:
@@ -123,6 +125,8 @@ def resolve_engine(text, where: str, field: str = "engine"):
         eng, why = engine_profile(text)
     except InputError as e:
         raise InputError(where, field, e.rule) from None
+    if why and "has no profile (known:" not in why:      # a known engine, a release it lacks
+        raise InputError(where, field, why)
     return text if why else eng.name
 
 

@@ -176,3 +176,14 @@ def test_the_serving_sweep_runs_the_launched_profile():
     top = lambda df: df[df["batch"] == 512].iloc[0]
     assert top(old)["engine"] == top(new)["engine"] == "lmdeploy"
     assert top(old)["admitted"] <= 128 < top(new)["admitted"]
+
+
+@pytest.mark.parametrize("text,word", [("lmdeploy 0.6 pytorch", "PyTorch engine"), ("tgi 1.4", "before 2.0"),
+                                       ("dynamo 0.4", "does not name the engine")])
+def test_dse_infer_refuses_a_known_engine_without_a_profile_with_its_reason(text, word, capsys):
+    from dse.cli import main
+    base = ["infer", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "1", "--batch", "8",
+            "--engine", text]
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--engine" in err and word in err
