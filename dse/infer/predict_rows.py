@@ -44,7 +44,12 @@ GPUs (``tp % ep == 0``, each expert TP-split over ``tp / ep``); the optional ``a
 column (default 1) runs attention data-parallel on that many ranks of ``tp`` GPUs each,
 with ``ep = tp * attn_dp``, each MoE layer all-gathering the ranks' tokens and
 reduce-scattering the results (:mod:`dse.infer.moe_serving`), and every iteration at
-the pace of the busiest rank (:mod:`dse.infer.attention_dp`);
+the pace of the busiest rank (:mod:`dse.infer.attention_dp`).  With ``attn_dp`` / ``ep``
+blank (the calibration schema has neither), the engine's own launch flags say them --
+SGLang ``--enable-dp-attention --dp-size N`` / ``--ep-size``, TensorRT-LLM
+``enable_attention_dp`` / ``--ep_size`` / "DEP*n*", vLLM ``--data-parallel-size`` /
+``--enable-expert-parallel`` -- and ``tp`` is read in that engine's meaning
+(:mod:`dse.infer.launch_layout`; ``chosen_layout_from`` names what was read);
 ``gpus = replicas * tp * attn_dp * pp``.  Disaggregated prefill/decode: a ``disagg`` column reading
 ``xPyD`` (x prefill and y decode replicas, :mod:`dse.infer.disagg`), with optional
 ``prefill_tp`` / ``decode_tp`` (default ``tp``); ``gpus = (x prefill_tp + y decode_tp) pp``.
@@ -65,6 +70,7 @@ from dse.infer.continuous import engine_rule
 from dse.infer.engines import (EngineProfile, engine_profile, flag_values, launch_defaults,
                                vllm_v0_mla)
 from dse.infer.tgi import tgi_v2_prefill_tokens
+from dse.infer.launch_layout import stated_layout
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -308,14 +314,17 @@ def predict_inference_row(row: dict) -> dict:
     if why:
         return {**out, "status": f"infeasible: {why}"}
     gpus = _posint(row, "gpus", 1)
-    ep = _posint(row, "ep", 1)
-    dp = _posint(row, "attn_dp", 1)
     pp = _posint(row, "pp", 1)
-    tp = _posint(row, "tp", None)
+    tp, ep, dp, how = stated_layout(eng.name, " ".join(str(row.get(c, "")) for c in ("engine", "notes")),
+                                    gpus, _posint(row, "tp", None), pp, _posint(row, "ep", None),
+                                    _posint(row, "attn_dp", None))
+    ep, dp = ep or 1, dp or 1
     kvb = 1.0 if _kv_fp8(row, "bf16" if weight_only else prec, eng) else 2.0
     code = SERVING_PRECISION[prec]
     chosen = {"chosen_precision": MXFP4_WEIGHT_ONLY if weight_only else prec,
               "chosen_kv_bytes": kvb, "chosen_engine": eng.name}
+    if how:                  # the layout read from the launch flags (dse.infer.launch_layout)
+        chosen.update(chosen_tp=tp, chosen_ep=ep, chosen_attn_dp=dp, chosen_layout_from=how)
     if tp is None:
         tp = 1
         if dp <= 1:

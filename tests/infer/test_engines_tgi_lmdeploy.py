@@ -187,3 +187,37 @@ def test_dse_infer_refuses_a_known_engine_without_a_profile_with_its_reason(text
     assert main(base) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--engine" in err and word in err
+
+
+def _r1(**k):
+    base = dict(id="d", model="deepseek-ai/DeepSeek-R1", hardware="h200-sxm-141gb", gpus=8, pp=1,
+                precision="fp8", scenario="concurrency", batch_or_concurrency=64, input_len=3200,
+                output_len=800)
+    base.update(k)
+    return base
+
+
+def test_attention_dp_and_ep_read_from_the_launch_flags_equal_the_explicit_columns():
+    """A calibration-schema row (no attn_dp column) states DP attention in its engine's own
+    flags: SGLang --tp 8 --dp 8 --enable-dp-attention, TensorRT-LLM enable_attention_dp with
+    --ep_size, vLLM -dp 8 --enable-expert-parallel; each predicts as the explicit layout."""
+    rows = [_r1(id="s_flags", tp=8, engine="sglang 0.4.3 --tp 8 --dp 8 --enable-dp-attention"),
+            _r1(id="s_cols", tp=1, attn_dp=8, ep=1, engine="sglang 0.4.3"),
+            _r1(id="t_flags", tp=8, engine="trtllm 1.0 trtllm-serve --tp_size 8 --ep_size 8",
+                notes="extra_llm_api_options: enable_attention_dp: true"),
+            _r1(id="t_cols", tp=1, attn_dp=8, ep=8, engine="trtllm 1.0 trtllm-serve"),
+            _r1(id="v_flags", tp=1, engine="vllm 0.11.0 serve -dp 8 --enable-expert-parallel"),
+            _r1(id="v_cols", tp=1, attn_dp=8, ep=8, engine="vllm 0.11.0 serve"),
+            _r1(id="plain", tp=8, engine="sglang 0.4.3 --tp 8")]
+    p = predict_frame(pd.DataFrame(rows), "rows.csv").set_index("id")
+    for a, b in (("s_flags", "s_cols"), ("t_flags", "t_cols"), ("v_flags", "v_cols")):
+        assert p.loc[a, "predicted_output_tok_s"] == pytest.approx(p.loc[b, "predicted_output_tok_s"], rel=1e-9)
+        assert (p.loc[a, "chosen_tp"], p.loc[a, "chosen_attn_dp"]) == (1, 8)
+    assert p.loc["t_flags", "chosen_ep"] == 8 and "enable_attention_dp" in p.loc["t_flags", "chosen_layout_from"]
+    # MLA's latent cache is whole on every TP rank: attention DP holds 8x the sequences
+    assert p.loc["s_flags", "predicted_output_tok_s"] != pytest.approx(p.loc["plain", "predicted_output_tok_s"])
+
+
+def test_a_bad_launch_layout_flag_is_the_rows_invalid_status():
+    p = predict_frame(pd.DataFrame([_r1(tp=8, engine="sglang 0.4.3 --enable-dp-attention --dp eight")]), "rows.csv")
+    assert p.status[0].startswith("invalid: engine: --dp must be a positive integer")
