@@ -194,8 +194,10 @@ def stated_limit(row, key: str) -> int | None:
     seen = sorted({v for vs in vals.values() for v in vs})
     if len(seen) > 1:
         col = next(c for c, vs in vals.items() if vs)
-        raise InputError("row", col, f"--{key.replace('_', '-')} must be stated once (one "
-                         f"launch command), but got {seen}")
+        text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
+        names = sorted({m.group(1) for m in re.finditer(rf"--({_LAUNCH[key]})", text, re.IGNORECASE)})
+        raise InputError("row", col, f"{' / '.join('--' + n for n in names)} must be stated once "
+                         f"(one launch command), but got {seen}")
     return seen[0] if seen else None
 
 
