@@ -73,7 +73,8 @@ import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
-from dse.infer.engines import GRAPH_LAUNCH_S, PROFILES, EngineProfile, engine_profile, launch_defaults
+from dse.infer.engines import (GRAPH_LAUNCH_S, PROFILES, UNKNOWN_ENGINE, EngineProfile, engine_profile,
+                               launch_defaults)
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -125,7 +126,7 @@ def resolve_engine(text, where: str, field: str = "engine"):
         eng, why = engine_profile(text)
     except InputError as e:
         raise InputError(where, field, e.rule) from None
-    if why and "has no profile (known:" not in why:      # a known engine, a release it lacks
+    if why and UNKNOWN_ENGINE not in why:           # a known engine, a release it lacks
         raise InputError(where, field, why)
     return text if why else eng.name
 

@@ -590,6 +590,9 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+#: the reason :func:`engine_profile` gives an engine text naming no known engine at all (as
+#: opposed to a known engine whose release or backend has no profile)
+UNKNOWN_ENGINE = "has no profile (known:"
 LMDEPLOY_ASYNC = (0, 12, 0)        # TurboMind's Engine / ModelExecutor threads, async_ = 1, from v0.12.0
 _TGI = re.compile(r"(?<![\w-])(?:tgi|text[-\s]generation[-\s]inference)(?![\w-])")
 _LMDEPLOY = re.compile(r"(?<![\w-])(?:lmdeploy|turbomind)(?![\w-])")
@@ -956,6 +959,6 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
         return PROFILES["lmdeploy" if v is not None and v < LMDEPLOY_ASYNC else "lmdeploy_async"], ""
     if t == "" or t == "nan":
         return PROFILES["trtllm"], ""
-    return PROFILES["trtllm"], (f"engine {text!r} has no profile (known: trtllm, vllm, sglang, "
+    return PROFILES["trtllm"], (f"engine {text!r} {UNKNOWN_ENGINE} trtllm, vllm, sglang, "
                                 "tgi, lmdeploy (TurboMind), nemo with the TensorRT-LLM "
                                 "backend)")
