@@ -9,7 +9,8 @@ with B300/GB300 beta), MLPerf Inference v5.1 closed (B200, GB200, MI300X, MI325X
 dstack's DeepSeek-R1 concurrency sweep (vLLM, SGLang, TensorRT-LLM on 8x H200 and 8x
 MI300X), NVIDIA NIM's Llama-3.3-70B concurrency sweep into saturation (2x H100), and AMD's
 vLLM ROCm static-batch latencies of Llama-3.1-70B / 405B (8x MI300X), LMDeploy's TurboMind
-tables on A100 and dstack's TGI runs of Llama-3.1-405B on 8x MI300X.  Newer GPUs, FP4, MoE families (Qwen3, Llama-4, DeepSeek-R1, gpt-oss), other
+tables on A100, dstack's TGI runs of Llama-3.1-405B on 8x MI300X and SemiAnalysis InferenceX's
+DeepSeek-R1 concurrency sweeps (SGLang, TensorRT-LLM; H200 to B300, MI300X to MI355X).  Newer GPUs, FP4, MoE families (Qwen3, Llama-4, DeepSeek-R1, gpt-oss), other
 engines (LMDeploy TurboMind on A100, TGI on MI300X) and concurrency sweeps into saturation: what the issue says we will be scored on.
 
 Every row runs through the code path of `dse validate` / `dse predict`
@@ -37,12 +38,12 @@ DATA = Path(__file__).parent / "data"
 CSV = DATA / "published_serving.csv"
 MD = DATA / "published_serving.md"
 
-# a little above today's error (row mean 28.0 % over 182 rows; per metric tok/s 39.6, TTFT 46.4,
-# TPOT 38.0, e2e 30.5 %; the 161 rows before the TGI / LMDeploy sources are unchanged at 27.5 %)
-# -- the REAL target, from the issue, is <= 15 % on measured serving runs the model has not seen
-ROW_MEAN_REGRESSION_GUARD = 0.29
-METRIC_REGRESSION_GUARD = {"output_tok_s": 0.41, "ttft_ms": 0.49, "tpot_ms": 0.39,
-                           "e2e_latency_ms": 0.32}
+# a little above today's error (row mean 31.7 % over 284 scored rows; per metric tok/s 42.3, TTFT 52.7,
+# TPOT 29.4, e2e 27.9 %; the InferenceX DeepSeek-R1 rows 39.0 %, the 182 rows before them 27.6 %) --
+# the REAL target, from the issue, is <= 15 % on measured serving runs the model has not seen
+ROW_MEAN_REGRESSION_GUARD = 0.33
+METRIC_REGRESSION_GUARD = {"output_tok_s": 0.44, "ttft_ms": 0.55, "tpot_ms": 0.31,
+                           "e2e_latency_ms": 0.30}
 # dense models' throughput (today 10.8 %; 9.5 % before the LMDeploy A100 rows, whose 70B TP4 cells at
 # concurrency 64 are +41 / +43 %): the subset closest to the 15 % target
 DENSE_THROUGHPUT_REGRESSION_GUARD = 0.11

@@ -186,6 +186,39 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "max_input_tokens": r"max[-_]input[-_](?:tokens|length)"}
 
 
+_RANGE_RATIO = re.compile(r"random[-_ ]range[-_ ]ratio\s*[= ]\s*([^\s,;:)]+)", re.IGNORECASE)
+
+
+def range_ratio(row) -> float | None:
+    """The benchmark client's ``--random-range-ratio r`` a row states (``engine``, ``notes``
+    or ``dataset``), or None.  With ``r`` < 1 the random dataset draws each request's
+    lengths uniformly in ``[r L, L]`` around the nominal ``input_len`` / ``output_len``
+    (SGLang ``bench_serving.py`` ``sample_random_requests``: ``randint(int(L r), L + 1)``;
+    vLLM ``benchmark_serving`` before its 2025 symmetric rewrite, and SemiAnalysis
+    InferenceMAX's fork of it, "80-100 % of ISL/OSL" at 0.8), so the row is predicted at
+    the mean lengths ``L (1 + r) / 2`` with the spread of :func:`uniform_o2`, not as a
+    fixed-length closed loop.  ``r`` must be a number in (0, 1]."""
+    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes", "dataset"))
+    vals = {m.group(1).rstrip(".") for m in _RANGE_RATIO.finditer(text)}
+    if not vals:
+        return None
+    try:
+        nums = {float(v) for v in vals}
+    except ValueError:
+        raise InputError("row", "notes", f"--random-range-ratio must be a number in (0, 1], but "
+                         f"got {sorted(vals)}") from None
+    if len(nums) > 1 or not all(0.0 < v <= 1.0 for v in nums):
+        raise InputError("row", "notes", f"--random-range-ratio must be stated once as a number in "
+                         f"(0, 1], but got {sorted(vals)}")
+    return nums.pop()
+
+
+def uniform_o2(r: float) -> float:
+    """``E[O^2] / E[O]^2`` of lengths uniform in ``[r L, L]``: ``1 + (1 - r)^2 / (3 (1 + r)^2)``
+    (variance ``((1 - r) L)^2 / 12`` over the squared mean ``((1 + r) L / 2)^2``)."""
+    return 1.0 + (1.0 - r) ** 2 / (3.0 * (1.0 + r) ** 2)
+
+
 def stated_limit(row, key: str) -> int | None:
     """The value of the launch flag ``_LAUNCH[key]`` the row's ``engine`` / ``notes`` state,
     or None; each value must be a positive integer and a flag stated twice must agree
@@ -347,6 +380,12 @@ def predict_inference_row(row: dict) -> dict:
     med_O = O
     o2 = 1.0
     fixed_lengths = S is not None and O is not None
+    r = range_ratio(row)
+    if fixed_lengths and r is not None and r < 1.0:      # lengths drawn in [r L, L]
+        S, O, o2 = S * (1.0 + r) / 2.0, O * (1.0 + r) / 2.0, uniform_o2(r)
+        med_O = O
+        fixed_lengths = False
+        chosen.update(chosen_input_len=S, chosen_output_len=O)
     if S is None or O is None:
         ds = _dataset_lengths(row)
         if ds is None:
