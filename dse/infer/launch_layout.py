@@ -72,8 +72,9 @@ def stated_layout(engine: str, text: str, gpus: int, tp: int | None, pp: int,
             n = int(d.group(2))
             tp, dp, ep = (1, n, n) if d.group(1) == "DEP" else (n, 1, n)
             how.append(f"{d.group(1)}{n}")
-        if dp is None and _TRT_DPA.search(text) and tp and tp > 1:
-            tp, dp = 1, tp
+        ranks = tp if tp is not None else gpus // max(pp, 1)     # tp_size counts every rank
+        if dp is None and _TRT_DPA.search(text) and ranks > 1:
+            tp, dp = 1, ranks
             how.append("enable_attention_dp")
         m = _one(text, r"ep(?:[-_]size)?", "engine")
         y = _YAML_EP.findall(text)

@@ -208,12 +208,16 @@ def test_attention_dp_and_ep_read_from_the_launch_flags_equal_the_explicit_colum
             _r1(id="t_cols", tp=1, attn_dp=8, ep=8, engine="trtllm 1.0 trtllm-serve"),
             _r1(id="v_flags", tp=1, engine="vllm 0.11.0 serve -dp 8 --enable-expert-parallel"),
             _r1(id="v_cols", tp=1, attn_dp=8, ep=8, engine="vllm 0.11.0 serve"),
-            _r1(id="plain", tp=8, engine="sglang 0.4.3 --tp 8")]
+            _r1(id="plain", tp=8, engine="sglang 0.4.3 --tp 8"),
+            _r1(id="t_blank", engine="trtllm 1.0 trtllm-serve --ep_size 8", notes="enable_attention_dp: true")]
     p = predict_frame(pd.DataFrame(rows), "rows.csv").set_index("id")
     for a, b in (("s_flags", "s_cols"), ("t_flags", "t_cols"), ("v_flags", "v_cols")):
         assert p.loc[a, "predicted_output_tok_s"] == pytest.approx(p.loc[b, "predicted_output_tok_s"], rel=1e-9)
         assert (p.loc[a, "chosen_tp"], p.loc[a, "chosen_attn_dp"]) == (1, 8)
     assert p.loc["t_flags", "chosen_ep"] == 8 and "enable_attention_dp" in p.loc["t_flags", "chosen_layout_from"]
+    # tp blank: TensorRT-LLM's tp_size is every GPU of the replica
+    assert p.loc["t_blank", "predicted_output_tok_s"] == pytest.approx(p.loc["t_cols", "predicted_output_tok_s"],
+                                                                       rel=1e-9)
     # MLA's latent cache is whole on every TP rank: attention DP holds 8x the sequences
     assert p.loc["s_flags", "predicted_output_tok_s"] != pytest.approx(p.loc["plain", "predicted_output_tok_s"])
 
