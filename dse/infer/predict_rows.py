@@ -467,12 +467,31 @@ def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
     stat = str(row.get("latency_stat", "")).lower()
     if "median" in stat and med_O != O:
         e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
+    notes = [n for n in (res.note, speculative_note(row)) if n]
     return {**serving_memory_columns(dep, res.batch, S, O), **decode_columns(dep, res.batch, S, O),
             "predicted_output_tok_s": res.tokens_per_s,
             "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
             "predicted_e2e_latency_ms": e2e * 1e3, **chosen,
-            "status": "ok" if not res.note else f"ok ({res.note})"}
+            "status": "ok" if not notes else f"ok ({'; '.join(notes)})"}
+
+
+_SPECULATIVE = re.compile(r"\b(mtp\d*|eagle-?\d?|medusa|speculative|spec(?:ulative)?[-_ ]decod\w*|"
+                          r"draft[-_ ]model|n-?gram|lookahead)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(no|not|without|off|none|disabled?|false)\b", re.IGNORECASE)
+
+
+def speculative_note(row) -> str:
+    """A caveat for a row whose engine or notes name speculative decoding (DeepSeek MTP,
+    EAGLE, Medusa, n-gram, a draft model): its tokens per step depend on the draft's
+    acceptance, which the model does not carry, so it is predicted one token per step;
+    "" otherwise."""
+    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
+    for m in _SPECULATIVE.finditer(text):
+        near = text[max(m.start() - 12, 0):m.end() + 12]          # "no MTP", "spec decoding off"
+        if not _NEGATED.search(near):
+            return f"speculative decoding ({m.group(1)}) not modelled: predicted at one token per step"
+    return ""
 
 
 def _no_kv_status(dep, S, O) -> str:

@@ -46,3 +46,16 @@ def test_a_range_ratio_below_one_predicts_the_mean_lengths_and_one_keeps_fixed_l
 def test_a_bad_range_ratio_is_the_rows_invalid_status(bad):
     p = predict_frame(pd.DataFrame([_row(notes=bad)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes: --random-range-ratio must be")
+
+
+@pytest.mark.parametrize("text,flagged", [("sglang 0.5.9 --speculative-algorithm EAGLE", True),
+                                          ("trtllm 1.1 (MTP3)", True), ("vllm 0.11 ngram", True),
+                                          ("trtllm 1.1 (spec decoding off)", False), ("no MTP", False),
+                                          ("sglang 0.5.9", False)])
+def test_a_speculative_decoding_row_is_predicted_and_says_it_is_not_modelled(text, flagged):
+    p = predict_frame(pd.DataFrame([_row(engine=text if "sglang" in text or "vllm" in text or "trtllm" in text
+                                         else "sglang 0.5.9", notes="" if "sglang" in text else text)]),
+                      "rows.csv")
+    assert p.predicted_tpot_ms[0] > 0
+    assert ("speculative decoding" in p.status[0]) == flagged
+    assert p.status[0].startswith("ok")
