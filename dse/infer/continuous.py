@@ -73,8 +73,8 @@ import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
-from dse.infer.engines import (GRAPH_LAUNCH_S, PROFILES, UNKNOWN_ENGINE, EngineProfile, engine_profile,
-                               launch_defaults)
+from dse.infer.engines import (GRAPH_LAUNCH_S, LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile,
+                               engine_profile, launch_defaults)
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -95,7 +95,7 @@ CANDIDATES = 5          # the cap and up to four powers of two within a factor 8
 #: SGLang docs "AMD GPUs"), so they serve on both.
 #: TensorRT-LLM (C++ and PyTorch backends) and NeMo's TRT-LLM export run on NVIDIA GPUs only
 NVIDIA_ONLY = ("trtllm", "trtllm_mlperf", "trtllm_static", "trtllm_pytorch",
-               "trtllm_pytorch_eager", "nemo", "lmdeploy", "lmdeploy_async")
+               "trtllm_pytorch_eager", "nemo", *LMDEPLOY_NAMES)
 
 
 def is_amd(hw: Hardware) -> bool:
@@ -163,7 +163,7 @@ def engine_rule(name: str, hw: Hardware) -> str:
         return (f"must be one of {sorted(PROFILES)} or an engine with its release (e.g. "
                 f"'vllm 0.14.1', 'sglang 0.4.8', 'trtllm 1.0 pytorch'), but got {name!r}")
     if name in NVIDIA_ONLY and is_amd(hw):
-        what = "LMDeploy TurboMind" if name.startswith("lmdeploy") else "TensorRT-LLM"
+        what = "LMDeploy TurboMind" if name in LMDEPLOY_NAMES else "TensorRT-LLM"
         return (f"{name} ({what}) runs on NVIDIA GPUs only, but {hw.name} is AMD "
                 f"({hw.generation}); use vllm, sglang or tgi")
     return ""

@@ -554,6 +554,9 @@ PROFILES["vllm_v1_async"] = replace(PROFILES["vllm_v1"], name="vllm_v1_async", h
 PROFILES["lmdeploy_async"] = replace(PROFILES["lmdeploy"], name="lmdeploy_async", host_overlap=True)
 #: the V1 engine's profiles (same launch limits, :func:`launch_defaults`)
 VLLM_V1_NAMES = ("vllm_v1", "vllm_v1_async")
+#: text-generation-inference's and LMDeploy TurboMind's profiles (module docstring)
+TGI_NAMES = ("tgi", "tgi_v3")
+LMDEPLOY_NAMES = ("lmdeploy", "lmdeploy_async")
 
 
 #: versions of other software an engine text may state beside the engine's own
@@ -708,9 +711,9 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       (:func:`lmdeploy_max_batch`)."""
     gib = float(hbm_bytes) / GIB
     t = engine_text(text)
-    if eng.name in ("tgi", "tgi_v3") and model is not None:
+    if eng.name in TGI_NAMES and model is not None:
         return tgi_launch(eng, model, hw_name, tp, version3(t))
-    if eng.name in ("lmdeploy", "lmdeploy_async"):
+    if eng.name in LMDEPLOY_NAMES:
         return replace(eng, max_batch=lmdeploy_max_batch(hw_name, version3(t)))
     if eng.name == "trtllm_pytorch" and _trtllm_serve(t, scenario):
         return replace(eng, max_batch=TRTLLM_BUILD_MAX_BATCH, max_num_tokens=TRTLLM_BUILD_MAX_TOKENS,
@@ -844,6 +847,23 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
                              f"{FLAG_MAX}, but got {got}")
         out.append(int(raw))
     return out
+
+
+def flag_value(texts: dict, flag: str, where: str, dashes: str = "--") -> int | None:
+    """The one value of the launch flag ``flag`` that ``texts`` (field -> text: a row's
+    ``engine`` and ``notes``) state, or None: each value checked as :func:`flag_values`
+    checks it (the error naming its field); values that disagree -- one launch command
+    states a limit once -- raise :class:`InputError` naming the first field stating it and
+    the flags as written."""
+    vals = {f: flag_values(t, flag, where, f, dashes=dashes) for f, t in texts.items()}
+    seen = sorted({v for vs in vals.values() for v in vs})
+    if len(seen) > 1:
+        field = next(f for f, vs in vals.items() if vs)
+        names = sorted({m.group(1) for t in texts.values()
+                        for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])", t, re.IGNORECASE)})
+        raise InputError(where, field, f"{' / '.join('--' + n for n in names)} must be stated once "
+                         f"(one launch command), but got {seen}")
+    return seen[0] if seen else None
 
 
 #: serving products that run one of the modelled engines underneath: NVIDIA NIM for LLMs,

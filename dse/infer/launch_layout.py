@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from dse.infer.engines import flag_values
+from dse.infer.engines import flag_value
 
 _SGLANG_DPA = re.compile(r"--enable[-_]dp[-_]attention\b", re.IGNORECASE)
 _SGLANG_EP_ON = re.compile(r"--enable[-_](?:deepep[-_])?(?:ep[-_])?moe\b|--moe[-_]a2a[-_]backend[ =]+deepep\b",
@@ -41,28 +41,20 @@ _YAML_EP = re.compile(r"\bmoe_expert_parallel_size\s*[:=]\s*(\d+)\b")
 _VLLM_EP = re.compile(r"--enable[-_]expert[-_]parallel\b", re.IGNORECASE)
 
 
-def _one(text: str, flag: str, field: str, dashes: str = "--") -> int | None:
-    """The single value of ``flag`` in ``text`` (None if absent; a flag stated twice with
-    different values, or a bad value, is an :class:`dse.errors.InputError`)."""
-    vals = sorted(set(flag_values(text, flag, "row", field, dashes=dashes)))
-    if len(vals) > 1:
-        from dse.errors import InputError
-        raise InputError("row", field, f"{flag} must be stated once, but got {vals}")
-    return vals[0] if vals else None
-
-
-def stated_layout(engine: str, text: str, gpus: int, tp: int | None, pp: int,
+def stated_layout(engine: str, texts: dict, gpus: int, tp: int | None, pp: int,
                   ep: int | None, dp: int | None) -> tuple[int | None, int | None, int | None, str]:
     """``(tp, ep, attn_dp, how)`` of a row after its launch flags (module docstring):
-    ``engine`` the profile name, ``text`` the row's engine + notes, ``tp`` / ``ep`` /
-    ``dp`` its columns (None = blank).  ``how`` says what was read ("" if nothing)."""
+    ``engine`` the profile name, ``texts`` the row's launch columns (field -> text: engine,
+    notes; a flag's value is read by :func:`dse.infer.engines.flag_value`), ``tp`` / ``ep``
+    / ``dp`` its columns (None = blank).  ``how`` says what was read ("" if nothing)."""
+    text = " ".join(texts.values())
     how = []
     if engine.startswith("sglang"):
-        n = _one(text, r"dp(?:[-_]size)?", "engine")
+        n = flag_value(texts, r"dp(?:[-_]size)?", "row")
         if dp is None and n and n > 1 and _SGLANG_DPA.search(text):
             tp, dp = _per_rank(tp, n, gpus, pp)
             how.append(f"--enable-dp-attention --dp-size {n}")
-        m = _one(text, r"ep(?:[-_]size)?", "engine")
+        m = flag_value(texts, r"ep(?:[-_]size)?", "row")
         if ep is None and (m or _SGLANG_EP_ON.search(text)):
             ep = m or (tp or 1) * (dp or 1)
             how.append(f"EP {ep}")
@@ -76,14 +68,14 @@ def stated_layout(engine: str, text: str, gpus: int, tp: int | None, pp: int,
         if dp is None and _TRT_DPA.search(text) and ranks > 1:
             tp, dp = 1, ranks
             how.append("enable_attention_dp")
-        m = _one(text, r"ep(?:[-_]size)?", "engine")
+        m = flag_value(texts, r"ep(?:[-_]size)?", "row")
         y = _YAML_EP.findall(text)
         m = m or (int(y[0]) if y else None)
         if ep is None and m:
             ep = m
             how.append(f"EP {ep}")
     elif engine.startswith("vllm"):
-        n = _one(text, r"data[-_]parallel[-_]size|dp", "engine", dashes="(?:--|-)")
+        n = flag_value(texts, r"data[-_]parallel[-_]size|dp", "row", dashes="(?:--|-)")
         if dp is None and n and n > 1:
             tp, dp = _per_rank(tp, n, gpus, pp, counts_all=False)
             how.append(f"--data-parallel-size {n}")

@@ -67,7 +67,7 @@ import pandas as pd
 from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import (EngineProfile, engine_profile, flag_values, launch_defaults,
+from dse.infer.engines import (TGI_NAMES, EngineProfile, engine_profile, flag_value, launch_defaults,
                                vllm_v0_mla)
 from dse.infer.tgi import tgi_v2_prefill_tokens
 from dse.infer.launch_layout import stated_layout
@@ -170,7 +170,7 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
             raise InputError("row", "kv_precision", f"must be fp8, bf16, fp16 or blank, but got "
                              f"{row['kv_precision']!r}")
         return kv == "fp8"
-    text = " ".join(str(row.get(c, "")) for c in ("notes", "precision_as_written", "engine")).lower()
+    text = _row_text(row, ("notes", "precision_as_written", "engine")).lower()
     low = prec in ("fp8", "nvfp4", "mxfp4")
     said = "fp8_kv" in text or "fp8 kv" in text or "o_fp8" in text
     return low and (said or bool(eng is not None and eng.fp8_kv_with_fp8))
@@ -186,6 +186,16 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "max_input_tokens": r"max[-_]input[-_](?:tokens|length)"}
 
 
+def _launch_texts(row) -> dict:
+    """The columns a row states its launch command in: ``engine`` and ``notes``."""
+    return {c: str(row.get(c, "")) for c in ("engine", "notes")}
+
+
+def _row_text(row, cols=("engine", "notes")) -> str:
+    """The row's ``cols`` joined into one text, for the patterns read across them."""
+    return " ".join(str(row.get(c, "")) for c in cols)
+
+
 _RANGE_RATIO = re.compile(r"random[-_ ]range[-_ ]ratio\s*[= ]\s*([^\s,;:)]+)", re.IGNORECASE)
 
 
@@ -198,7 +208,7 @@ def range_ratio(row) -> float | None:
     InferenceMAX's fork of it, "80-100 % of ISL/OSL" at 0.8), so the row is predicted at
     the mean lengths ``L (1 + r) / 2`` with the spread of :func:`uniform_o2`, not as a
     fixed-length closed loop.  ``r`` must be a number in (0, 1]."""
-    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes", "dataset"))
+    text = _row_text(row, ("engine", "notes", "dataset"))
     vals = {m.group(1).rstrip(".") for m in _RANGE_RATIO.finditer(text)}
     if not vals:
         return None
@@ -223,15 +233,7 @@ def stated_limit(row, key: str) -> int | None:
     """The value of the launch flag ``_LAUNCH[key]`` the row's ``engine`` / ``notes`` state,
     or None; each value must be a positive integer and a flag stated twice must agree
     (:class:`InputError` naming the column)."""
-    vals = {c: flag_values(str(row.get(c, "")), _LAUNCH[key], "row", c) for c in ("engine", "notes")}
-    seen = sorted({v for vs in vals.values() for v in vs})
-    if len(seen) > 1:
-        col = next(c for c, vs in vals.items() if vs)
-        text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
-        names = sorted({m.group(1) for m in re.finditer(rf"--({_LAUNCH[key]})", text, re.IGNORECASE)})
-        raise InputError("row", col, f"{' / '.join('--' + n for n in names)} must be stated once "
-                         f"(one launch command), but got {seen}")
-    return seen[0] if seen else None
+    return flag_value(_launch_texts(row), _LAUNCH[key], "row")
 
 
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
@@ -350,9 +352,8 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, "status": f"infeasible: {why}"}
     gpus = _posint(row, "gpus", 1)
     pp = _posint(row, "pp", 1)
-    tp, ep, dp, how = stated_layout(eng.name, " ".join(str(row.get(c, "")) for c in ("engine", "notes")),
-                                    gpus, _posint(row, "tp", None), pp, _posint(row, "ep", None),
-                                    _posint(row, "attn_dp", None))
+    tp, ep, dp, how = stated_layout(eng.name, _launch_texts(row), gpus, _posint(row, "tp", None), pp,
+                                    _posint(row, "ep", None), _posint(row, "attn_dp", None))
     ep, dp = ep or 1, dp or 1
     kvb = 1.0 if _kv_fp8(row, "bf16" if weight_only else prec, eng) else 2.0
     code = SERVING_PRECISION[prec]
@@ -394,7 +395,7 @@ def predict_inference_row(row: dict) -> dict:
         S, O, med_O, o2 = ds
         chosen.update(chosen_input_len=S, chosen_output_len=O)
     max_input = stated_limit(row, "max_input_tokens")
-    if eng.name in ("tgi", "tgi_v3") and max_input is not None and S > max_input:
+    if eng.name in TGI_NAMES and max_input is not None and S > max_input:
         return {**out, **chosen, "status": f"infeasible: `input_len <= --max-input-tokens` must hold "
                 f"(TGI rejects longer prompts), but got (input_len={S:g}, max_input_tokens={max_input:g})"}
     if max_model_len is not None and S + O > max_model_len:
@@ -486,7 +487,7 @@ def speculative_note(row) -> str:
     EAGLE, Medusa, n-gram, a draft model): its tokens per step depend on the draft's
     acceptance, which the model does not carry, so it is predicted one token per step;
     "" otherwise."""
-    text = " ".join(str(row.get(c, "")) for c in ("engine", "notes"))
+    text = _row_text(row)
     for m in _SPECULATIVE.finditer(text):
         near = text[max(m.start() - 12, 0):m.end() + 12]          # "no MTP", "spec decoding off"
         if not _NEGATED.search(near):
