@@ -62,11 +62,11 @@ class DecodeBreakdown(NamedTuple):
 
 @jax.jit
 def _stage_kinds(model: Model, hw: Hardware, precision, sequences, att: KVRead, tp, pp, ep, dp,
-                 linear_bw_scale) -> OpTimes:
+                 linear_bw_scale, quant_kernels=0.0) -> OpTimes:
     """OpTimes of one decode stage pass of ``sequences`` sequences (one compile for every
     point: all arguments are leaves)."""
     return stage_time(model, sequences, sequences, att, tp, pp, precision, hw,
-                      rates(hw, precision), ep, dp, linear_bw_scale, None)
+                      rates(hw, precision), ep, dp, linear_bw_scale, None, quant_kernels)
 
 
 def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBreakdown:
@@ -78,7 +78,8 @@ def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBre
     hw = _hw_for(dep, dep.engine.graph_replay(b, 0.0))
     bs = b / stage_micro_batches(dep, b)
     kinds = _stage_kinds(dep.model, hw, dep.precision, bs, decode_attention(dep, bs, float(context)),
-                         dep.tp, dep.pp, dep.ep, dep.dp, dep.engine.linear_bw_eff)
+                         dep.tp, dep.pp, dep.ep, dep.dp, dep.engine.linear_bw_eff,
+                         dep.engine.quant_kernels)
     gpu = [float(x) * dep.pp for x in kinds]
     total = float(iteration_s(dep, b, float(context)))
     return DecodeBreakdown(*gpu, max(total - sum(gpu), 0.0), total)

@@ -240,14 +240,14 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
     moe = None if group_p is None else (rep.dp * b + group_p) / micro
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
-                   rep.ep, rep.dp, eng.linear_bw_eff, moe).total_s
+                   rep.ep, rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels).total_s
     prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
         t = t + prompt_layers * time_s(fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
-                            r.act_bytes, rep.ep, rep.dp, prompt_layers, moe)
+                            r.act_bytes, rep.ep, rep.dp, prompt_layers, moe, eng.quant_kernels)
     t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))
     if not overhead:
         return t * rep.pp
@@ -266,9 +266,9 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True, group=N
     moe = None if group is None else group * S / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
-                   rep.dp, eng.linear_bw_eff, moe).total_s
+                   rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
-                            rep.ep, rep.dp, 0.0, moe)
+                            rep.ep, rep.dp, 0.0, moe, eng.quant_kernels)
     t = host_bound_s(t, kernels, eng.eager_floor_s(rep.hw)) * (micro + rep.pp - 1.0)
     return eng.with_host_s(t, 0.0, eng.host_scale(rep.hw)) if overhead else t
 

@@ -52,6 +52,16 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   10.0 / 8.6 / 8.3 % (no other source moves); 0.85 is the value nearest 1 past which the
   row-mean stops improving.  ``vllm_mlperf`` carries the same value (vLLM's linears);
   its MI300X rows run compute-bound at their tuned batch, where it moves them < 0.1 %.
+* **quantization kernels** (``quant_kernels``): engines whose model code is PyTorch (vLLM,
+  SGLang, TGI, TensorRT-LLM's PyTorch backend) quantize each fp8 / fp4 linear's input in a
+  kernel of its own (``scaled_fp8_quant``, ``per_token_group_quant_fp8``,
+  ``fp8_quantize_1x128``, ``fp4_quantize``), launched and, in eager passes, issued like
+  any other; compiled TensorRT engines and TurboMind fuse it into the producing kernel,
+  and so do AMD's MLPerf vLLM builds (``vllm_mlperf``: AMD's vLLM fork carries fused
+  residual + RMSNorm + FP8 and SwiGLU + FP8 kernels, Hugging Face / AMD blog "Creating
+  custom kernels for the AMD MI300", hf-rocm-kernels).
+  Counted on the operator graph (:func:`dse.infer.forward.memory_pass_kernels`, sources
+  there); not a fitted constant.
 * **KV pool**: the fraction of GPU memory the engine gives to weights + KV cache
   (``mem_fraction``), the paged block size, and whether admission reserves a request's
   *final* KV footprint (static batches) or only what it holds now (in-flight engines
@@ -446,6 +456,9 @@ class EngineProfile:
     #                                graphs live in the rest (SGLang mem_fraction_static)
     mla_absorbed_weights: bool = False  # MLA decode weights W_Q_UK / W_UV_O materialized beside
     #                                     the raw ones (vLLM 0.7.x, dse.infer.memory.absorbed_mla_bytes)
+    quant_kernels: float = 0.0     # 1: fp8 / fp4 activation quantization is a kernel of its own
+    #                                before each linear (PyTorch model code), 0: fused
+    #                                (dse.infer.forward.memory_pass_kernels)
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -510,40 +523,46 @@ PROFILES = {
                                    8192, False, fp8_kv_with_fp8=True),
     "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
                                           True, 2048, 8192, False, eager_op_s=EAGER_OP_S,
-                                          python_host=True),
+                                          python_host=True, quant_kernels=1.0),
     "trtllm_pytorch": EngineProfile("trtllm_pytorch", True, 8192, 0.5e-3, 1, 0.90, True, 32, True,
                                     4096, 32768, False, fp8_kv_with_fp8=True,
                                     seq_overhead_s=TRTLLM_PY_SEQ_S, eager_op_s=EAGER_OP_S,
-                                    host_overlap=True, python_host=True, whole_prompts=True),
+                                    host_overlap=True, python_host=True, whole_prompts=True,
+                                    quant_kernels=1.0),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
                                    1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
                           False, python_host=True),
     "vllm": EngineProfile("vllm", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 256, 8192, False,
                           mixed_batches=False, eager_op_s=EAGER_OP_S,
-                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True),
+                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True,
+                          quant_kernels=1.0),
     "vllm_mlperf": EngineProfile("vllm_mlperf", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 1 << 20,
                                  8192, False, mixed_batches=False, eager_op_s=EAGER_OP_S,
                                  linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
                                  profile_at_budget=True),
     "sglang": EngineProfile("sglang", True, 160, 1.5e-3, 1, 0.88, False, 1, False, 4096, 8192, True,
                             mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
-                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, static_fraction=True),
+                            linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, static_fraction=True,
+                            quant_kernels=1.0),
     "sglang_overlap": EngineProfile("sglang_overlap", True, 160, 1.5e-3, 1, 0.88, False, 1, False,
                                     4096, 8192, True, mixed_batches=False, seq_overhead_s=20e-6,
                                     eager_op_s=EAGER_OP_S, linear_bw_eff=TORCH_LINEAR_BW_EFF,
-                                    host_overlap=True, python_host=True, static_fraction=True),
+                                    host_overlap=True, python_host=True, static_fraction=True,
+                                    quant_kernels=1.0),
     "vllm_v1": EngineProfile("vllm_v1", True, 512, VLLM_STEP_S, 1, 0.90, False, 16, False, 1024,
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
-                             graphs_by_tokens=True, whole_prompts=True, profile_at_budget=True),
+                             graphs_by_tokens=True, whole_prompts=True, profile_at_budget=True,
+                             quant_kernels=1.0),
     "tgi": EngineProfile("tgi", True, 32, 1.5e-3, 1, 0.95, True, 16, True, 128, 4145, False,
                          mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
-                         linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True),
+                         linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True,
+                         quant_kernels=1.0),
     "tgi_v3": EngineProfile("tgi_v3", True, 32, 1.5e-3, 1, 0.90, False, 1, True, 128, 4096, True,
                             mixed_batches=True, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
                             linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, whole_prompts=True,
-                            profile_at_budget=True),
+                            profile_at_budget=True, quant_kernels=1.0),
     "lmdeploy": EngineProfile("lmdeploy", False, 0, 0.5e-3, 1, 0.80, True, 64, False, 128, 8192, True,
                               mixed_batches=True, whole_prompts=True),
 }

@@ -95,8 +95,27 @@ layer with pp > 1.
 KV append (write 2 T g_t d), activation (read (1+gated) f/t, write f/t per token);
 FP8 linears add a cast per GEMM input (read 2, write 1 byte/element, as
 :mod:`dse.train.layer`); fp4 (NVFP4 / MXFP4) the same with 0.5 byte plus block scales
-written.  ``EW_KERNELS_PER_LAYER`` = 5 launches (2 norms, rotary,
-KV append, activation).  Overlap: none (ops run back to back on one stream: sum).
+written.  Launches (:func:`memory_pass_kernels`): ``EW_KERNELS_PER_LAYER`` = 5 (2 norms,
+rotary, KV append, activation); a MoE layer with shared experts runs their activation
+apart from the routed experts' (vLLM / SGLang ``DeepseekV2MoE``: ``shared_experts`` is its
+own MLP with its own ``SiluAndMul``; the fused MoE kernel applies the routed one between
+its two grouped GEMMs); MLA adds its latent RMSNorms (``q_a_layernorm`` where
+``q_lora_rank`` > 0, ``kv_a_layernorm``: HF / vLLM / SGLang / TensorRT-LLM
+``DeepseekV3Attention``).  **Quantization kernels**: an engine whose model code is
+PyTorch launches the fp8 / fp4 quantization of every linear's input as a kernel of its
+own before the GEMM (vLLM ``apply_fp8_linear`` -> ``scaled_fp8_quant``, block-scaled
+``apply_w8a8_block_fp8_linear`` -> ``per_token_group_quant_fp8``; SGLang the same;
+TensorRT-LLM's PyTorch backend ``FP8BlockScalesLinearMethod.apply`` ->
+``fp8_quantize_1x128``, ``NVFP4LinearMethod`` -> ``fp4_quantize``;
+``EngineProfile.quant_kernels``), one per distinct input: attention 2 (QKV, out) or,
+with MLA, 4 (the fused q/kv down projection, q up, kv up / the absorbed ``W_UK``, out);
+MLP 2 (fc1, fc2), a MoE layer 2 for its routed experts (the fused MoE kernel's two
+grouped GEMMs) and 2 more for shared experts; only the experts' 2 for an MXFP4-expert
+checkpoint with bf16 linears.  Compiled TensorRT engines and TurboMind fuse the
+quantization into the producing kernel (0).  The bytes of these passes are the
+``fp8_cast`` term above either way; the kernels cost their launch (the CUDA-graph gap,
+:mod:`dse.infer.engines`) and, in an eager pass, the host's issue time per kernel.
+Overlap: none (ops run back to back on one stream: sum).
 
 **TP**: two all-reduces of T h el bytes per layer on the critical path
 (:func:`dse.cost.collectives.group_collective_s`, stride 1: one NVLink domain when
@@ -194,15 +213,37 @@ def moe_group(tp, ep, dp):
     return dp * 1.0, ep * 1.0, tp * dp / ep
 
 
+def memory_pass_kernels(model: Model, precision, quant_kernels=0.0):
+    """Launches of one layer's memory-bound pass (module docstring, "Launches"):
+    ``EW_KERNELS_PER_LAYER`` + the shared experts' activation ``(1 - x)`` times + MLA's
+    ``1 + [q_lora > 0]`` latent norms + ``quant_kernels`` x (quantized linear inputs) at
+    fp8 / fp4 precision.  ``quant_kernels``: 1 where the engine launches the activation
+    quantization apart (``EngineProfile.quant_kernels``), 0 where it is fused."""
+    moe = model.num_experts > 1
+    x = dense_layer_fraction(model)
+    shared = jnp.where(moe & (shared_ffn(model) > 0), 1.0, 0.0) * (1.0 - x)
+    mla = jnp.where(is_mla(model), 1.0, 0.0)
+    norms = mla * (1.0 + jnp.where(model.q_lora_rank > 0, 1.0, 0.0))
+    base = EW_KERNELS_PER_LAYER + shared + norms
+    if _zero(quant_kernels):
+        return base
+    experts = jnp.where(moe, (1.0 - x) * 2.0, 0.0)
+    mlp = experts + 2.0 * shared + jnp.where(moe, x * 2.0, 2.0)
+    inputs = 2.0 + 2.0 * mla + mlp
+    if not _zero(model.mxfp4_experts):                 # bf16 linears, mxfp8 expert inputs
+        inputs = jnp.where(model.mxfp4_experts > 0, experts, inputs)
+    return base + quant_kernels * jnp.where(precision >= PRECISION_FP8, inputs, 0.0)
+
+
 def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
-                act_bytes, ep=1.0, dp=1.0, moe_tokens=None) -> ForwardGraph:
+                act_bytes, ep=1.0, dp=1.0, moe_tokens=None, quant_kernels=0.0) -> ForwardGraph:
     """The operator graph of one stage pass over ``tokens`` tokens of ``sequences``
     sequences, with the caller's attention operator (prefill: causal FlashAttention over
     the prompt; decode: the KV-cache read).  ``moe_tokens``: the tokens the MoE group
     holds in this pass when its ``dp`` attention ranks carry unequal loads (an iteration
     where some ranks run a prompt and the others only decode); None = ``tokens dp``, every
-    rank alike.  This rank's attention and dense operators see ``tokens``.  Shapes and
-    bytes: module docstring."""
+    rank alike.  This rank's attention and dense operators see ``tokens``.
+    ``quant_kernels``: :func:`memory_pass_kernels`.  Shapes and bytes: module docstring."""
     h = model.hidden_size * 1.0
     f = expert_ffn(model) * 1.0
     d = head_dim_of(model)
@@ -253,7 +294,8 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              *mla_serving_linears(model, tokens, tp),
              *mlp_kind_serving_linears(model, tokens, tp),
              with_window(attention, model),       # sliding-window / chunked layers: the mix
-             MemPass(ew + fp8_cast, EW_KERNELS_PER_LAYER, name="norms/rotary/kv-append/act"),
+             MemPass(ew + fp8_cast, memory_pass_kernels(model, precision, quant_kernels),
+                     name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(dp_moe, 1.0, 2.0), name="tp all-reduce",
                         kind="all_reduce", group="tp"),
              Collective(gathered, tp * dp, 1.0, calls=jnp.where(dp_moe, 1.0, 0.0) * w_moe,
@@ -349,16 +391,17 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
-               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0, moe_tokens=None) -> OpTimes:
+               r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0, moe_tokens=None,
+               quant_kernels=0.0) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
     stage (stages ``tp`` ranks apart).  ``linear_bw_scale`` multiplies the HBM bandwidth
     the linears (and the LM head) stream their weights at: the engine's GEMM path
     (``EngineProfile.linear_bw_eff``, :mod:`dse.infer.engines`); 1 leaves the rates
-    untouched.  ``moe_tokens``: :func:`forward_ops`."""
+    untouched.  ``moe_tokens``, ``quant_kernels``: :func:`forward_ops`."""
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp,
-                    moe_tokens)
+                    moe_tokens, quant_kernels)
     layers = jnp.ceil(model.num_layers / pp)
     single = jnp.where(pp > 1, 0.0, 1.0)
     r_lin = r if _one(linear_bw_scale) else r._replace(
@@ -382,16 +425,17 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
 
 
 def stage_kernels(model: Model, tokens, sequences, attention, tp, pp, precision, act_bytes,
-                  ep=1.0, dp=1.0, prompt_layers=0.0, moe_tokens=None):
+                  ep=1.0, dp=1.0, prompt_layers=0.0, moe_tokens=None, quant_kernels=0.0):
     """Kernels one stage pass launches from the host: ``ceil(L/pp)`` layers of the
     operator graph (:func:`forward_ops`, each operator ``calls x``
     :func:`dse.graph.ops.host_kernels`), the LM head, the embedding (pp = 1) and the
     hand-off, plus ``prompt_layers`` prompt-attention calls (separate FlashAttention
     kernels of a mixed iteration).  Operators switched off (``calls`` 0) launch nothing; a
     linear is one kernel per call, an MoE layer's experts too (vLLM / SGLang ``fused_moe``
-    runs every local expert in one Triton launch, ``invoke_fused_moe_kernel``)."""
+    runs every local expert in one Triton launch, ``invoke_fused_moe_kernel``);
+    ``quant_kernels``: :func:`forward_ops`."""
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, act_bytes, ep, dp,
-                    moe_tokens)
+                    moe_tokens, quant_kernels)
     count = lambda ops: sum(op.calls * (1.0 if isinstance(op, Gemm) else host_kernels(op))
                             for op in ops)
     single = jnp.where(pp > 1, 0.0, 1.0)
