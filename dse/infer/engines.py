@@ -52,6 +52,14 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   10.0 / 8.6 / 8.3 % (no other source moves); 0.85 is the value nearest 1 past which the
   row-mean stops improving.  ``vllm_mlperf`` carries the same value (vLLM's linears);
   its MI300X rows run compute-bound at their tuned batch, where it moves them < 0.1 %.
+* **request polling** (``recv_interval``): SGLang's ``--scheduler-recv-interval N`` (default
+  1) makes the scheduler look for new requests only every N decode passes
+  (``SchedulerRecvSkipper``, ``python/sglang/srt/managers/scheduler_recv_skipper.py``: each
+  decode pass adds 1 to a counter, a prefill or mixed pass 1000, and requests are received
+  when it reaches N), so a request arriving during decode waits ``N / 2`` decode iterations on
+  average before its prefill can be scheduled; read from a row's launch command.  vLLM's
+  multi-step scheduling (``scheduler_steps``) has the same effect, and both enter TTFT as half
+  of :attr:`EngineProfile.poll_iterations` iterations.
 * **quantization kernels** (``quant_kernels``): engines whose model code is PyTorch (vLLM,
   SGLang, TGI, TensorRT-LLM's PyTorch backend) quantize each fp8 / fp4 linear's input in a
   kernel of its own (``scaled_fp8_quant``, ``per_token_group_quant_fp8``,
@@ -456,6 +464,8 @@ class EngineProfile:
     #                                graphs live in the rest (SGLang mem_fraction_static)
     mla_absorbed_weights: bool = False  # MLA decode weights W_Q_UK / W_UV_O materialized beside
     #                                     the raw ones (vLLM 0.7.x, dse.infer.memory.absorbed_mla_bytes)
+    recv_interval: int = 1         # decode passes between polls for new requests (SGLang
+    #                                --scheduler-recv-interval; module docstring)
     quant_kernels: float = 0.0     # 1: fp8 / fp4 activation quantization is a kernel of its own
     #                                before each linear (PyTorch model code), 0: fused
     #                                (dse.infer.forward.memory_pass_kernels)
@@ -463,6 +473,12 @@ class EngineProfile:
     @property
     def overhead_per_iter_s(self) -> float:
         return self.step_overhead_s / self.scheduler_steps
+
+    @property
+    def poll_iterations(self) -> int:
+        """Decode iterations between two looks at the request queue: ``scheduler_steps x
+        recv_interval`` (a request arriving at a random instant waits half of it)."""
+        return self.scheduler_steps * self.recv_interval
 
     def host_scale(self, hw):
         """Factor on this engine's host constants for ``hw``'s host CPU: the hardware's

@@ -183,7 +183,8 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
                              r"prefill[-_]token[-_]num)",
            "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests|concurrent[-_]requests)",
            "max_model_len": r"max[-_]model[-_]len",
-           "max_input_tokens": r"max[-_]input[-_](?:tokens|length)"}
+           "max_input_tokens": r"max[-_]input[-_](?:tokens|length)",
+           "recv_interval": r"scheduler[-_]recv[-_]interval"}
 
 
 def _launch_texts(row) -> dict:
@@ -240,8 +241,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
     ``--max-running-requests`` / TGI's ``--max-concurrent-requests`` / LMDeploy's
-    ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` in ``engine`` or
-    ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
+    ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
+    ``--scheduler-recv-interval`` in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
