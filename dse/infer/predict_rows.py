@@ -184,7 +184,8 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests|concurrent[-_]requests)",
            "max_model_len": r"max[-_]model[-_]len",
            "max_input_tokens": r"max[-_]input[-_](?:tokens|length)",
-           "recv_interval": r"scheduler[-_]recv[-_]interval"}
+           "recv_interval": r"scheduler[-_]recv[-_]interval",
+           "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps"}
 
 
 def _launch_texts(row) -> dict:
@@ -242,7 +243,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
     ``--max-running-requests`` / TGI's ``--max-concurrent-requests`` / LMDeploy's
     ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
-    ``--scheduler-recv-interval`` in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
+    ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (N decode steps per
+    scheduling pass, as vLLM's multi-step ``scheduler_steps``) in ``engine`` or ``notes``)
+    replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a

@@ -1,4 +1,4 @@
-"""SGLang's ``--scheduler-recv-interval N``: the scheduler receives new requests only every N
+"""SGLang's ``--scheduler-recv-interval N`` and ``--num-continuous-decode-steps N``: the scheduler receives new requests only every N
 decode passes, so a request arriving during decode waits N / 2 decode iterations on average
 for its prefill (dse.infer.engines.EngineProfile.recv_interval / poll_iterations)."""
 
@@ -42,3 +42,16 @@ def test_a_bad_recv_interval_is_the_rows_invalid_status(bad):
     p = predict_frame(pd.DataFrame([_row(notes=bad)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes:"), p.status[0]
     assert "recv" in p.status[0]
+
+
+def test_continuous_decode_steps_are_scheduler_steps_and_wait_like_multi_step():
+    p = predict_frame(pd.DataFrame([
+        _row(id="base"),
+        _row(id="steps", notes="--random-range-ratio 0.8; launch --num-continuous-decode-steps=4"),
+        _row(id="both", notes="--random-range-ratio 0.8; --num-continuous-decode-steps 4 "
+                              "--scheduler-recv-interval 10")]), "rows.csv").set_index("id")
+    b, s, both = p.loc["base"], p.loc["steps"], p.loc["both"]
+    assert s.predicted_ttft_ms - b.predicted_ttft_ms == pytest.approx(1.5 * b.predicted_tpot_ms, rel=0.05)
+    # one look at the queue every 4 x 10 decode passes
+    assert both.predicted_ttft_ms - b.predicted_ttft_ms == pytest.approx(19.5 * b.predicted_tpot_ms,
+                                                                        rel=0.05)
