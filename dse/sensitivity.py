@@ -108,6 +108,7 @@ _LEAVES = {
     "tile_n": ("discrete", "", 1.0, ""),
     "gemm_cluster": ("discrete", "SMs", 1.0, ""),
     "host_cpu_slowdown": ("latency", "x", 1.0, "host Python time / an x86 DGX host's"),
+    "dram_latency_s": ("latency", "ns", 1e-9, "serving only: the ramp of a CUDA-graph-replayed kernel"),
 }
 _SKIP = {"throttle", "throttle_clock", "power_clock", "fp8_transpose"}   # fp8_transpose: a 0/1 flag
 

@@ -31,7 +31,7 @@ flight (closed loop: a finished request is replaced at once):
   the others (vLLM 0.6, SGLang 0.3) run a separate prefill pass in a share
   ``min(q, 1)`` of the iterations, ``t = t_decode(B) + min(q, 1) t_prefill(max(q, 1))``.
   Decode-only passes up to the engine's captured batch launch as CUDA graphs
-  (``GRAPH_LAUNCH_S`` per kernel), everything else at the hardware's launch cost, and
+  (:func:`dse.infer.engines.graph_kernel_s` per kernel), everything else at the hardware's launch cost, and
   an eager pass takes at least the engine's host issue time, ``eager_op_s`` per kernel
   (:func:`dse.infer.forward.host_bound_s`).  The host time of a pass is
   :meth:`dse.infer.engines.EngineProfile.with_host_s`: serial (``t + host``) or, with an
@@ -73,7 +73,7 @@ import jax.numpy as jnp
 
 from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
-from dse.infer.engines import (GRAPH_LAUNCH_S, LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile,
+from dse.infer.engines import (LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile, graph_kernel_s,
                                engine_profile, launch_defaults)
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
@@ -213,8 +213,9 @@ class Continuous(NamedTuple):
 
 
 def _launch(hw: Hardware, graphs) -> Hardware:
-    """The hardware with the per-kernel gap of a CUDA-graph replay where ``graphs``."""
-    return hw.replace(kernel_launch_s=jnp.where(graphs, GRAPH_LAUNCH_S, hw.kernel_launch_s))
+    """The hardware with the per-kernel cost of a CUDA-graph replay where ``graphs``
+    (:func:`dse.infer.engines.graph_kernel_s`)."""
+    return hw.replace(kernel_launch_s=jnp.where(graphs, graph_kernel_s(hw), hw.kernel_launch_s))
 
 
 def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True,

@@ -6,9 +6,13 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
 * **kernel gaps**: every kernel costs ``kernel_launch_s`` on the GPU timeline.  Engines
   that replay decode iterations as CUDA graphs pay only the GPU-side dependent-launch
   gap, ``GRAPH_LAUNCH_S`` = 1.5 us per kernel (NVIDIA "Getting Started with CUDA Graphs"
-  blog, 2019: graph launches cut the per-kernel overhead from ~3-4 us to ~1-2 us; the
-  PyTorch CUDA-graphs note reports the same order); without graphs each kernel costs the
-  hardware generation's ``kernel_launch_s`` (4 us, :mod:`dse.spec.efficiency`).
+  blog, 2019: graph launches cut the per-kernel overhead from ~3-4 us to ~1-2 us; Hazy
+  Research, "Look Ma, No Bubbles!", 2025, measures 1.3 us for a dummy kernel replayed in
+  a graph on H100), plus the ramp of a kernel that reads memory: its first loads return
+  one HBM latency after it starts (``dram_latency_s``, 370-440 ns measured,
+  :mod:`dse.spec.efficiency`) -- :func:`graph_kernel_s`; without graphs each kernel costs
+  the hardware generation's ``kernel_launch_s`` (4 us, launch and tail together,
+  :mod:`dse.spec.efficiency`).
 * **host time per iteration** that is not overlapped with the GPU: scheduling, input
   preparation, sampling and detokenisation hand-off (``step_overhead_s``); engines with
   multi-step scheduling pay it once per ``scheduler_steps`` iterations.
@@ -417,6 +421,14 @@ from dse.spec.model import is_mla, max_context_of
 from dse.infer.tgi import TGI_V2, TGI_V3, tgi_launch
 
 GRAPH_LAUNCH_S = 1.5e-6
+
+
+def graph_kernel_s(hw):
+    """Fixed cost of one kernel replayed from a CUDA graph on ``hw``: the graph's launch
+    gap ``GRAPH_LAUNCH_S`` plus one HBM round trip (``hw.dram_latency_s``, measured per
+    generation, :mod:`dse.spec.efficiency`) before the kernel's first bytes arrive -- the
+    ramp a dependent kernel cannot hide (module docstring, "kernel gaps")."""
+    return GRAPH_LAUNCH_S + hw.dram_latency_s
 EAGER_OP_S = 40e-6       # host issue time per kernel of an eager pass (module docstring)
 # vLLM V1 beyond its CUDA-graph sizes runs the torch.compile'd model: one Python launch per
 # kernel (Inductor's wrapper) instead of EAGER_OP_S's ~2.4 eager torch calls per kernel

@@ -142,7 +142,7 @@ import numpy as np
 
 from dse.graph.ops import KVRead, time_s
 from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
-from dse.infer.engines import GRAPH_LAUNCH_S, EngineProfile
+from dse.infer.engines import EngineProfile, graph_kernel_s
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
@@ -190,7 +190,7 @@ class ServingResult(NamedTuple):
 
 
 def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
-    launch = GRAPH_LAUNCH_S if graphs else float(dep.hw.kernel_launch_s)
+    launch = float(graph_kernel_s(dep.hw)) if graphs else float(dep.hw.kernel_launch_s)
     return dataclasses.replace(dep.hw, kernel_launch_s=launch)
 
 

@@ -19,7 +19,7 @@ from dse.report.atomic import save_fig, write_csv, write_parquet, write_text
 from dse.report.manifest import write_manifest
 from dse.report.markdown import md_table
 from dse.report.serving_results import TP_PP, ServingResults
-from dse.infer.engines import GRAPH_LAUNCH_S
+from dse.infer.engines import GRAPH_LAUNCH_S, graph_kernel_s
 
 #: one colour per hardware entry, in study-file order (matplotlib's tab10)
 #: one marker per SLA, in study-file order (its best point per GPU)
@@ -68,8 +68,10 @@ def _engine_line(e, hws: list, st) -> str:
     every figure from :mod:`dse.infer.engines`."""
     name = e.name
     launch = sorted({f"{float(h.kernel_launch_s) * 1e6:g}" for h in hws})
+    replay = sorted({f"{float(graph_kernel_s(h)) * 1e6:.2f}" for h in hws})
     graphs = (f"decode-only iterations up to {e.graph_max_batch} sequences replay as CUDA graphs "
-              f"({GRAPH_LAUNCH_S * 1e6:g} µs per kernel), other iterations launch at "
+              f"({'/'.join(replay)} µs per kernel: the {GRAPH_LAUNCH_S * 1e6:g} µs graph gap and "
+              f"one HBM latency), other iterations launch at "
               f"{'/'.join(launch)} µs per kernel" if e.cuda_graphs
               else f"no CUDA graphs ({'/'.join(launch)} µs per kernel launch)")
     mix = ("prompts run inside the decode iteration (in-flight batching: one pass over decode and "

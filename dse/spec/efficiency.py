@@ -140,6 +140,18 @@ means and where it comes from:
     (0.77); InfiniBand ~0.9 of line rate; DGX H100 ~360-400 of 450 GB/s NVLink.
 ``kernel_launch_s``
     Per-kernel fixed cost (launch + tail), ~4 us on CUDA 11/12 with CUDA graphs off.
+``dram_latency_s``
+    Load-to-use latency of one HBM access (a dependent pointer chase past L2), which every
+    kernel pays before its first bytes arrive: a kernel replayed from a CUDA graph costs the
+    graph's launch gap plus this ramp (:mod:`dse.infer.engines`, ``GRAPH_LAUNCH_S``).
+    Measured, not fitted: A100 80 GB 403-406 ns (568-572 cycles at 1410 MHz) and H100 PCIe
+    370-375 ns (650-658 cycles at 1755 MHz) in the same benchmark (te42kyfo/gpu-benches,
+    ``gpu-latency``, raw data ``cuda-latency/a100_80.txt``, ``gpu-latency/h100_pcie.txt``);
+    B200 860 cycles (markdewing/AI_kernels ``latency/README.md``), 438 ns at its 1.965 GHz
+    boost -- higher than H100's, as Chips and Cheese's "Nvidia's B200: Keeping the CUDA
+    Juggernaut Rolling" (2025) also finds; MI300X "comparable to H100's" once TLB misses are
+    removed (Chips and Cheese, "Testing AMD's Giant MI300X", 2024), so ``cdna3`` takes
+    Hopper's value, as ``cdna4`` does until MI355X is measured.
 ``tile_m`` / ``tile_n``
     The GEMM output tile (per SM) cuBLAS picks for large bf16 problems: 256x128 on
     Ampere (kernel names ``ampere_bf16_s16816gemm_bf16_256x128_*``) and 128x256 on
@@ -177,6 +189,7 @@ class GenerationEfficiency:
     tile_n: int
     cluster: int
     gemm_fp4: float | None = None   # None: the generation's gemm_fp8 (module docstring)
+    dram_latency_s: float = 375e-9  # HBM load-to-use latency (module docstring; measured)
 
     def __post_init__(self):
         if self.gemm_fp4 is None:
@@ -191,7 +204,8 @@ FP4_OVER_FP8 = (5239.0 / 9000.0) / (3432.5 / 4500.0)     # 0.763
 GENERATIONS: dict[str, GenerationEfficiency] = {
     "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
-                                   kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1),
+                                   kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1,
+                                   dram_latency_s=405e-9),
     "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
@@ -211,7 +225,8 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
 # calibration row; the B200 GEMM microbenchmark found is weighed in the docstring), except fp8_transpose = 0
 # (TE is_non_tn_fp8_gemm_supported on sm100) and gemm_fp4 (microbenchmark ratio, docstring); attn: see docstring
 GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0,
-                                   gemm_fp4=GENERATIONS["hopper"].gemm_fp8 * FP4_OVER_FP8)
+                                   gemm_fp4=GENERATIONS["hopper"].gemm_fp8 * FP4_OVER_FP8,
+                                   dram_latency_s=860 / 1.965e9)   # measured (docstring)
 # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
 # above) until MI355X measurements exist
 GENERATIONS["cdna4"] = GENERATIONS["cdna3"]

@@ -74,6 +74,7 @@ class Hardware:
     gemm_cluster: float = 1.0
     fp8_transpose: float = 1.0    # 1: TE keeps transposed fp8 copies (TN-only fp8 GEMMs)
     host_cpu_slowdown: float = 1.0  # host (Python) time / an x86 DGX host's (dse.spec.host_cpu)
+    dram_latency_s: float = 375e-9  # HBM load-to-use latency (dse.spec.efficiency)
     name: str = ""
     generation: str = ""
     description: str = ""
@@ -139,6 +140,9 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
           default=1.0,
           doc="host CPU time of the framework's Python work relative to an x86 DGX host "
               "(Xeon 8480C = 1); Grace-hosted systems ~2.5-2.75 (dse.spec.host_cpu)"),
+    Field("dram_latency_ns", "dram_latency_s", 1e-9, "ns", lo=0.0, hi=1e5, default=None,
+          doc="HBM load-to-use latency, the ramp each CUDA-graph-replayed kernel pays "
+              "(default: the generation's measured value, dse.spec.efficiency)"),
     Field("throttle", "throttle", 1.0, "fraction", lo=0.0, hi=1.0, hi_open=True, default=0.0,
           doc="thermal derate: effective = nominal x (1 - throttle); 1 would leave no bandwidth"),
     Field("throttle_clock", "throttle_clock", kind="bool", default=False,
@@ -175,6 +179,7 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_gemm_fp4=e.gemm_fp4, eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
                     eff_nvlink=e.nvlink, eff_nic=e.nic)
+    defaults["dram_latency_s"] = e.dram_latency_s
     for k, val in defaults.items():
         kw.setdefault(k, val)
     kw.update(kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
