@@ -185,7 +185,19 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "max_model_len": r"max[-_]model[-_]len",
            "max_input_tokens": r"max[-_]input[-_](?:tokens|length)",
            "recv_interval": r"scheduler[-_]recv[-_]interval",
-           "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps"}
+           "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps",
+           "graph_max_batch": r"cuda[-_]graph[-_]max[-_]bs"}
+# CUDA graphs switched off at launch: SGLang --disable-cuda-graph, vLLM --enforce-eager,
+# TensorRT-LLM's LLM API ``cuda_graph_config: null`` / ``use_cuda_graph: false``
+_NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
+                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*false\b",
+                        re.IGNORECASE)
+# TensorRT-LLM's largest captured batch in its LLM API options (YAML nested or dotted, or the
+# 1.0-era pytorch_backend_config key)
+_TRT_GRAPH_BS = re.compile(r"\bcuda_graph_config\.max_batch_size\s*[:=]\s*(\d+)"           # dotted
+                           r"|\bcuda_graph_config\s*:\s*\{[^{}]*?\bmax_batch_size\s*:\s*(\d+)"  # flow map
+                           r"|\bcuda_graph_config:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+max_batch_size:\s*(\d+)"
+                           r"|\bcuda_graph_max_batch_size\s*[:=]\s*(\d+)", re.IGNORECASE)
 
 
 def _launch_texts(row) -> dict:
@@ -244,8 +256,10 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``--max-running-requests`` / TGI's ``--max-concurrent-requests`` / LMDeploy's
     ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
     ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (N decode steps per
-    scheduling pass, as vLLM's multi-step ``scheduler_steps``) in ``engine`` or ``notes``)
-    replace the profile's defaults; TGI before 3.0 derives its prefill budget
+    scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
+    (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``)
+    and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
+    ``cuda_graph_config: null``) in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
@@ -253,6 +267,15 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
     got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
+    text = _row_text(row)
+    trt_bs = {int(next(v for v in m if v)) for m in _TRT_GRAPH_BS.findall(text)}
+    if len(trt_bs) > 1:
+        raise InputError("row", "notes", f"the CUDA-graph max_batch_size must be stated once, but got "
+                         f"{sorted(trt_bs)}")
+    if trt_bs and "graph_max_batch" not in got:
+        got["graph_max_batch"] = trt_bs.pop()
+    if _NO_GRAPHS.search(text):
+        got["cuda_graphs"] = False
     mml = got.pop("max_model_len", None)
     max_input = got.pop("max_input_tokens", None)
     if model is not None and "max_num_tokens" not in got:

@@ -1,0 +1,55 @@
+"""The CUDA-graph settings a row's launch states: SGLang ``--cuda-graph-max-bs N`` and
+TensorRT-LLM's ``cuda_graph_config`` ``max_batch_size`` cap the decode batches that replay a
+graph, ``--disable-cuda-graph`` / ``--enforce-eager`` / ``cuda_graph_config: null`` switch graphs
+off (dse.infer.predict_rows.launch_settings)."""
+
+import pandas as pd
+import pytest
+
+from dse.infer.engines import PROFILES
+from dse.infer.predict_rows import launch_settings
+from dse.predict import predict_frame
+
+
+def _row(**k):
+    base = dict(id="r", model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, tp=1, pp=1,
+                precision="bf16", engine="sglang 0.5.9", scenario="concurrency", batch_or_concurrency=16,
+                input_len=512, output_len=256, notes="--random-range-ratio 0.8")
+    base.update(k)
+    return base
+
+
+@pytest.mark.parametrize("notes,graphs,max_bs", [
+    ("launch --cuda-graph-max-bs 8", True, 8),
+    ("launch --disable-cuda-graph", False, None),
+    ("launch --disable-cuda-graph-padding", True, None),      # another flag: graphs stay on
+    ("launch --enforce-eager", False, None),
+    ("cuda_graph_config.enable_padding: true; cuda_graph_config.max_batch_size: 64", True, 64),
+    ("extra_llm_api_options cuda_graph_config: {enable_padding: true, max_batch_size: 32}", True, 32),
+    ("cuda_graph_config:\n  enable_padding: true\n  max_batch_size: 16\n", True, 16),
+    ("cuda_graph_config: null", False, None),
+    ("cuda_graph_config.enable_padding: true; max_batch_size: 256", True, None),   # the engine's, not the graphs'
+])
+def test_the_launch_sets_the_graph_limits(notes, graphs, max_bs):
+    eng, _ = launch_settings({"engine": "sglang 0.5.9", "notes": notes}, PROFILES["sglang_overlap"])
+    assert eng.cuda_graphs is graphs
+    assert eng.graph_max_batch == (max_bs if max_bs is not None else PROFILES["sglang_overlap"].graph_max_batch)
+
+
+def test_decode_beyond_the_captured_batch_runs_eagerly_and_is_slower():
+    p = predict_frame(pd.DataFrame([_row(id="graphs"), _row(id="cap8", notes="--random-range-ratio 0.8 "
+                                                                               "--cuda-graph-max-bs 8"),
+                                    _row(id="eager", notes="--random-range-ratio 0.8 --disable-cuda-graph")]),
+                      "rows.csv").set_index("id")
+    assert (p.status == "ok").all(), p.status.to_dict()
+    assert p.loc["cap8", "predicted_tpot_ms"] > p.loc["graphs", "predicted_tpot_ms"]
+    assert p.loc["eager", "predicted_tpot_ms"] == pytest.approx(p.loc["cap8", "predicted_tpot_ms"], rel=1e-6)
+
+
+@pytest.mark.parametrize("notes,field", [("--cuda-graph-max-bs 0", "cuda-graph-max-bs"),
+                                         ("--cuda-graph-max-bs 8 --cuda_graph_max_bs 16", "cuda-graph-max-bs"),
+                                         ("cuda_graph_config.max_batch_size: 8; cuda_graph_max_batch_size: 16",
+                                          "max_batch_size")])
+def test_bad_or_conflicting_graph_limits_are_the_rows_invalid_status(notes, field):
+    p = predict_frame(pd.DataFrame([_row(notes=notes)]), "rows.csv")
+    assert p.status[0].startswith("invalid: notes:") and field.split("-")[0] in p.status[0], p.status[0]
