@@ -187,6 +187,38 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "recv_interval": r"scheduler[-_]recv[-_]interval",
            "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps",
            "graph_max_batch": r"cuda[-_]graph[-_]max[-_]bs"}
+# The share of GPU memory the engine's KV pool is sized from, as each engine defines it (the
+# profile's ``mem_fraction`` with its ``kv_after_weights`` / ``static_fraction``): vLLM
+# --gpu-memory-utilization (of the GPU), SGLang --mem-fraction-static (weights + KV, of the
+# GPU), TensorRT-LLM free_gpu_memory_fraction (LLM API kv_cache_config) or trtllm-bench
+# --kv_cache_free_gpu_mem_fraction (of the memory free after the weights), LMDeploy
+# --cache-max-entry-count (of the memory free after the weights)
+_MEM_FRACTION = re.compile(r"(?:(?<![-\w])--(gpu[-_]memory[-_]utilization|mem[-_]fraction[-_]static|"
+                           r"kv[-_]cache[-_]free[-_]gpu[-_]mem[-_]fraction|cache[-_]max[-_]entry[-_]count)"
+                           r"(?![-\w])(?:=|[ \t]+)|\b(free_gpu_memory_fraction)\s*[:=]\s*)([^\s,;)]*)",
+                           re.IGNORECASE)
+
+
+def stated_mem_fraction(row) -> float | None:
+    """The memory share a row's launch states (``_MEM_FRACTION``), or None; it must be a
+    number in (0, 1] and stated once (:class:`InputError` naming the flag otherwise)."""
+    got = []
+    for m in _MEM_FRACTION.finditer(_row_text(row)):
+        flag, raw = m.group(1) or m.group(2), m.group(3).rstrip(".:]")
+        try:
+            v = float(raw)
+        except ValueError:
+            v = math.nan
+        if not (0.0 < v <= 1.0):
+            raise InputError("row", "notes", f"{flag} must be a number in (0, 1] (a share of GPU "
+                             f"memory), but got {raw!r}")
+        got.append((flag, v))
+    if len({v for _, v in got}) > 1:
+        said = ", ".join(f"{f} {v:g}" for f, v in got)
+        raise InputError("row", "notes", f"the KV memory share must be stated once, but got {said}")
+    return got[0][1] if got else None
+
+
 # CUDA graphs switched off at launch: SGLang --disable-cuda-graph, vLLM --enforce-eager,
 # TensorRT-LLM's LLM API ``cuda_graph_config: null`` / ``use_cuda_graph: false``
 _NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
@@ -259,7 +291,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
     (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``)
     and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
-    ``cuda_graph_config: null``) in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
+    ``cuda_graph_config: null``), and the KV pool's memory share (:func:`stated_mem_fraction`)
+    in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
     Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
@@ -276,6 +309,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
         got["graph_max_batch"] = trt_bs.pop()
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
+    frac = stated_mem_fraction(row)
+    if frac is not None and eng.name not in TGI_NAMES:     # TGI sizes its pool otherwise (dse.infer.tgi)
+        got["mem_fraction"] = frac
     mml = got.pop("max_model_len", None)
     max_input = got.pop("max_input_tokens", None)
     if model is not None and "max_num_tokens" not in got:

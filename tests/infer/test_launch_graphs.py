@@ -53,3 +53,33 @@ def test_decode_beyond_the_captured_batch_runs_eagerly_and_is_slower():
 def test_bad_or_conflicting_graph_limits_are_the_rows_invalid_status(notes, field):
     p = predict_frame(pd.DataFrame([_row(notes=notes)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes:") and field.split("-")[0] in p.status[0], p.status[0]
+
+
+@pytest.mark.parametrize("engine,notes,frac", [
+    ("vllm 0.10.1", "--gpu-memory-utilization 0.95", 0.95),
+    ("sglang 0.5.9", "--mem-fraction-static=0.8", 0.8),
+    ("trtllm 1.1 pytorch", "kv_cache_config.free_gpu_memory_fraction: 0.75", 0.75),
+    ("trtllm 1.1 pytorch", "trtllm-bench --kv_cache_free_gpu_mem_fraction 0.9", 0.9),
+    ("lmdeploy 0.10", "--cache-max-entry-count 0.5", 0.5),
+    ("vllm 0.10.1", "vLLM gpu_memory_utilization 0.7 (prose, no flag)", None),
+])
+def test_the_launch_sets_the_kv_memory_share(engine, notes, frac):
+    from dse.infer.engines import engine_profile
+    base, _ = engine_profile(engine)
+    eng, _ = launch_settings({"engine": engine, "notes": notes}, base)
+    assert eng.mem_fraction == (frac if frac is not None else base.mem_fraction)
+
+
+def test_a_larger_memory_share_holds_more_requests():
+    rows = [_row(id=f"f{f}", batch_or_concurrency=512, notes=f"--mem-fraction-static {f}")
+            for f in (0.5, 0.9)]
+    p = predict_frame(pd.DataFrame(rows), "rows.csv").set_index("id")
+    assert p.loc["f0.9", "predicted_output_tok_s"] > p.loc["f0.5", "predicted_output_tok_s"]
+
+
+@pytest.mark.parametrize("notes", ["--mem-fraction-static 0", "--gpu-memory-utilization 1.5",
+                                   "--mem-fraction-static abc", "--mem-fraction-static nan",
+                                   "--mem-fraction-static 0.8 --mem-fraction-static 0.9"])
+def test_a_bad_memory_share_is_the_rows_invalid_status(notes):
+    p = predict_frame(pd.DataFrame([_row(notes=notes)]), "rows.csv")
+    assert p.status[0].startswith("invalid: notes:"), p.status[0]
