@@ -41,6 +41,12 @@ _YAML_EP = re.compile(r"\bmoe_expert_parallel_size\s*[:=]\s*(\d+)\b")
 _VLLM_EP = re.compile(r"--enable[-_]expert[-_]parallel\b", re.IGNORECASE)
 
 
+def trt_attention_dp(text: str) -> bool:
+    """Whether ``text`` turns on TensorRT-LLM's attention DP (``enable_attention_dp``, not
+    ``: false``)."""
+    return bool(_TRT_DPA.search(text))
+
+
 def stated_layout(engine: str, texts: dict, gpus: int, tp: int | None, pp: int,
                   ep: int | None, dp: int | None) -> tuple[int | None, int | None, int | None, str]:
     """``(tp, ep, attn_dp, how)`` of a row after its launch flags (module docstring):

@@ -67,10 +67,10 @@ import pandas as pd
 from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import (TGI_NAMES, EngineProfile, engine_profile, flag_value, launch_defaults,
+from dse.infer.engines import (FLAG_MAX, TGI_NAMES, EngineProfile, engine_profile, flag_value, launch_defaults,
                                vllm_v0_mla)
 from dse.infer.tgi import tgi_v2_prefill_tokens
-from dse.infer.launch_layout import stated_layout
+from dse.infer.launch_layout import stated_layout, trt_attention_dp
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -224,12 +224,50 @@ def stated_mem_fraction(row) -> float | None:
 _NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
                         r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*false\b",
                         re.IGNORECASE)
-# TensorRT-LLM's largest captured batch in its LLM API options (YAML nested or dotted, or the
-# 1.0-era pytorch_backend_config key)
-_TRT_GRAPH_BS = re.compile(r"\bcuda_graph_config\.max_batch_size\s*[:=]\s*(\d+)"           # dotted
-                           r"|\bcuda_graph_config\s*:\s*\{[^{}]*?\bmax_batch_size\s*:\s*(\d+)"  # flow map
-                           r"|\bcuda_graph_config:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+max_batch_size:\s*(\d+)"
-                           r"|\bcuda_graph_max_batch_size\s*[:=]\s*(\d+)", re.IGNORECASE)
+def option_values(text: str, section: str, key: str) -> list[str]:
+    """Every value a row's text gives the LLM-API option ``section.key`` (TensorRT-LLM's
+    ``extra_llm_api_options`` YAML as sources write it: dotted ``section.key: v``, a flow map
+    ``section: {..., key: v}`` or an indented block under ``section:``)."""
+    sec, k = re.escape(section), re.escape(key)
+    pat = (rf"\b{sec}\.{k}\s*[:=]\s*([^\s,;}}]+)"
+           rf"|\b{sec}\s*:\s*\{{[^{{}}]*?\b{k}\s*:\s*([^\s,;}}]+)"
+           rf"|\b{sec}:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+{k}:\s*([^\s,;}}]+)")
+    return [next(v for v in m if v) for m in re.findall(pat, text, re.IGNORECASE)]
+
+
+def _option_int(text: str, section: str, key: str, also: tuple = ()) -> int | None:
+    """The one positive-integer value of option ``section.key`` (or of the flat keys ``also``)
+    in ``text``, None if unstated; a bad or twice-different value is :class:`InputError`."""
+    raw = option_values(text, section, key) + [v for a in also
+                                               for v in re.findall(rf"\b{a}\s*[:=]\s*([^\s,;}}]+)", text)]
+    vals = set()
+    for r in raw:
+        if not (r.isdigit() and 0 < int(r) <= FLAG_MAX):
+            raise InputError("row", "notes", f"{section}.{key} must be a positive integer, but got {r!r}")
+        vals.add(int(r))
+    if len(vals) > 1:
+        raise InputError("row", "notes", f"{section}.{key} must be stated once, but got {sorted(vals)}")
+    return vals.pop() if vals else None
+
+
+# TensorRT-LLM attention-DP balancing (LLM API ``attention_dp_config``, defaults enable_balance
+# false, timeout_iters 50: ``tensorrt_llm/llmapi/llm_args.py`` AttentionDpConfig): PyExecutor
+# ``_balance_adp_requests`` holds every context request until all attention-DP ranks have one,
+# counting the iterations in which they do not and releasing what waits when the count reaches
+# ``timeout_iters`` (then resetting it).  Under a load whose arrivals rarely cover every rank at
+# once that is a release every ``timeout_iters`` iterations: the engine looks at its queue that
+# often, as SGLang's ``--scheduler-recv-interval`` (``EngineProfile.recv_interval``).
+ADP_BALANCE_TIMEOUT_ITERS = 50
+
+
+def _adp_balance_interval(text: str) -> int | None:
+    """The iterations between the context releases of TensorRT-LLM's attention-DP balancing
+    (above) where the row's launch enables it with attention DP on, else None."""
+    on = [v.lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
+    if not (on and on[-1] in ("true", "1") and trt_attention_dp(text)):
+        return None
+    n = _option_int(text, "attention_dp_config", "timeout_iters")
+    return ADP_BALANCE_TIMEOUT_ITERS if n is None else n
 
 
 def _launch_texts(row) -> dict:
@@ -289,7 +327,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
     ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (N decode steps per
     scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
-    (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``)
+    (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``),
+    TensorRT-LLM's attention-DP balancing (``attention_dp_config``: a context release every
+    ``timeout_iters`` iterations, :func:`_adp_balance_interval`)
     and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
     ``cuda_graph_config: null``), and the KV pool's memory share (:func:`stated_mem_fraction`)
     in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
@@ -301,12 +341,12 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``max(max_model_len, 2048)``)."""
     got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
     text = _row_text(row)
-    trt_bs = {int(next(v for v in m if v)) for m in _TRT_GRAPH_BS.findall(text)}
-    if len(trt_bs) > 1:
-        raise InputError("row", "notes", f"the CUDA-graph max_batch_size must be stated once, but got "
-                         f"{sorted(trt_bs)}")
-    if trt_bs and "graph_max_batch" not in got:
-        got["graph_max_batch"] = trt_bs.pop()
+    trt_bs = _option_int(text, "cuda_graph_config", "max_batch_size", also=("cuda_graph_max_batch_size",))
+    if trt_bs is not None and "graph_max_batch" not in got:
+        got["graph_max_batch"] = trt_bs
+    adp = _adp_balance_interval(text)
+    if adp is not None and "recv_interval" not in got:
+        got["recv_interval"] = adp
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
     frac = stated_mem_fraction(row)

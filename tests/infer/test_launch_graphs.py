@@ -83,3 +83,46 @@ def test_a_larger_memory_share_holds_more_requests():
 def test_a_bad_memory_share_is_the_rows_invalid_status(notes):
     p = predict_frame(pd.DataFrame([_row(notes=notes)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes:"), p.status[0]
+
+
+def _trt_row(**k):
+    base = dict(id="t", model="deepseek-ai/DeepSeek-R1", hardware="b200", gpus=8, tp=8, pp=1, precision="fp8",
+                engine="trtllm 1.1 pytorch", scenario="concurrency", batch_or_concurrency=64, input_len=1024,
+                output_len=1024)
+    base.update(k)
+    return base
+
+
+@pytest.mark.parametrize("opts,interval", [
+    ("enable_attention_dp: true; attention_dp_config.enable_balance: true; attention_dp_config.timeout_iters: 60", 60),
+    ("enable_attention_dp: true; attention_dp_config: {enable_balance: true, batching_wait_iters: 0}", 50),
+    ("enable_attention_dp: true\nattention_dp_config:\n  enable_balance: true\n  timeout_iters: 20\n", 20),
+    ("enable_attention_dp: true; attention_dp_config.enable_balance: false; attention_dp_config.timeout_iters: 60", 1),
+    ("enable_attention_dp: false; attention_dp_config.enable_balance: true", 1),   # balancing needs attention DP
+])
+def test_attention_dp_balancing_releases_context_requests_every_timeout_iters(opts, interval):
+    from dse.infer.engines import engine_profile
+    base, _ = engine_profile("trtllm 1.1 pytorch")
+    eng, _ = launch_settings({"engine": "trtllm 1.1 pytorch", "notes": opts}, base)
+    assert eng.recv_interval == interval
+
+
+def test_balancing_moves_the_first_token_of_a_staggered_and_a_random_closed_loop():
+    on = ("enable_attention_dp: true; attention_dp_config.enable_balance: true; "
+          "attention_dp_config.timeout_iters: 60")
+    rows = [_trt_row(id="fixed"), _trt_row(id="fixed_bal", notes=on),
+            _trt_row(id="rand", notes="--random-range-ratio 0.8 enable_attention_dp: true"),
+            _trt_row(id="rand_bal", notes="--random-range-ratio 0.8 " + on)]
+    p = predict_frame(pd.DataFrame(rows), "rows.csv").set_index("id")
+    assert (p.status == "ok").all(), p.status.to_dict()
+    for a, b in (("fixed", "fixed_bal"), ("rand", "rand_bal")):
+        assert p.loc[b, "predicted_ttft_ms"] > p.loc[a, "predicted_ttft_ms"] + 20 * p.loc[a, "predicted_tpot_ms"]
+        assert p.loc[b, "predicted_output_tok_s"] <= p.loc[a, "predicted_output_tok_s"] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("opts", ["enable_attention_dp: true; attention_dp_config.enable_balance: true; "
+                                  "attention_dp_config.timeout_iters: 0",
+                                  "cuda_graph_config.max_batch_size: many"])
+def test_a_bad_llm_api_option_is_the_rows_invalid_status(opts):
+    p = predict_frame(pd.DataFrame([_trt_row(notes=opts)]), "rows.csv")
+    assert p.status[0].startswith("invalid: notes:"), p.status[0]
