@@ -68,7 +68,9 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   SGLang, TGI, TensorRT-LLM's PyTorch backend) quantize each fp8 / fp4 linear's input in a
   kernel of its own (``scaled_fp8_quant``, ``per_token_group_quant_fp8``,
   ``fp8_quantize_1x128``, ``fp4_quantize``), launched and, in eager passes, issued like
-  any other; compiled TensorRT engines and TurboMind fuse it into the producing kernel,
+  any other (vLLM V1's torch.compile pass that fuses RMSNorm / SiluMul with the quantization
+  is off by default: ``PassConfig.enable_fusion = not VLLM_USE_V1``, ``vllm/config.py``, checked
+  through the 0.9-0.10 releases); compiled TensorRT engines and TurboMind fuse it into the producing kernel,
   and so do AMD's MLPerf vLLM builds (``vllm_mlperf``: AMD's vLLM fork carries fused
   residual + RMSNorm + FP8 and SwiGLU + FP8 kernels, Hugging Face / AMD blog "Creating
   custom kernels for the AMD MI300", hf-rocm-kernels).
