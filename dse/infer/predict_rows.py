@@ -67,10 +67,9 @@ import pandas as pd
 from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import (FLAG_MAX, TGI_NAMES, EngineProfile, engine_profile, flag_value, launch_defaults,
-                               vllm_v0_mla)
-from dse.infer.tgi import tgi_v2_prefill_tokens
-from dse.infer.launch_layout import stated_layout, trt_attention_dp
+from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults
+from dse.infer.launch_flags import launch_settings, launch_texts as _launch_texts, row_text as _row_text, stated_limit
+from dse.infer.launch_layout import stated_layout
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -179,107 +178,6 @@ def _kv_fp8(row, prec: str, eng=None) -> bool:
 MXFP4_WEIGHT_ONLY = "mxfp4-w4a16"   # chosen_precision of an MXFP4 checkpoint on a GPU without fp4
 
 
-_LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]prefill[-_]tokens|"
-                             r"prefill[-_]token[-_]num)",
-           "max_batch": r"max[-_](?:batch[-_]size|num[-_]seqs|running[-_]requests|concurrent[-_]requests)",
-           "max_model_len": r"max[-_]model[-_]len",
-           "max_input_tokens": r"max[-_]input[-_](?:tokens|length)",
-           "recv_interval": r"scheduler[-_]recv[-_]interval",
-           "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps",
-           "graph_max_batch": r"cuda[-_]graph[-_]max[-_]bs"}
-# The share of GPU memory the engine's KV pool is sized from, as each engine defines it (the
-# profile's ``mem_fraction`` with its ``kv_after_weights`` / ``static_fraction``): vLLM
-# --gpu-memory-utilization (of the GPU), SGLang --mem-fraction-static (weights + KV, of the
-# GPU), TensorRT-LLM free_gpu_memory_fraction (LLM API kv_cache_config) or trtllm-bench
-# --kv_cache_free_gpu_mem_fraction (of the memory free after the weights), LMDeploy
-# --cache-max-entry-count (of the memory free after the weights)
-_MEM_FRACTION = re.compile(r"(?:(?<![-\w])--(gpu[-_]memory[-_]utilization|mem[-_]fraction[-_]static|"
-                           r"kv[-_]cache[-_]free[-_]gpu[-_]mem[-_]fraction|cache[-_]max[-_]entry[-_]count)"
-                           r"(?![-\w])(?:=|[ \t]+)|\b(free_gpu_memory_fraction)\s*[:=]\s*)([^\s,;)]*)",
-                           re.IGNORECASE)
-
-
-def stated_mem_fraction(row) -> float | None:
-    """The memory share a row's launch states (``_MEM_FRACTION``), or None; it must be a
-    number in (0, 1] and stated once (:class:`InputError` naming the flag otherwise)."""
-    got = []
-    for m in _MEM_FRACTION.finditer(_row_text(row)):
-        flag, raw = m.group(1) or m.group(2), m.group(3).rstrip(".:]")
-        try:
-            v = float(raw)
-        except ValueError:
-            v = math.nan
-        if not (0.0 < v <= 1.0):
-            raise InputError("row", "notes", f"{flag} must be a number in (0, 1] (a share of GPU "
-                             f"memory), but got {raw!r}")
-        got.append((flag, v))
-    if len({v for _, v in got}) > 1:
-        said = ", ".join(f"{f} {v:g}" for f, v in got)
-        raise InputError("row", "notes", f"the KV memory share must be stated once, but got {said}")
-    return got[0][1] if got else None
-
-
-# CUDA graphs switched off at launch: SGLang --disable-cuda-graph, vLLM --enforce-eager,
-# TensorRT-LLM's LLM API ``cuda_graph_config: null`` / ``use_cuda_graph: false``
-_NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
-                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*false\b",
-                        re.IGNORECASE)
-def option_values(text: str, section: str, key: str) -> list[str]:
-    """Every value a row's text gives the LLM-API option ``section.key`` (TensorRT-LLM's
-    ``extra_llm_api_options`` YAML as sources write it: dotted ``section.key: v``, a flow map
-    ``section: {..., key: v}`` or an indented block under ``section:``)."""
-    sec, k = re.escape(section), re.escape(key)
-    pat = (rf"\b{sec}\.{k}\s*[:=]\s*([^\s,;}}]+)"
-           rf"|\b{sec}\s*:\s*\{{[^{{}}]*?\b{k}\s*:\s*([^\s,;}}]+)"
-           rf"|\b{sec}:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+{k}:\s*([^\s,;}}]+)")
-    return [next(v for v in m if v) for m in re.findall(pat, text, re.IGNORECASE)]
-
-
-def _option_int(text: str, section: str, key: str, also: tuple = ()) -> int | None:
-    """The one positive-integer value of option ``section.key`` (or of the flat keys ``also``)
-    in ``text``, None if unstated; a bad or twice-different value is :class:`InputError`."""
-    raw = option_values(text, section, key) + [v for a in also
-                                               for v in re.findall(rf"\b{a}\s*[:=]\s*([^\s,;}}]+)", text)]
-    vals = set()
-    for r in raw:
-        if not (r.isdigit() and 0 < int(r) <= FLAG_MAX):
-            raise InputError("row", "notes", f"{section}.{key} must be a positive integer, but got {r!r}")
-        vals.add(int(r))
-    if len(vals) > 1:
-        raise InputError("row", "notes", f"{section}.{key} must be stated once, but got {sorted(vals)}")
-    return vals.pop() if vals else None
-
-
-# TensorRT-LLM attention-DP balancing (LLM API ``attention_dp_config``, defaults enable_balance
-# false, timeout_iters 50: ``tensorrt_llm/llmapi/llm_args.py`` AttentionDpConfig): PyExecutor
-# ``_balance_adp_requests`` holds every context request until all attention-DP ranks have one,
-# counting the iterations in which they do not and releasing what waits when the count reaches
-# ``timeout_iters`` (then resetting it).  Under a load whose arrivals rarely cover every rank at
-# once that is a release every ``timeout_iters`` iterations: the engine looks at its queue that
-# often, as SGLang's ``--scheduler-recv-interval`` (``EngineProfile.recv_interval``).
-ADP_BALANCE_TIMEOUT_ITERS = 50
-
-
-def _adp_balance_interval(text: str) -> int | None:
-    """The iterations between the context releases of TensorRT-LLM's attention-DP balancing
-    (above) where the row's launch enables it with attention DP on, else None."""
-    on = [v.lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
-    if not (on and on[-1] in ("true", "1") and trt_attention_dp(text)):
-        return None
-    n = _option_int(text, "attention_dp_config", "timeout_iters")
-    return ADP_BALANCE_TIMEOUT_ITERS if n is None else n
-
-
-def _launch_texts(row) -> dict:
-    """The columns a row states its launch command in: ``engine`` and ``notes``."""
-    return {c: str(row.get(c, "")) for c in ("engine", "notes")}
-
-
-def _row_text(row, cols=("engine", "notes")) -> str:
-    """The row's ``cols`` joined into one text, for the patterns read across them."""
-    return " ".join(str(row.get(c, "")) for c in cols)
-
-
 _RANGE_RATIO = re.compile(r"random[-_ ]range[-_ ]ratio\s*[= ]\s*([^\s,;:)]+)", re.IGNORECASE)
 
 
@@ -311,56 +209,6 @@ def uniform_o2(r: float) -> float:
     """``E[O^2] / E[O]^2`` of lengths uniform in ``[r L, L]``: ``1 + (1 - r)^2 / (3 (1 + r)^2)``
     (variance ``((1 - r) L)^2 / 12`` over the squared mean ``((1 + r) L / 2)^2``)."""
     return 1.0 + (1.0 - r) ** 2 / (3.0 * (1.0 + r) ** 2)
-
-
-def stated_limit(row, key: str) -> int | None:
-    """The value of the launch flag ``_LAUNCH[key]`` the row's ``engine`` / ``notes`` state,
-    or None; each value must be a positive integer and a flag stated twice must agree
-    (:class:`InputError` naming the column)."""
-    return flag_value(_launch_texts(row), _LAUNCH[key], "row")
-
-
-def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
-    """The engine limits the source's launch command states (``--max_num_tokens``,
-    ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
-    ``--max-running-requests`` / TGI's ``--max-concurrent-requests`` / LMDeploy's
-    ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
-    ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (N decode steps per
-    scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
-    (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``),
-    TensorRT-LLM's attention-DP balancing (``attention_dp_config``: a context release every
-    ``timeout_iters`` iterations, :func:`_adp_balance_interval`)
-    and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
-    ``cuda_graph_config: null``), and the KV pool's memory share (:func:`stated_mem_fraction`)
-    in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
-    from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
-    also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
-    Each value must be a positive integer (:func:`dse.infer.engines.flag_values`) and a
-    limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
-    V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
-    ``max(max_model_len, 2048)``)."""
-    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
-    text = _row_text(row)
-    trt_bs = _option_int(text, "cuda_graph_config", "max_batch_size", also=("cuda_graph_max_batch_size",))
-    if trt_bs is not None and "graph_max_batch" not in got:
-        got["graph_max_batch"] = trt_bs
-    adp = _adp_balance_interval(text)
-    if adp is not None and "recv_interval" not in got:
-        got["recv_interval"] = adp
-    if _NO_GRAPHS.search(text):
-        got["cuda_graphs"] = False
-    frac = stated_mem_fraction(row)
-    if frac is not None and eng.name not in TGI_NAMES:     # TGI sizes its pool otherwise (dse.infer.tgi)
-        got["mem_fraction"] = frac
-    mml = got.pop("max_model_len", None)
-    max_input = got.pop("max_input_tokens", None)
-    if model is not None and "max_num_tokens" not in got:
-        eng = vllm_v0_mla(eng, str(row.get("engine", "")), model, mml)
-    if eng.name == "tgi" and max_input is not None and "max_num_tokens" not in got:
-        got["max_num_tokens"] = tgi_v2_prefill_tokens(max_input)
-    if got:
-        eng = EngineProfile(**{**eng.__dict__, **got})
-    return eng, (float(mml) if mml is not None else None)
 
 
 _POWER = re.compile(r"(\d+(?:\.\d+)?)\s*w\s*(?:tgp|tdp|power limit)\b", re.IGNORECASE)
