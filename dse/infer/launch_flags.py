@@ -113,6 +113,38 @@ def _adp_balance_interval(text: str) -> int | None:
     return ADP_BALANCE_TIMEOUT_ITERS if n is None else n
 
 
+def _flat_option(text: str, key: str) -> str | None:
+    """The one value of the top-level LLM-API option ``key`` in ``text`` (None if unstated);
+    two different values are :class:`InputError`."""
+    vals = set(re.findall(rf"(?<![.\w]){re.escape(key)}\s*[:=]\s*([^\s,;}}]+)", text))
+    if len(vals) > 1:
+        raise InputError("row", "notes", f"{key} must be stated once, but got {sorted(vals)}")
+    return vals.pop() if vals else None
+
+
+def _batch_wait_interval(text: str) -> int | None:
+    """TensorRT-LLM's batch waiting without attention DP (LLM API ``batch_wait_timeout_iters``,
+    ``batch_wait_max_tokens_ratio``, both 0 = off by default; PyExecutor ``_waiting_requests``):
+    while decode requests run, new context requests are held until ``batch_wait_timeout_iters``
+    iterations have passed or the iteration's scheduled tokens reach ``ratio x max_num_tokens``
+    (with ratio 0 that holds at once, so both must be set).  Under sparse arrivals -- a few
+    prompts per timeout, far below the token threshold -- the engine releases context every
+    ``batch_wait_timeout_iters`` iterations, which this returns (None where off or with attention
+    DP on); at denser arrivals the token threshold releases sooner, so it is an upper bound."""
+    raw_t, raw_r = _flat_option(text, "batch_wait_timeout_iters"), _flat_option(text, "batch_wait_max_tokens_ratio")
+    if raw_t is None or trt_attention_dp(text):
+        return None
+    if not (raw_t.isdigit() and int(raw_t) <= FLAG_MAX):
+        raise InputError("row", "notes", f"batch_wait_timeout_iters must be a whole number >= 0, but got {raw_t!r}")
+    try:
+        ratio = float(raw_r) if raw_r is not None else 0.0
+    except ValueError:
+        ratio = math.nan
+    if not (0.0 <= ratio <= 1.0):
+        raise InputError("row", "notes", f"batch_wait_max_tokens_ratio must be a number in [0, 1], but got {raw_r!r}")
+    return int(raw_t) if int(raw_t) > 0 and ratio > 0 else None
+
+
 def launch_texts(row) -> dict:
     """The columns a row states its launch command in: ``engine`` and ``notes``."""
     return {c: str(row.get(c, "")) for c in ("engine", "notes")}
@@ -139,7 +171,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
     (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``),
     TensorRT-LLM's attention-DP balancing (``attention_dp_config``: a context release every
-    ``timeout_iters`` iterations, :func:`_adp_balance_interval`)
+    ``timeout_iters`` iterations, :func:`_adp_balance_interval`) and batch waiting
+    (``batch_wait_timeout_iters``, :func:`_batch_wait_interval`)
     and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
     ``cuda_graph_config: null``), and the KV pool's memory share (:func:`stated_mem_fraction`)
     in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
@@ -155,6 +188,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     if trt_bs is not None and "graph_max_batch" not in got:
         got["graph_max_batch"] = trt_bs
     adp = _adp_balance_interval(text)
+    adp = adp if adp is not None else _batch_wait_interval(text)
     if adp is not None and "recv_interval" not in got:
         got["recv_interval"] = adp
     if _NO_GRAPHS.search(text):

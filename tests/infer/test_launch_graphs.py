@@ -126,3 +126,24 @@ def test_balancing_moves_the_first_token_of_a_staggered_and_a_random_closed_loop
 def test_a_bad_llm_api_option_is_the_rows_invalid_status(opts):
     p = predict_frame(pd.DataFrame([_trt_row(notes=opts)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes:"), p.status[0]
+
+
+@pytest.mark.parametrize("opts,interval", [
+    ("batch_wait_timeout_iters: 40; batch_wait_max_tokens_ratio: 0.8", 40),
+    ("batch_wait_timeout_iters: 40", 1),                           # ratio 0: the wait ends at once
+    ("batch_wait_timeout_iters: 0; batch_wait_max_tokens_ratio: 0.8", 1),
+    ("enable_attention_dp: true; batch_wait_timeout_iters: 40; batch_wait_max_tokens_ratio: 0.8", 1),
+])
+def test_batch_waiting_releases_context_requests_every_timeout_iters(opts, interval):
+    from dse.infer.engines import engine_profile
+    base, _ = engine_profile("trtllm 1.2 pytorch")
+    eng, _ = launch_settings({"engine": "trtllm 1.2 pytorch", "notes": opts}, base)
+    assert eng.recv_interval == interval
+
+
+@pytest.mark.parametrize("opts", ["batch_wait_timeout_iters: -1; batch_wait_max_tokens_ratio: 0.8",
+                                  "batch_wait_timeout_iters: 40; batch_wait_max_tokens_ratio: 2",
+                                  "batch_wait_timeout_iters: 40; batch_wait_timeout_iters: 20"])
+def test_bad_batch_waiting_is_the_rows_invalid_status(opts):
+    p = predict_frame(pd.DataFrame([_trt_row(notes=opts)]), "rows.csv")
+    assert p.status[0].startswith("invalid: notes: batch_wait"), p.status[0]
