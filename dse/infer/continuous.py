@@ -75,6 +75,7 @@ from dse.graph.ops import KVRead, time_s
 from dse.errors import InputError
 from dse.infer.engines import (LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile, graph_kernel_s,
                                engine_profile, launch_defaults)
+from dse.infer.launch_flags import launch_settings
 from dse.infer.forward import host_bound_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -149,12 +150,19 @@ def launched_engine(text, hw: Hardware, model=None, where: str = "sweep_inferenc
     its release (``"sglang 0.5.3"``, ``"tgi 3.3"``, ``"lmdeploy 0.10"``) with the launch
     limits that release takes from the GPU and the model, as a ``dse predict`` row's
     (:func:`dse.infer.engines.launch_defaults`; the limits that follow the TP size take
-    their TP-free default: SGLang's profile fraction, TGI's budget at TP 1)."""
+    their TP-free default: SGLang's profile fraction, TGI's budget at TP 1), then the launch
+    flags the text states, as a row's (:func:`dse.infer.launch_flags.launch_settings`, e.g.
+    ``"sglang 0.5.9 --mem-fraction-static 0.85 --scheduler-recv-interval 10"``; a bad value is
+    an :class:`InputError` naming ``where`` and ``field``)."""
     name = checked_engine(text, hw, where, field)
     eng = PROFILES[name]
     if not isinstance(text, str) or text.strip() in PROFILES:
         return eng
-    return launch_defaults(eng, text, float(hw.hbm_bytes), hw.name, "concurrency", None, 1, model)
+    eng = launch_defaults(eng, text, float(hw.hbm_bytes), hw.name, "concurrency", None, 1, model)
+    try:
+        return launch_settings({"engine": text}, eng, model)[0]
+    except InputError as e:
+        raise InputError(where, field, e.rule) from None
 
 
 def engine_rule(name: str, hw: Hardware) -> str:

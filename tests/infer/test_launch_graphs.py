@@ -147,3 +147,15 @@ def test_batch_waiting_releases_context_requests_every_timeout_iters(opts, inter
 def test_bad_batch_waiting_is_the_rows_invalid_status(opts):
     p = predict_frame(pd.DataFrame([_trt_row(notes=opts)]), "rows.csv")
     assert p.status[0].startswith("invalid: notes: batch_wait"), p.status[0]
+
+
+def test_an_engine_text_with_launch_flags_runs_with_them_in_the_sweep():
+    from dse.errors import InputError
+    from dse.infer.continuous import launched_engine
+    from dse.spec.hardware import get_hardware
+    hw = get_hardware("h100-sxm-80gb")
+    eng = launched_engine("sglang 0.5.9 --scheduler-recv-interval 30 --mem-fraction-static 0.7", hw)
+    assert (eng.recv_interval, eng.mem_fraction) == (30, 0.7)
+    assert launched_engine("sglang 0.5.9", hw).recv_interval == 1
+    with pytest.raises(InputError, match="--engine: mem-fraction-static must be a number in"):
+        launched_engine("sglang 0.5.9 --mem-fraction-static 1.7", hw, where="dse infer", field="--engine")
