@@ -62,16 +62,17 @@ Each iteration of a serving engine is the forward pass of :mod:`dse.infer.forwar
   decode pass adds 1 to a counter, a prefill or mixed pass 1000, and requests are received
   when it reaches N), so a request arriving during decode waits ``N / 2`` decode iterations on
   average before its prefill can be scheduled; read from a row's launch command.  vLLM's
-  multi-step scheduling (``scheduler_steps``) has the same effect, and both enter TTFT as half
-  of :attr:`EngineProfile.poll_iterations` iterations.
+  multi-step scheduling (``scheduler_steps``) and TensorRT-LLM's attention-DP balancing and
+  batch waiting (:mod:`dse.infer.launch_flags`) have the same effect, and all enter TTFT as
+  half of :attr:`EngineProfile.poll_iterations` iterations.
 * **quantization kernels** (``quant_kernels``): engines whose model code is PyTorch (vLLM,
   SGLang, TGI, TensorRT-LLM's PyTorch backend) quantize each fp8 / fp4 linear's input in a
   kernel of its own (``scaled_fp8_quant``, ``per_token_group_quant_fp8``,
   ``fp8_quantize_1x128``, ``fp4_quantize``), launched and, in eager passes, issued like
   any other (vLLM V1's torch.compile pass that fuses RMSNorm / SiluMul with the quantization
-  is off by default: ``PassConfig.enable_fusion = not VLLM_USE_V1``, ``vllm/config.py``, checked
-  through the 0.9-0.10 releases); compiled TensorRT engines and TurboMind fuse it into the producing kernel,
-  and so do AMD's MLPerf vLLM builds (``vllm_mlperf``: AMD's vLLM fork carries fused
+  is off by default: ``PassConfig.enable_fusion = not VLLM_USE_V1``, ``vllm/config.py``,
+  checked through the 0.9-0.10 releases); compiled TensorRT engines and TurboMind fuse it
+  into the producing kernel, and so do AMD's MLPerf vLLM builds (``vllm_mlperf``: AMD's vLLM fork carries fused
   residual + RMSNorm + FP8 and SwiGLU + FP8 kernels, Hugging Face / AMD blog "Creating
   custom kernels for the AMD MI300", hf-rocm-kernels).
   Counted on the operator graph (:func:`dse.infer.forward.memory_pass_kernels`, sources

@@ -131,17 +131,20 @@ def _batch_wait_interval(text: str) -> int | None:
     prompts per timeout, far below the token threshold -- the engine releases context every
     ``batch_wait_timeout_iters`` iterations, which this returns (None where off or with attention
     DP on); at denser arrivals the token threshold releases sooner, so it is an upper bound."""
-    raw_t, raw_r = _flat_option(text, "batch_wait_timeout_iters"), _flat_option(text, "batch_wait_max_tokens_ratio")
+    raw_t = _flat_option(text, "batch_wait_timeout_iters")
+    raw_r = _flat_option(text, "batch_wait_max_tokens_ratio")
     if raw_t is None or trt_attention_dp(text):
         return None
     if not (raw_t.isdigit() and int(raw_t) <= FLAG_MAX):
-        raise InputError("row", "notes", f"batch_wait_timeout_iters must be a whole number >= 0, but got {raw_t!r}")
+        raise InputError("row", "notes", f"batch_wait_timeout_iters must be a whole number >= 0, "
+                         f"but got {raw_t!r}")
     try:
         ratio = float(raw_r) if raw_r is not None else 0.0
     except ValueError:
         ratio = math.nan
     if not (0.0 <= ratio <= 1.0):
-        raise InputError("row", "notes", f"batch_wait_max_tokens_ratio must be a number in [0, 1], but got {raw_r!r}")
+        raise InputError("row", "notes", f"batch_wait_max_tokens_ratio must be a number in [0, 1], "
+                         f"but got {raw_r!r}")
     return int(raw_t) if int(raw_t) > 0 and ratio > 0 else None
 
 

@@ -68,7 +68,8 @@ from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults
-from dse.infer.launch_flags import launch_settings, launch_texts as _launch_texts, row_text as _row_text, stated_limit
+from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
+                                    stated_limit)
 from dse.infer.launch_layout import stated_layout
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
