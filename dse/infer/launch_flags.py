@@ -46,10 +46,7 @@ def stated_mem_fraction(row) -> float | None:
     got = []
     for m in _MEM_FRACTION.finditer(row_text(row)):
         flag, raw = m.group(1) or m.group(2), m.group(3).rstrip(".:]")
-        try:
-            v = float(raw)
-        except ValueError:
-            v = math.nan
+        v = _as_float(raw, math.nan)
         if not (0.0 < v <= 1.0):
             raise InputError("row", "notes", f"{flag} must be a number in (0, 1] (a share of GPU "
                              f"memory), but got {raw!r}")
@@ -67,6 +64,22 @@ _NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w
                         re.IGNORECASE)
 
 
+def _flat_values(text: str, key: str) -> list[str]:
+    """Every raw value ``text`` gives the top-level LLM-API option ``key`` (``key: v``)."""
+    return re.findall(rf"(?<![.\w]){re.escape(key)}\s*[:=]\s*([^\s,;}}]+)", text)
+
+
+def _as_float(raw: str | None, default: float):
+    """``raw`` as a float (``default`` when None; NaN when it is not a number, so the
+    caller's range check refuses it)."""
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return math.nan
+
+
 def option_values(text: str, section: str, key: str) -> list[str]:
     """Every value a row's text gives the LLM-API option ``section.key`` (TensorRT-LLM's
     ``extra_llm_api_options`` YAML as sources write it: dotted ``section.key: v``, a flow map
@@ -81,8 +94,7 @@ def option_values(text: str, section: str, key: str) -> list[str]:
 def _option_int(text: str, section: str, key: str, also: tuple = ()) -> int | None:
     """The one positive-integer value of option ``section.key`` (or of the flat keys ``also``)
     in ``text``, None if unstated; a bad or twice-different value is :class:`InputError`."""
-    raw = option_values(text, section, key) + [v for a in also
-                                               for v in re.findall(rf"\b{a}\s*[:=]\s*([^\s,;}}]+)", text)]
+    raw = option_values(text, section, key) + [v for a in also for v in _flat_values(text, a)]
     vals = set()
     for r in raw:
         if not (r.isdigit() and 0 < int(r) <= FLAG_MAX):
@@ -116,7 +128,7 @@ def _adp_balance_interval(text: str) -> int | None:
 def _flat_option(text: str, key: str) -> str | None:
     """The one value of the top-level LLM-API option ``key`` in ``text`` (None if unstated);
     two different values are :class:`InputError`."""
-    vals = set(re.findall(rf"(?<![.\w]){re.escape(key)}\s*[:=]\s*([^\s,;}}]+)", text))
+    vals = set(_flat_values(text, key))
     if len(vals) > 1:
         raise InputError("row", "notes", f"{key} must be stated once, but got {sorted(vals)}")
     return vals.pop() if vals else None
@@ -138,10 +150,7 @@ def _batch_wait_interval(text: str) -> int | None:
     if not (raw_t.isdigit() and int(raw_t) <= FLAG_MAX):
         raise InputError("row", "notes", f"batch_wait_timeout_iters must be a whole number >= 0, "
                          f"but got {raw_t!r}")
-    try:
-        ratio = float(raw_r) if raw_r is not None else 0.0
-    except ValueError:
-        ratio = math.nan
+    ratio = _as_float(raw_r, 0.0)
     if not (0.0 <= ratio <= 1.0):
         raise InputError("row", "notes", f"batch_wait_max_tokens_ratio must be a number in [0, 1], "
                          f"but got {raw_r!r}")
