@@ -235,7 +235,6 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     m = rep.model
     b = jnp.asarray(b, jnp.float32)
     decode_only = p is None
-    no_prompt = True if decode_only else (p <= 0)
     graphs = eng.graph_replay(b, 0.0 if decode_only else p)
     hw = _launch(rep.hw, graphs)
     r = rates(hw, rep.precision)
