@@ -472,14 +472,14 @@ def hf_id_index() -> dict[str, str]:
 #: a re-published checkpoint's quantization suffix ("-FP8", "-FP8-KV", "-FP8-dynamic",
 #: "-FP4-v2", "-MXFP4-Preview", "-NVFP4", "-W4A16", "-AWQ", ...): the weights' format, which the
 #: row's ``precision`` states, on the same architecture
-_QUANT_SUFFIX = re.compile(r"[-_](?:fp8|fp4|nvfp4|mxfp4|w4a16|w8a8|w4a8|int4|int8|awq|gptq)"
+_QUANT_SUFFIX = re.compile(r"[-_](?:w[-_])?(?:fp8|fp4|nvfp4|mxfp4|w4a16|w8a8|w4a8|int4|int8|awq|gptq)"
                            r"(?:[-_][a-z0-9.]+)*$", re.IGNORECASE)
 
 
 def requantized_base(name: str) -> str | None:
     """The catalog model a re-published checkpoint of a catalog repo denotes: quantized
     (``nvidia/Llama-3.3-70B-Instruct-FP4``, ``amd/Llama-3.1-70B-Instruct-FP8-KV``,
-    ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``), mirrored under another organisation
+    ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``, ``amd/gpt-oss-120b-w-mxfp4-a-fp8``), mirrored under another organisation
     (``unsloth/Llama-3.3-70B-Instruct``) or named without its organisation
     (``Llama-3.1-8B``): its repo name without the quantization suffix equals the repo name
     of one catalog ``hf_ids`` entry (any organisation, any letter case).  None if there is

@@ -28,6 +28,19 @@ CARDS = [   # (catalog name or repo id, total parameters on the model card)
     ("zai-org/GLM-4.5", 355e9),
     ("zai-org/GLM-4.6", 355e9),
     ("MiniMaxAI/MiniMax-M2", 230e9),
+    ("mistralai/Mistral-7B-v0.1", 7.24e9),
+    ("01-ai/Yi-34B", 34.4e9),
+    ("codellama/CodeLlama-34b-hf", 33.7e9),
+    ("databricks/dbrx-instruct", 132e9),
+    ("Qwen/Qwen1.5-72B-Chat", 72.3e9),
+    ("Qwen/Qwen1.5-MoE-A2.7B", 14.3e9),
+    ("deepseek-ai/DeepSeek-V2", 236e9),
+    ("microsoft/Phi-3.5-MoE-instruct", 41.9e9),
+    ("CohereForAI/c4ai-command-r-plus", 104e9),
+    ("CohereForAI/c4ai-command-r-v01", 35e9),
+    ("xai-org/grok-1", 314e9),
+    ("microsoft/Phi-3-mini-4k-instruct", 3.82e9),
+    ("microsoft/Phi-3-medium-4k-instruct", 14.0e9),
 ]
 
 
@@ -60,6 +73,11 @@ def test_sliding_window_entries_keep_their_global_layers():
     ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b"),
     ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-12b"), ("google/gemma-2-9b-it", "gemma2-9b"),
     ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("zai-org/GLM-4.6", "glm45"),
+    ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"), ("nvidia/MiniMax-M2.5-NVFP4", "minimax-m2"),
+    ("moonshotai/Kimi-K2.5", "kimi-k2"), ("nvidia/Kimi-K2.5-NVFP4", "kimi-k2"),
+    ("amd/Kimi-K2.5-MXFP4", "kimi-k2"), ("amd/gpt-oss-120b-w-mxfp4-a-fp8", "gpt-oss-120b"),
+    ("deepseek-ai/DeepSeek-Coder-V2-Instruct", "deepseek-v2"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-v0.2"),
 ])
 def test_repo_ids_with_the_same_shapes_resolve_to_their_table(repo, table):
     assert get_model(repo).name == get_model(table).name
@@ -72,3 +90,22 @@ def test_minimax_m2_and_gemma2_9b_shapes():
     assert (mm.num_experts, mm.top_k, mm.num_shared_experts, mm.first_k_dense) == (256, 8, 0, 0)
     assert mm.active_params(input_embedding=False) == pytest.approx(10e9, rel=0.06)
     assert (g9.sliding_window, g9.window_layers, g9.num_layers) == (4096, 21, 42)
+
+
+def test_moe_additions_activate_what_their_cards_say():
+    """DBRX 36B of 132B active (16 experts, top-4); DeepSeek-V2 21B of 236B (MLA, 160 + 2
+    shared, top-6); Phi-3.5-MoE 6.6B of 42B; Qwen1.5-MoE-A2.7B 2.7B with its embedding."""
+    dbrx, v2, phi = get_model("dbrx"), get_model("deepseek-v2"), get_model("phi3.5-moe")
+    qmoe = get_model("qwen1.5-moe-a2.7b")
+    assert dbrx.active_params(input_embedding=False) == pytest.approx(36e9, rel=0.02)
+    assert (v2.num_experts, v2.top_k, v2.num_shared_experts, v2.first_k_dense) == (160, 6, 2, 1)
+    assert v2.active_params(input_embedding=False) == pytest.approx(21e9, rel=0.02)
+    assert phi.active_params(input_embedding=False) == pytest.approx(6.6e9, rel=0.02)
+    assert qmoe.active_params(input_embedding=True) == pytest.approx(2.7e9, rel=0.02)
+
+
+def test_mistral_v01_and_phi3_keep_a_window_on_every_layer():
+    """Mistral 7B v0.1 attends 4096 keys on every layer, Phi-3 2047; v0.2 has no window."""
+    v1, v2, phi = get_model("mistral-7b-v0.1"), get_model("mistral-7b-v0.2"), get_model("phi3-mini")
+    assert (v1.sliding_window, v1.window_layers, v2.sliding_window) == (4096, 32, 0)
+    assert (phi.sliding_window, phi.window_layers) == (2047, 32)
