@@ -32,6 +32,13 @@ least as many tiles as SMs.
 (``Rates.hbm_bw_bytes_per_s`` = nominal x (1 - throttle) x eff_hbm): in decode the
 weight and KV streams are STREAM-like reads, which is what ``eff_hbm`` measures.
 
+**Sparse attention** (DSA, :mod:`dse.spec.model`; DeepSeek-V3.2-Exp report §2.1): the
+attention core attends the ``index_topk`` keys the lightning indexer picks (the window
+of :func:`dse.graph.ops.with_window`), and every layer adds :func:`indexer_ops`: the
+indexer's three replicated projections, its scoring of every cached key (an MQA-shaped
+fp8 pass, DeepGEMM ``fp8_mqa_logits`` / ``fp8_paged_mqa_logits`` in vLLM and SGLang)
+and the top-k selection over the scores.
+
 **MoE.**  The MoE group of a stage is its ``tp x dp`` GPUs (``dp`` attention
 data-parallel ranks, default 1); the experts are split over ``ep`` of them and each
 expert's FFN over the other ``moe_tp = tp dp / ep`` (TensorRT-LLM ``moe_tp_size x
@@ -294,6 +301,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
              *mla_serving_linears(model, tokens, tp),
              *mlp_kind_serving_linears(model, tokens, tp),
              with_window(attention, model),       # sliding-window / chunked layers: the mix
+             *indexer_ops(model, tokens, attention),  # sparse attention's indexer (none without)
              MemPass(ew + fp8_cast, memory_pass_kernels(model, precision, quant_kernels),
                      name="norms/rotary/kv-append/act"),
              Collective(act, tp * 1.0, 1.0, calls=jnp.where(dp_moe, 1.0, 2.0), name="tp all-reduce",
@@ -355,6 +363,52 @@ def mla_serving_linears(model: Model, tokens, tp) -> tuple:
             lin("q up", tokens, one(heads * (nope + rope)), jnp.where(has_q, one(ql), h), on),
             lin("kv down", tokens, one(r + rope), h, on),
             lin("kv up", tokens, one(heads * (nope + v)), one(r), on))
+
+
+def indexer_ops(model: Model, tokens, attention) -> tuple:
+    """The DSA lightning indexer of one layer over the queries of ``attention`` (a decode
+    :class:`KVRead` or a prefill :class:`Attention`; module docstring), none for a dense
+    model.  With H = ``index_heads``, d_I = ``index_head_dim``:
+
+    * projections (replicated on every TP rank): q (T, H d_I, q_lora_rank or h), k (T,
+      d_I, h) and the head weights (T, H, h);
+    * scores, decode: each sequence's query heads against its ``c`` cached index keys,
+      d_I fp8 bytes plus a 4-byte scale per 128 each -- priced as an MQA KV read of one
+      shared "head" pair carrying the key (:class:`KVRead` with H/2 heads, 1/2 KV head, so
+      that its bytes are ``c (d_I + d_I/32)`` and its FLOPs ``2 H c d_I``); prefill: a GEMM
+      of the T queries' ``H d_I`` features against the causal share of the prompt's keys
+      (FLOPs ``2 T H d_I s causal``, writing T x s causal fp32 logits), at the linear rate;
+    * top-k selection: one pass reading and writing the fp32 logits of every (query,
+      key) pair and writing ``index_topk`` indices per query, with the index-key append
+      (``d_I + d_I/32`` bytes per token) in the same memory pass."""
+    if not model.index_topk:
+        return ()
+    h, H, dI = model.hidden_size * 1.0, model.index_heads * 1.0, model.index_head_dim * 1.0
+    q_in = select(model.q_lora_rank > 0, model.q_lora_rank * 1.0, h)
+    key_bytes = dI + dI / 128.0 * 4.0
+    lin = lambda name, n, k: Gemm(tokens, n, k, name=name, skinny=True)
+    if isinstance(attention, KVRead):
+        queries, keys = attention.batch, attention.context
+        scores = KVRead(attention.batch, H / 2.0, 0.5, attention.context, key_bytes, kv_bytes=1.0,
+                        name="indexer logits")
+    else:
+        queries = attention.batch * attention.s_q
+        keys = attention.s_kv * attention.causal
+        scores = Gemm(queries, keys, H * dI, name="indexer logits", skinny=True)
+    topk = MemPass(queries * keys * 8.0 + queries * model.index_topk * 4.0 + tokens * key_bytes,
+                   2.0, name="indexer top-k")
+    return (lin("indexer q", H * dI, q_in), lin("indexer k", dI, h), lin("indexer weights", H, h),
+            scores, topk)
+
+
+def prompt_indexer_s(model: Model, prompt_att, hw: Hardware, r: Rates):
+    """Seconds of the indexer scoring and top-k of the prompt queries of ``prompt_att``
+    (a mixed pass's separate prompt attention, one call per layer): :func:`indexer_ops`
+    without its projections, which the pass's token count already carries; 0 for a
+    dense model."""
+    if not model.index_topk:
+        return 0.0
+    return sum(time_s(op, hw, r) for op in indexer_ops(model, 0.0, prompt_att))
 
 
 def mlp_kind_serving_linears(model: Model, tokens, tp) -> tuple:

@@ -24,6 +24,13 @@ becomes the per-layer mean ``(1 - x) c + x min(c, w)`` (:func:`cached_tokens`). 
 cache is therefore not linear in the context: a request's footprint is
 ``kv_cache_bytes(model, 1, held, ...)``, not ``held`` times the bytes of one token.
 
+Sparse attention (DSA, :mod:`dse.spec.model`): the top-k selection is a window for the
+attention core only -- every token stays cached, since any of them may be selected later
+-- and each layer also caches the indexer's key of ``index_head_dim`` fp8 bytes plus one
+fp32 scale per 128 of them, whatever the KV dtype (vLLM ``DeepseekV32IndexerCache``:
+``index_head_dim + index_head_dim // 128 * 4`` uint8 per token; SGLang's NSA pool alike),
+whole on every TP rank: ``+ ceil(L / pp) * batch * context_len * (d_I + d_I / 32)``.
+
 Units: bytes.  All arguments may be JAX arrays.
 """
 
@@ -45,7 +52,7 @@ def cached_tokens(model: Model, context_len):
     layers: ``context_len``, or with windowed layers ``(1 - x) c + x min(c, w)`` (module
     docstring)."""
     w = attention_window(model)
-    if w is None:
+    if w is None or w.sparse:
         return context_len
     return (1.0 - w.share) * context_len + w.share * windowed_kv_len(context_len, w.keys * 1.0)
 
@@ -58,6 +65,15 @@ def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):
     plain = (2.0 * layers * batch * context_len * kv_heads_per_gpu(model, tp)
              * head_dim(model) * kv_bytes)
     mla = is_mla(model)
+    index = layers * batch * context_len * indexer_key_bytes(model)
     if mla is False:
-        return plain
-    return select(mla, layers * batch * context_len * kv_cache_elems_per_token(model, tp) * kv_bytes, plain)
+        return plain + index
+    return select(mla, layers * batch * context_len * kv_cache_elems_per_token(model, tp) * kv_bytes,
+                  plain) + index
+
+
+def indexer_key_bytes(model: Model) -> float:
+    """Bytes the DSA indexer caches per token per layer (module docstring): ``d_I`` fp8
+    plus a 4-byte scale per 128; 0 without sparse attention."""
+    d = float(model.index_head_dim) if model.index_topk else 0.0
+    return d + d / 128.0 * 4.0

@@ -30,6 +30,9 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
   ``text_config`` is read when the top level has no ``hidden_size``.
 
+* DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5 ``GlmMoeDsaForCausalLM``): ``index_topk``,
+  ``index_n_heads``, ``index_head_dim`` -> ``index_topk``, ``index_heads``,
+  ``index_head_dim`` (:mod:`dse.spec.model`, "Sparse attention").
 * Windowed attention layers (-> ``sliding_window``, ``attention_chunk_size``,
   ``window_layers``: how many layers use the window, :func:`dse.spec.model.attention_window`):
   ``layer_types`` when the config lists it (transformers >= 4.54: ``"sliding_attention"``
@@ -108,6 +111,9 @@ HF_FIELDS: tuple[Field, ...] = (
     Field("mlp_only_layers", kind="list", item="integer", lo=0, doc="Qwen-MoE: leading dense layers"),
     *(_hf_int(k, f"MLA: -> {k}", lo=0) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
                                                   "qk_nope_head_dim", "v_head_dim")),
+    _hf_int("index_topk", "DeepSeek-V3.2 / GLM-5 sparse attention: -> index_topk", lo=0),
+    _hf_int("index_n_heads", "DSA indexer: -> index_heads", lo=0),
+    _hf_int("index_head_dim", "DSA indexer: -> index_head_dim", lo=0),
     _hf_int("sliding_window", "-> sliding_window (keys of a sliding-window layer)", lo=0),
     _hf_int("attention_chunk_size", "Llama 4: -> attention_chunk_size", lo=0),
     _hf_int("no_rope_layer_interval", "Llama 4: every n-th layer NoPE (full attention; HF "
@@ -202,6 +208,10 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     arch = _moe_fields(c, where, h, experts, model_type)
     arch.update(_mla_fields(c, where))
     arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
+    if _int_or_zero(c, "index_topk", where):       # DSA (dse.spec.model module docstring)
+        arch.update(index_topk=_int_or_zero(c, "index_topk", where),
+                    index_heads=_int_or_zero(c, "index_n_heads", where),
+                    index_head_dim=_int_or_zero(c, "index_head_dim", where))
     if arch.get("kv_lora_rank", 0) > 0:
         head_dim = 0                      # MLA: the head dims are the qk/v fields
     d = {

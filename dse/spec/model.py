@@ -33,6 +33,21 @@ own ``attention_chunk_size``-token chunk (Llama 4); the rest attend the whole ca
 prefix.  These three fields are static (pytree aux data: structural, they pick which
 operators a layer has), so a model without a window traces exactly the graph it had.
 
+Sparse attention (DeepSeek Sparse Attention, DSA: DeepSeek-V3.2-Exp technical report,
+github.com/deepseek-ai/DeepSeek-V3.2-Exp ``DeepSeek_V3_2.pdf`` §2.1; GLM-5): every layer
+has a "lightning indexer" that scores all cached keys with ``index_heads`` small heads of
+``index_head_dim`` (fp8, one key per token shared by the heads, each score
+``sum_j w_j ReLU(q_j . k_s)``) and keeps the ``index_topk`` best; the attention core then
+attends only those keys.  The core costs what a ``index_topk``-key sliding window costs
+(:func:`attention_window` returns it with ``sparse`` set), but the KV cache keeps every
+token, plus the indexer's own key cache (:func:`dse.infer.kv_cache.kv_cache_bytes`), and
+the indexer adds its projections (``q_lora_rank x index_heads index_head_dim``, ``h x
+index_head_dim``, ``h x index_heads`` per layer, replicated on every TP rank: vLLM /
+SGLang ``Indexer`` ``ReplicatedLinear``) and its scoring pass over the whole context
+(:func:`dse.infer.forward.indexer_ops`).  Static like the window fields; 0 = dense.  The
+training graph prices the sparse core (the window) but not the indexer's own training
+(DeepSeek-V3.2-Exp's dense warm-up and the indexer's KL loss): not modelled.
+
 Checkpoint format: ``mxfp4_experts`` marks a checkpoint that ships its routed experts in
 MXFP4 and every other weight in bf16 (gpt-oss: HF ``quantization_config`` ``quant_method
 "mxfp4"`` with ``modules_to_not_convert`` = attention, router, embeddings, LM head;
@@ -60,7 +75,8 @@ from dse.spec.schema import Field, validate_table
 CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 
 
-@pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers"),
+@pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers", "index_topk",
+                          "index_heads", "index_head_dim"),
                   label=("name", "description", "norm"))
 class Model:
     num_layers: int
@@ -89,6 +105,9 @@ class Model:
     sliding_window: int = 0                 # keys a sliding-window layer attends; 0 = none
     attention_chunk_size: int = 0           # chunk of a chunked-attention layer; 0 = none
     window_layers: int = 0                  # layers with the window / chunk (the rest full)
+    index_topk: int = 0                     # DSA: keys each query attends, chosen by the indexer; 0 = dense
+    index_heads: int = 0                    # DSA lightning-indexer heads
+    index_head_dim: int = 0                 # DSA indexer head (and cached index key) width
     max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
@@ -152,7 +171,8 @@ def _arch(key: str, doc: str) -> Field:
 ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size",
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
-               "attention_chunk_size", "window_layers", "max_context")
+               "attention_chunk_size", "window_layers", "max_context", "index_topk", "index_heads",
+               "index_head_dim")
 
 #: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
 #: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
@@ -181,6 +201,10 @@ MODEL_FIELDS: tuple[Field, ...] = (
     _arch("sliding_window", "keys a sliding-window layer attends (HF sliding_window; 0: none)"),
     _arch("attention_chunk_size", "tokens per chunk of a chunked-attention layer (Llama 4; 0: none)"),
     _arch("window_layers", "layers with the sliding window or chunk (0: all when one is set)"),
+    _arch("index_topk", "DeepSeek Sparse Attention: keys each query attends, picked by the "
+          "lightning indexer (HF index_topk; 0: dense attention)"),
+    _arch("index_heads", "DSA lightning-indexer heads (HF index_n_heads)"),
+    _arch("index_head_dim", "DSA indexer head width, also its cached key per token (HF index_head_dim)"),
     _arch("max_context", "longest context the checkpoint serves, HF max_position_embeddings "
           "(a serving engine's default max_model_len; 0: seq_length)"),
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
@@ -264,16 +288,31 @@ def mla_attention_params(model: Model):
     """(down, up) parameters of one MLA block (module docstring): ``down`` = q_a + kv_a,
     which Megatron-Core (``MLASelfAttention``, ``linear_q_down_proj`` /
     ``linear_kv_down_proj`` not split) and vLLM (``ReplicatedLinear``
-    ``fused_qkv_a_proj``) replicate on every TP rank; ``up`` = q_b + kv_b + o, split over
+    ``fused_qkv_a_proj``) replicate on every TP rank, plus a sparse-attention model's
+    indexer (:func:`indexer_params`, replicated too); ``up`` = q_b + kv_b + o, split over
     TP."""
     h = model.hidden_size * 1.0
     a = model.num_attention_heads * 1.0
     ql, r = model.q_lora_rank * 1.0, model.kv_lora_rank * 1.0
     rope, nope, v = model.qk_rope_head_dim * 1.0, model.qk_nope_head_dim * 1.0, model.v_head_dim * 1.0
     has_q = model.q_lora_rank > 0
-    down = select(has_q, h * ql, 0.0) + h * (r + rope)
+    down = select(has_q, h * ql, 0.0) + h * (r + rope) + indexer_params(model)
     up = select(has_q, ql, h) * a * (nope + rope) + r * a * (nope + v) + a * v * h
     return down, up
+
+
+def indexer_params(model: Model):
+    """Parameters of one layer's DSA lightning indexer (module docstring): its query
+    projection from the query latent (``q_lora_rank``, else ``h``) to ``index_heads x
+    index_head_dim``, its key projection ``h x index_head_dim`` and the per-head weights
+    ``h x index_heads`` (DeepSeek-V3.2-Exp ``inference/model.py`` ``Indexer``: ``wq_b``,
+    ``wk``, ``weights_proj``; the key LayerNorm's 2 d_I omitted), replicated on every TP
+    rank; 0 without sparse attention."""
+    if not model.index_topk:
+        return 0.0
+    h, hi, di = model.hidden_size * 1.0, model.index_heads * 1.0, model.index_head_dim * 1.0
+    q_in = select(model.q_lora_rank > 0, model.q_lora_rank * 1.0, h)
+    return q_in * hi * di + h * di + h * hi
 
 
 def layer_params(model: Model, dense: bool = False) -> LayerParams:
@@ -286,7 +325,7 @@ def layer_params(model: Model, dense: bool = False) -> LayerParams:
     kv = model.num_kv_heads * d
     mla = is_mla(model)
     down, up = mla_attention_params(model) if not (mla is False) else (0.0, 0.0)
-    attention = select(mla, down + up, h * (q + 2 * kv) + q * h)
+    attention = select(mla, down + up, h * (q + 2 * kv) + q * h + indexer_params(model))
     norms = 2.0 * h + select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
     if dense:
         return LayerParams(attention=attention, router=0.0,
@@ -393,6 +432,7 @@ class AttentionWindow(NamedTuple):
     keys: int          # the sliding window, or the chunk, in tokens
     share: object      # windowed layers / all layers (num_layers is a leaf: may be traced)
     chunked: bool      # chunks (Llama 4) instead of a sliding window
+    sparse: bool = False  # DSA top-k selection: the core attends ``keys``, the cache keeps all
 
 
 def attention_window(model: Model) -> AttentionWindow | None:
@@ -401,7 +441,11 @@ def attention_window(model: Model) -> AttentionWindow | None:
     ``window_layers / num_layers`` of layers that use it, and whether it is a chunk.  The
     operator graph costs each attention operator as that mix of its full and windowed
     kernels (:func:`dse.graph.ops.with_window`) and the KV cache holds ``min(c, keys)``
-    tokens in the windowed layers (:func:`dse.infer.kv_cache.kv_cache_bytes`)."""
+    tokens in the windowed layers (:func:`dse.infer.kv_cache.kv_cache_bytes`).  A sparse-
+    attention model (``index_topk``, module docstring) gets its top-k as a window on every
+    layer with ``sparse`` set: the same core cost, the whole context cached."""
+    if int(model.index_topk) > 0:
+        return AttentionWindow(int(model.index_topk), 1.0, False, True)
     keys = int(model.sliding_window or model.attention_chunk_size)
     if keys <= 0 or int(model.window_layers) <= 0:
         return None
@@ -432,6 +476,14 @@ def validate_model(m: Model, where: str) -> None:
     require(m.window_layers == 0 or m.sliding_window or m.attention_chunk_size, where,
             "window_layers", f"must be 0 without sliding_window or attention_chunk_size, but got "
             f"{m.window_layers}")
+    if m.index_topk:
+        for k in ("index_heads", "index_head_dim"):
+            require(getattr(m, k) > 0, where, k, f"`{k} > 0` must hold with sparse attention "
+                    f"(index_topk={m.index_topk}), but got ({k}={getattr(m, k)})")
+        require(not (m.sliding_window or m.attention_chunk_size), where, "index_topk",
+                f"must be 0 with a sliding window or chunk (one windowed layer kind), but got "
+                f"(index_topk={m.index_topk}, sliding_window={m.sliding_window}, "
+                f"attention_chunk_size={m.attention_chunk_size})")
     require(m.first_k_dense < m.num_layers, where, "first_k_dense",
             f"`first_k_dense < num_layers` must hold, but got (first_k_dense={m.first_k_dense}, "
             f"num_layers={m.num_layers})")
