@@ -70,8 +70,9 @@ from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.cost.attention_kernel import attention_kernel
+from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
-                            kv_heads_per_rank, select, shared_ffn)
+                            kv_heads_per_rank, linear_share, select, shared_ffn)
 
 # Whether the training graph's TP collectives are costed with NCCL's protocol model
 # (dse.cost.collectives ``protocols=True``) instead of the alpha-beta bound.  Off: measured
@@ -97,6 +98,29 @@ def _linear(name, m, n, k, count, fwd_chunks, dgrad_chunks):
             Gemm(k, n, m, count, 1.0, name=f"{name} wgrad", phase="bwd"))
 
 
+def linear_attention_train_ops(model: Model, T, t) -> list:
+    """A hybrid's Gated DeltaNet layers in training (``x`` of the layers,
+    :mod:`dse.spec.model`), heads split over TP: the three projections' GEMMs
+    (:func:`_linear`) and the chunkwise delta-rule scan, forward
+    (:func:`dse.cost.linear_attention.deltanet_chunk_flops` per token per value head) and backward
+    at twice that (the gradients of every product of the chunk algorithm), on the 16-bit
+    tensor cores; none without linear attention.  Its conv / gate / norm passes are left
+    to the element-wise term."""
+    if not model.linear_layers:
+        return []
+    x = linear_share(model)
+    h = model.hidden_size * 1.0
+    hk, dk = model.linear_key_heads / t, model.linear_key_head_dim * 1.0
+    hv, dv = model.linear_value_heads / t, model.linear_value_head_dim * 1.0
+    k_scan = deltanet_chunk_flops(model) / (2.0 * dv)
+    ops = [*_linear("deltanet in_proj_qkvz", T, 2.0 * hk * dk + 2.0 * hv * dv, h, 1.0, 1.0, 1.0),
+           *_linear("deltanet in_proj_ba", T, 2.0 * hv, h, 1.0, 1.0, 1.0),
+           *_linear("deltanet out_proj", T, h, hv * dv, 1.0, 1.0, 1.0),
+           Gemm(T, hv * dv, k_scan, name="deltanet chunked scan", phase="fwd", rate="16"),
+           Gemm(T, hv * dv, 2.0 * k_scan, name="deltanet chunked scan", phase="bwd", rate="16")]
+    return [op.replace(calls=op.calls * x) for op in ops]
+
+
 def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     """Every operator of one layer, one micro-batch, forward and backward (module
     docstring); ``act_bytes`` bytes per activation element."""
@@ -120,9 +144,12 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     x_dense = dense_layer_fraction(model)          # dense share of the layers (0: one kind)
     w_moe = 1.0 - x_dense
     o_in = select(mla, a * model.v_head_dim, a * d)  # out proj input width
-    ops = [*(op.replace(calls=select(mla, 0.0, 1.0))
-             for op in _linear("qkv", T, (a + 2 * g) * d / t, h, 1.0, ring, 1.0)),
-           *_linear("out proj", T, h, o_in / t, 1.0, pipe, ring)]
+    full = 1.0 - linear_share(model)                  # full-attention share (hybrids < 1)
+    q_out = a * (1.0 + model.attn_output_gate)       # q_proj rows (+ the output gate)
+    ops = [*(op.replace(calls=select(mla, 0.0, full))
+             for op in _linear("qkv", T, (q_out + 2 * g) * d / t, h, 1.0, ring, 1.0)),
+           *(op.replace(calls=full) for op in _linear("out proj", T, h, o_in / t, 1.0, pipe, ring)),
+           *linear_attention_train_ops(model, T, t)]
     # the MLP, or routed experts with router, token permutation, EP comm (dse.graph.moe)
     mo = moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe)
     # tokens per local expert of the busiest EP rank (dropless: dse.graph.moe.ep_busiest_factor)
@@ -139,9 +166,9 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
                 softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
     attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
-        Attention(**core, name="attention", phase="fwd"),
-        Attention(**core, name="attention", phase="bwd", backward=True),
-        Attention(**core, calls=1.0 - fused, name="attention (selective)", phase="recompute"))]
+        Attention(**core, calls=full, name="attention", phase="fwd"),
+        Attention(**core, calls=full, name="attention", phase="bwd", backward=True),
+        Attention(**core, calls=(1.0 - fused) * full, name="attention (selective)", phase="recompute"))]
 
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements

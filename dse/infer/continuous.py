@@ -71,12 +71,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dse.graph.ops import KVRead, time_s
+from dse.graph.ops import KVRead
 from dse.errors import InputError
 from dse.infer.engines import (LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile, graph_kernel_s,
                                engine_profile, launch_defaults)
 from dse.infer.launch_flags import launch_settings
-from dse.infer.forward import host_bound_s, prompt_indexer_s, stage_kernels, stage_time
+from dse.infer.forward import host_bound_s, prompt_attention_s, stage_kernels, stage_time
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
 from dse.infer.pipeline import pipelined_iteration_s
@@ -253,7 +253,7 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
-        t = t + prompt_layers * (time_s(fa, hw, r) + prompt_indexer_s(m, fa, hw, r))
+        t = t + prompt_layers * prompt_attention_s(m, fa, hw, r)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
                             r.act_bytes, rep.ep, rep.dp, prompt_layers, moe, eng.quant_kernels)
     t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))

@@ -142,7 +142,9 @@ from dse.graph.ops import (P2P, Attention, Collective, Gemm, KVRead, MemPass, ho
 from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
-                            kv_cache_elems_per_token, kv_heads_per_rank, select, shared_ffn)
+                            kv_cache_elems_per_token, kv_heads_per_rank, linear_conv_dim,
+                            linear_share, select, shared_ffn)
+from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.cost.rates import Rates, linear_el_bytes
 from dse.cost.load_balance import ep_load_factor
 from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, dp_gather_bytes,
@@ -276,10 +278,11 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     if not (_zero(fs) and _zero(x_dense)):             # the mean layer's MLP width
         ffn = w_moe * (ffn + fs / tp) + x_dense * model.ffn_hidden_size / tp
     o_in = select(mla, heads * model.v_head_dim, heads * d)
+    full = 1.0 - linear_share(model)                     # full-attention share (hybrids < 1)
     ew = el * tokens * (2.0 * 4.0 * h                    # two fused add + norm
                         + select(mla, 2.0 * (heads + 1.0) * model.qk_rope_head_dim,
                                  2.0 * (heads + kv) * d)  # rotary on Q, K
-                        + kv_cache_elems_per_token(model, tp)  # KV-cache append
+                        + kv_cache_elems_per_token(model, tp) * full  # KV-cache append
                         + ffn * (1.0 + gated) + ffn      # activation
                         + select(mla, 2.0 * (model.q_lora_rank + model.kv_lora_rank), 0.0))  # lora norms
     # quantizing each GEMM input: read 2 bytes, write 1 (fp8) or 0.5 + scales (fp4)
@@ -292,15 +295,16 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     act = tokens * h * el
     dp_moe = moe & (dp > 1)                     # attention DP: all-gather + reduce-scatter
     gathered = dp_gather_bytes(t_moe, h, model.top_k, q, precision, model.mxfp4_experts)
-    qkv = lin("qkv", tokens, (heads + 2.0 * kv) * d, h)
+    qkv = lin("qkv", tokens, (heads * (1.0 + model.attn_output_gate) + 2.0 * kv) * d, h).replace(calls=full)
     layer = (qkv if mla is False else qkv.replace(calls=select(mla, 0.0, 1.0)),
-             lin("out proj", tokens, h, o_in),
+             lin("out proj", tokens, h, o_in).replace(calls=full),
              lin("fc1", per_expert, f * (1.0 + gated) / moe_tp, h, hit * w_moe),
              lin("fc2", per_expert, h, f / moe_tp, hit * w_moe),
              lin("router", tokens, E, h).replace(calls=jnp.where(moe, 1.0, 0.0) * w_moe),
              *mla_serving_linears(model, tokens, tp),
              *mlp_kind_serving_linears(model, tokens, tp),
-             with_window(attention, model),       # sliding-window / chunked layers: the mix
+             full_attention(model, attention),    # windowed / sparse / hybrid layers: the mix
+             *linear_attention_ops(model, tokens, attention, tp, el),  # hybrids' DeltaNet layers
              *indexer_ops(model, tokens, attention),  # sparse attention's indexer (none without)
              MemPass(ew + fp8_cast, memory_pass_kernels(model, precision, quant_kernels),
                      name="norms/rotary/kv-append/act"),
@@ -401,14 +405,61 @@ def indexer_ops(model: Model, tokens, attention) -> tuple:
             scores, topk)
 
 
-def prompt_indexer_s(model: Model, prompt_att, hw: Hardware, r: Rates):
-    """Seconds of the indexer scoring and top-k of the prompt queries of ``prompt_att``
-    (a mixed pass's separate prompt attention, one call per layer): :func:`indexer_ops`
-    without its projections, which the pass's token count already carries; 0 for a
-    dense model."""
-    if not model.index_topk:
-        return 0.0
-    return sum(time_s(op, hw, r) for op in indexer_ops(model, 0.0, prompt_att))
+def full_attention(model: Model, attention):
+    """The attention core of the mean layer: ``attention`` with the model's windowed /
+    sparse layer kind (:func:`dse.graph.ops.with_window`), run by the full-attention share
+    ``1 - x`` of a hybrid's layers (:func:`dse.spec.model.linear_share`)."""
+    op = with_window(attention, model)
+    if model.linear_layers:
+        op = op.replace(calls=op.calls * (1.0 - linear_share(model)))
+    return op
+
+
+def prompt_attention_s(model: Model, prompt_att, hw: Hardware, r: Rates):
+    """Seconds of one layer's attention over the prompts of a mixed pass (the separate
+    prompt attention, one call per layer): the core (:func:`full_attention`) plus the
+    indexer's scoring and top-k of the prompt queries (:func:`indexer_ops` without its
+    projections, which the pass's token count already carries)."""
+    t = time_s(full_attention(model, prompt_att), hw, r)
+    if model.index_topk:
+        t = t + sum(time_s(op, hw, r) for op in indexer_ops(model, 0.0, prompt_att))
+    return t
+
+
+def linear_attention_ops(model: Model, tokens, attention, tp, el) -> tuple:
+    """The Gated DeltaNet layers of a hybrid's mean layer (:mod:`dse.spec.model`, ``x`` of
+    the layers, HF ``Qwen3NextGatedDeltaNet``), heads split over TP; none without:
+
+    * projections ``in_proj_qkvz`` (T, (2 H_k d_k + 2 H_v d_v)/t, h), ``in_proj_ba``
+      (T, 2 H_v/t, h) and ``out_proj`` (T, h, H_v d_v/t);
+    * the causal conv1d over ``conv_dim / t`` channels, the decay / beta gates, the q / k
+      L2 norms and the gated RMSNorm of the output: memory passes over the token features;
+    * decode (the ``b`` sequences of a :class:`KVRead`): the recurrent step reads and
+      writes each sequence's ``H_v / t x d_k x d_v`` state in ``STATE_BYTES`` and its conv
+      inputs, ~4 d_k d_v FLOPs per head against 2 d_k d_v x 4 bytes -- memory-bound;
+    * prompt tokens (the rest of the pass's tokens): the chunkwise kernel,
+      :func:`dse.cost.linear_attention.deltanet_chunk_flops` per token per head, on the
+      16-bit tensor cores."""
+    if not model.linear_layers:
+        return ()
+    from dse.infer.kv_cache import CONV_STATE_BYTES, STATE_BYTES
+    x = linear_share(model)
+    h = model.hidden_size * 1.0
+    hk, dk = model.linear_key_heads / tp, model.linear_key_head_dim * 1.0
+    hv, dv = model.linear_value_heads / tp, model.linear_value_head_dim * 1.0
+    conv = linear_conv_dim(model) / tp
+    decode = attention.batch if isinstance(attention, KVRead) else 0.0
+    prompts = tokens - decode
+    state = hv * dk * dv * STATE_BYTES + (model.linear_conv_kernel - 1.0) * conv * CONV_STATE_BYTES
+    lin = lambda name, m, n, k: Gemm(m, n, k, calls=x, name=name, skinny=True)
+    feats = el * tokens * (2.0 * conv + 2.0 * hk * dk + 3.0 * hv * dv + 4.0 * hv)
+    return (lin("deltanet in_proj_qkvz", tokens, 2.0 * hk * dk + 2.0 * hv * dv, h),
+            lin("deltanet in_proj_ba", tokens, 2.0 * hv, h),
+            lin("deltanet out_proj", tokens, h, hv * dv),
+            MemPass(feats, 4.0, calls=x, name="deltanet conv/gates/norms"),
+            MemPass(2.0 * decode * state, 1.0, calls=x, name="deltanet recurrent state"),
+            Gemm(prompts, hv * dv, deltanet_chunk_flops(model) / (2.0 * dv), calls=x,
+                 name="deltanet chunked scan", rate="16", skinny=True))
 
 
 def mlp_kind_serving_linears(model: Model, tokens, tp) -> tuple:

@@ -31,6 +31,14 @@ fp32 scale per 128 of them, whatever the KV dtype (vLLM ``DeepseekV32IndexerCach
 ``index_head_dim + index_head_dim // 128 * 4`` uint8 per token; SGLang's NSA pool alike),
 whole on every TP rank: ``+ ceil(L / pp) * batch * context_len * (d_I + d_I / 32)``.
 
+Hybrid linear attention (Qwen3-Next / Qwen3.5, :mod:`dse.spec.model`): only the
+full-attention share ``1 - x`` of the layers caches keys and values; each Gated DeltaNet
+layer holds, per sequence and whatever its length, its recurrent state of ``H_v / tp x d_k x
+d_v`` elements in ``STATE_BYTES`` and its conv1d's last ``K - 1`` inputs of ``conv_dim /
+tp`` channels in 16 bits (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``,
+SGLang ``MambaPool``): ``+ x ceil(L / pp) * batch * (H_v d_k d_v STATE_BYTES + (K - 1)
+conv_dim 2) / tp`` (:func:`recurrent_state_bytes`).
+
 Units: bytes.  All arguments may be JAX arrays.
 """
 
@@ -40,6 +48,7 @@ import jax.numpy as jnp
 
 from dse.cost.attention import windowed_kv_len
 from dse.spec.model import (Model, attention_window, head_dim_of, is_mla, kv_cache_elems_per_token,
+                            linear_conv_dim, linear_share,
                             kv_heads_per_rank, select)
 
 # the one definitions live with the model spec
@@ -61,15 +70,34 @@ def kv_cache_bytes(model: Model, batch, context_len, tp, pp, kv_bytes):
     """Bytes of K and V cache on one GPU of the heaviest pipeline stage (formula above);
     ``kv_bytes`` is the bytes per cached element (2 for bf16, 1 for an fp8 cache)."""
     layers = jnp.ceil(model.num_layers / pp)
-    context_len = cached_tokens(model, context_len)
+    context_len = cached_tokens(model, context_len) * (1.0 - linear_share(model))
     plain = (2.0 * layers * batch * context_len * kv_heads_per_gpu(model, tp)
              * head_dim(model) * kv_bytes)
     mla = is_mla(model)
     index = layers * batch * context_len * indexer_key_bytes(model)
+    state = recurrent_state_bytes(model, batch, tp, pp)
     if mla is False:
-        return plain + index
+        return plain + index + state
     return select(mla, layers * batch * context_len * kv_cache_elems_per_token(model, tp) * kv_bytes,
-                  plain) + index
+                  plain) + index + state
+
+
+#: bytes per element of a Gated DeltaNet layer's recurrent state: fp32, the serving
+#: engines' default for it (module docstring)
+STATE_BYTES = 4.0
+CONV_STATE_BYTES = 2.0      # the conv1d's cached inputs: 16-bit activations
+
+
+def recurrent_state_bytes(model: Model, batch, tp, pp):
+    """Bytes of the Gated DeltaNet layers' per-sequence state on one GPU of the heaviest
+    stage (module docstring); 0 without linear attention."""
+    if not model.linear_layers:
+        return 0.0
+    layers = jnp.ceil(model.num_layers / pp) * linear_share(model)
+    state = (model.linear_value_heads * model.linear_key_head_dim * model.linear_value_head_dim
+             * STATE_BYTES)
+    conv = (model.linear_conv_kernel - 1.0) * linear_conv_dim(model) * CONV_STATE_BYTES
+    return layers * batch * (state + conv) / tp
 
 
 def indexer_key_bytes(model: Model) -> float:

@@ -140,10 +140,10 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from dse.graph.ops import KVRead, time_s
+from dse.graph.ops import KVRead
 from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
 from dse.infer.engines import EngineProfile, graph_kernel_s
-from dse.infer.forward import host_bound_s, prompt_indexer_s, stage_kernels, stage_time
+from dse.infer.forward import host_bound_s, prompt_attention_s, stage_kernels, stage_time
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -209,7 +209,7 @@ def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention,
     r = rates(hw, precision)
     t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
                    linear_bw_scale, moe_tokens, quant_kernels).total_s
-    t = t + prompt_layers * (time_s(prompt_att, hw, r) + prompt_indexer_s(model, prompt_att, hw, r))
+    t = t + prompt_layers * prompt_attention_s(model, prompt_att, hw, r)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
                             r.act_bytes, ep, dp, prompt_layers, moe_tokens, quant_kernels)
     return host_bound_s(t, kernels, host_op_s)

@@ -30,6 +30,11 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
   ``text_config`` is read when the top level has no ``hidden_size``.
 
+* Hybrid linear attention (Qwen3-Next ``Qwen3NextForCausalLM``, Qwen3.5): ``layer_types``
+  ``"linear_attention"`` entries or ``full_attention_interval`` -> ``linear_layers``;
+  ``linear_num_key_heads``, ``linear_num_value_heads``, ``linear_key_head_dim``,
+  ``linear_value_head_dim``, ``linear_conv_kernel_dim`` -> the Gated DeltaNet fields;
+  ``attn_output_gate`` (default true) (:func:`linear_attention_fields`).
 * DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5 ``GlmMoeDsaForCausalLM``): ``index_topk``,
   ``index_n_heads``, ``index_head_dim`` -> ``index_topk``, ``index_heads``,
   ``index_head_dim`` (:mod:`dse.spec.model`, "Sparse attention").
@@ -114,6 +119,13 @@ HF_FIELDS: tuple[Field, ...] = (
     _hf_int("index_topk", "DeepSeek-V3.2 / GLM-5 sparse attention: -> index_topk", lo=0),
     _hf_int("index_n_heads", "DSA indexer: -> index_heads", lo=0),
     _hf_int("index_head_dim", "DSA indexer: -> index_head_dim", lo=0),
+    _hf_int("full_attention_interval", "Qwen3-Next: every n-th layer full, the rest Gated "
+            "DeltaNet (HF divides by it, so 0 is invalid)"),
+    *(_hf_int(k, f"Gated DeltaNet: -> {v}", lo=0) for k, v in (
+        ("linear_num_key_heads", "linear_key_heads"), ("linear_num_value_heads", "linear_value_heads"),
+        ("linear_key_head_dim", "linear_key_head_dim"), ("linear_value_head_dim", "linear_value_head_dim"),
+        ("linear_conv_kernel_dim", "linear_conv_kernel"))),
+    Field("attn_output_gate", kind="bool", doc="Qwen3-Next / Qwen3.5: full-attention output gate"),
     _hf_int("sliding_window", "-> sliding_window (keys of a sliding-window layer)", lo=0),
     _hf_int("attention_chunk_size", "Llama 4: -> attention_chunk_size", lo=0),
     _hf_int("no_rope_layer_interval", "Llama 4: every n-th layer NoPE (full attention; HF "
@@ -208,6 +220,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     arch = _moe_fields(c, where, h, experts, model_type)
     arch.update(_mla_fields(c, where))
     arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
+    arch.update(linear_attention_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
     if _int_or_zero(c, "index_topk", where):       # DSA (dse.spec.model module docstring)
         arch.update(index_topk=_int_or_zero(c, "index_topk", where),
                     index_heads=_int_or_zero(c, "index_n_heads", where),
@@ -288,6 +301,36 @@ def _mla_fields(c: dict, where: str) -> dict:
 
 
 _WINDOWED_TYPES = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+_LINEAR_KEYS = (("linear_num_key_heads", "linear_key_heads"),
+                ("linear_num_value_heads", "linear_value_heads"),
+                ("linear_key_head_dim", "linear_key_head_dim"),
+                ("linear_value_head_dim", "linear_value_head_dim"),
+                ("linear_conv_kernel_dim", "linear_conv_kernel"))
+
+
+def linear_attention_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
+    """Hybrid linear attention (Qwen3-Next / Qwen3.5, module docstring): ``linear_layers``
+    from ``layer_types`` (its ``"linear_attention"`` entries) or, without it,
+    ``full_attention_interval`` (HF ``Qwen3NextConfig``: layer i is full when ``(i + 1) %
+    interval == 0``), the Gated DeltaNet head fields, and ``attn_output_gate`` (default
+    true for these families: ``Qwen3NextAttention`` always gates); {} for other models."""
+    types = c.get("layer_types")
+    interval = _int_or_zero(c, "full_attention_interval", where)
+    if isinstance(types, list) and "linear_attention" in types:
+        n = sum(t == "linear_attention" for t in types)
+    elif interval and _int_or_zero(c, "linear_num_value_heads", where):
+        n = sum((i + 1) % interval != 0 for i in range(layers))
+    else:
+        return {}
+    out = {"linear_layers": n}
+    for key, field in _LINEAR_KEYS:
+        out[field] = _int_or_zero(c, key, where)
+        require(out[field] > 0, where, key, f"must be a positive integer in a hybrid "
+                f"linear-attention config ({n} linear_attention layers), but got {c.get(key)!r}")
+    gate = c.get("attn_output_gate", True)
+    require(isinstance(gate, bool), where, "attn_output_gate", f"must be true or false, but got {gate!r}")
+    out["attn_output_gate"] = gate
+    return out
 
 
 def window_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
@@ -299,7 +342,7 @@ def window_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
     if types is not None:
         require(isinstance(types, list) and len(types) == layers, where, "layer_types",
                 f"must list one type per layer ({layers}), but got {types!r}")
-        kinds = {t for t in types if t != "full_attention"}
+        kinds = {t for t in types if t not in ("full_attention", "linear_attention")}
         require(kinds <= set(_WINDOWED_TYPES) and len(kinds) <= 1, where, "layer_types",
                 f"must hold full_attention and one of {sorted(_WINDOWED_TYPES)}, but got {sorted(kinds)}")
         if not kinds:

@@ -48,6 +48,21 @@ SGLang ``Indexer`` ``ReplicatedLinear``) and its scoring pass over the whole con
 training graph prices the sparse core (the window) but not the indexer's own training
 (DeepSeek-V3.2-Exp's dense warm-up and the indexer's KL loss): not modelled.
 
+Hybrid linear attention (Qwen3-Next, Qwen3.5: HF ``Qwen3NextGatedDeltaNet``; Gated
+DeltaNet, Yang et al. 2024, arXiv:2412.06464): ``linear_layers`` of the layers replace
+softmax attention by a gated delta-rule recurrence over a fixed state of
+``linear_value_heads x linear_key_head_dim x linear_value_head_dim`` per sequence (the
+rest, every ``full_attention_interval``-th layer, keep full attention, whose q projection
+also emits a sigmoid output gate when ``attn_output_gate``).  A linear layer's parameters
+are its projections ``in_proj_qkvz`` (h x (2 H_k d_k + 2 H_v d_v)), ``in_proj_ba`` (h x
+2 H_v), the depthwise causal conv1d (``linear_conv_kernel`` x (2 H_k d_k + H_v d_v)),
+``out_proj`` (H_v d_v x h) and 2 H_v + d_v gate / norm weights; it caches no keys, only
+its state and the conv's last ``linear_conv_kernel - 1`` inputs
+(:func:`dse.infer.kv_cache.kv_cache_bytes`); its serving cost is
+:func:`dse.infer.forward.linear_attention_ops`.  The graphs carry the two kinds as one
+mean layer, full attention ``1 - x`` times and the linear layer ``x`` times
+(:func:`linear_share`).  Static like the window fields; 0 = none.
+
 Checkpoint format: ``mxfp4_experts`` marks a checkpoint that ships its routed experts in
 MXFP4 and every other weight in bf16 (gpt-oss: HF ``quantization_config`` ``quant_method
 "mxfp4"`` with ``modules_to_not_convert`` = attention, router, embeddings, LM head;
@@ -76,7 +91,9 @@ CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 
 
 @pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers", "index_topk",
-                          "index_heads", "index_head_dim"),
+                          "index_heads", "index_head_dim", "linear_layers", "linear_key_heads",
+                          "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                          "linear_conv_kernel", "attn_output_gate"),
                   label=("name", "description", "norm"))
 class Model:
     num_layers: int
@@ -108,6 +125,13 @@ class Model:
     index_topk: int = 0                     # DSA: keys each query attends, chosen by the indexer; 0 = dense
     index_heads: int = 0                    # DSA lightning-indexer heads
     index_head_dim: int = 0                 # DSA indexer head (and cached index key) width
+    linear_layers: int = 0                  # Gated DeltaNet (linear attention) layers; the rest full
+    linear_key_heads: int = 0               # DeltaNet query / key heads H_k
+    linear_value_heads: int = 0             # DeltaNet value heads H_v (one state per value head)
+    linear_key_head_dim: int = 0            # d_k
+    linear_value_head_dim: int = 0          # d_v
+    linear_conv_kernel: int = 0             # depthwise causal conv1d width before the recurrence
+    attn_output_gate: int = 0               # full-attention layers gate their output (q_proj x 2)
     max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
@@ -172,7 +196,8 @@ ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_h
                "first_k_dense", "moe_layer_step", "kv_lora_rank", "q_lora_rank",
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
                "attention_chunk_size", "window_layers", "max_context", "index_topk", "index_heads",
-               "index_head_dim")
+               "index_head_dim", "linear_layers", "linear_key_heads", "linear_value_heads",
+               "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel")
 
 #: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
 #: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
@@ -205,11 +230,20 @@ MODEL_FIELDS: tuple[Field, ...] = (
           "lightning indexer (HF index_topk; 0: dense attention)"),
     _arch("index_heads", "DSA lightning-indexer heads (HF index_n_heads)"),
     _arch("index_head_dim", "DSA indexer head width, also its cached key per token (HF index_head_dim)"),
+    _arch("linear_layers", "layers with Gated DeltaNet linear attention (Qwen3-Next / Qwen3.5: "
+          "all but every full_attention_interval-th; 0: none)"),
+    _arch("linear_key_heads", "Gated DeltaNet key heads (HF linear_num_key_heads)"),
+    _arch("linear_value_heads", "Gated DeltaNet value heads (HF linear_num_value_heads)"),
+    _arch("linear_key_head_dim", "Gated DeltaNet key head width (HF linear_key_head_dim)"),
+    _arch("linear_value_head_dim", "Gated DeltaNet value head width (HF linear_value_head_dim)"),
+    _arch("linear_conv_kernel", "Gated DeltaNet causal conv1d width (HF linear_conv_kernel_dim)"),
     _arch("max_context", "longest context the checkpoint serves, HF max_position_embeddings "
           "(a serving engine's default max_model_len; 0: seq_length)"),
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),
     Field("dropout", kind="bool", default=False, doc="trained with dropout"),
     Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
+    Field("attn_output_gate", kind="bool", default=False,
+          doc="full-attention layers gate their output: q_proj emits q and a sigmoid gate (Qwen3-Next)"),
     Field("mxfp4_experts", kind="bool", default=False,
           doc="checkpoint ships the routed experts in MXFP4, the rest in bf16 (gpt-oss)"),
     Field("norm", kind="string", default="layernorm", choices=("layernorm", "rmsnorm"),
@@ -221,7 +255,7 @@ MODEL_FIELDS: tuple[Field, ...] = (
           doc="Hugging Face repo ids with this architecture (catalog)"),
     Field("aliases", kind="list", item="string", default=(), doc="other short names of this table"),
 )
-_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts")
+_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts", "attn_output_gate")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:
@@ -301,6 +335,29 @@ def mla_attention_params(model: Model):
     return down, up
 
 
+def linear_share(model: Model) -> float:
+    """Share of the layers with linear (Gated DeltaNet) attention, ``linear_layers /
+    num_layers`` (0 without; static)."""
+    return model.linear_layers / model.num_layers if model.linear_layers else 0.0
+
+
+def linear_conv_dim(model: Model) -> float:
+    """Channels of a Gated DeltaNet layer's causal conv1d: q, k and v, ``2 H_k d_k + H_v d_v``
+    (HF ``Qwen3NextGatedDeltaNet.conv_dim``)."""
+    return (2.0 * model.linear_key_heads * model.linear_key_head_dim
+            + model.linear_value_heads * model.linear_value_head_dim)
+
+
+def linear_attention_params(model: Model) -> float:
+    """Parameters of one Gated DeltaNet layer's token mixer (module docstring):
+    ``h (2 H_k d_k + 2 H_v d_v) + 2 h H_v + K conv_dim + H_v d_v h + 2 H_v + d_v``."""
+    h = model.hidden_size * 1.0
+    hk, dk = model.linear_key_heads * 1.0, model.linear_key_head_dim * 1.0
+    hv, dv = model.linear_value_heads * 1.0, model.linear_value_head_dim * 1.0
+    return (h * (2.0 * hk * dk + 2.0 * hv * dv) + 2.0 * h * hv
+            + model.linear_conv_kernel * linear_conv_dim(model) + hv * dv * h + 2.0 * hv + dv)
+
+
 def indexer_params(model: Model):
     """Parameters of one layer's DSA lightning indexer (module docstring): its query
     projection from the query latent (``q_lora_rank``, else ``h``) to ``index_heads x
@@ -325,7 +382,11 @@ def layer_params(model: Model, dense: bool = False) -> LayerParams:
     kv = model.num_kv_heads * d
     mla = is_mla(model)
     down, up = mla_attention_params(model) if not (mla is False) else (0.0, 0.0)
-    attention = select(mla, down + up, h * (q + 2 * kv) + q * h + indexer_params(model))
+    gate = h * q * model.attn_output_gate                       # q_proj's gate half
+    attention = select(mla, down + up, h * (q + 2 * kv) + q * h + gate + indexer_params(model))
+    if model.linear_layers:                  # the mean layer of a hybrid (module docstring)
+        x = linear_share(model)
+        attention = (1.0 - x) * attention + x * linear_attention_params(model)
     norms = 2.0 * h + select(mla, (model.q_lora_rank + model.kv_lora_rank) * 1.0, 0.0)
     if dense:
         return LayerParams(attention=attention, router=0.0,
@@ -484,6 +545,17 @@ def validate_model(m: Model, where: str) -> None:
                 f"must be 0 with a sliding window or chunk (one windowed layer kind), but got "
                 f"(index_topk={m.index_topk}, sliding_window={m.sliding_window}, "
                 f"attention_chunk_size={m.attention_chunk_size})")
+    if m.linear_layers:
+        require(m.linear_layers < m.num_layers, where, "linear_layers",
+                f"`linear_layers < num_layers` must hold (a hybrid keeps full-attention layers), "
+                f"but got (linear_layers={m.linear_layers}, num_layers={m.num_layers})")
+        for k in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
+                  "linear_value_head_dim", "linear_conv_kernel"):
+            require(getattr(m, k) > 0, where, k, f"`{k} > 0` must hold with linear attention "
+                    f"(linear_layers={m.linear_layers}), but got ({k}={getattr(m, k)})")
+        require(not (m.sliding_window or m.attention_chunk_size or m.index_topk or m.kv_lora_rank),
+                where, "linear_layers", "must be 0 with a sliding window, chunk, sparse attention "
+                "or MLA (the full-attention layers of a hybrid are plain GQA)")
     require(m.first_k_dense < m.num_layers, where, "first_k_dense",
             f"`first_k_dense < num_layers` must hold, but got (first_k_dense={m.first_k_dense}, "
             f"num_layers={m.num_layers})")
