@@ -71,6 +71,7 @@ from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
+from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -366,6 +367,7 @@ def predict_inference_row(row: dict) -> dict:
                 f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
     n = _posint(row, "batch_or_concurrency")
+    stat = str(row.get("latency_stat", "") or "")
     if scen == "latency":
         res = fixed_batch(dep, 1.0, S, O, replicas)
     elif scen == "fixed_batch":
@@ -375,7 +377,8 @@ def predict_inference_row(row: dict) -> dict:
     elif scen == "offline_throughput":
         if n is not None:          # the row states the running-batch limit it was run with
             dep = dep._replace(engine=replace(eng, max_batch=min(int(eng.max_batch), n)))
-        res = offline(dep, S, O, replicas, o2=o2)
+        res = queued_run(offline(dep, S, O, replicas, o2=o2), dep, num_prompts(row), S, O,
+                         replicas, max_model_len, stat)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
         if n is None:
@@ -386,6 +389,7 @@ def predict_inference_row(row: dict) -> dict:
             res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
         else:
             res = lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
+        res = closed_loop_run(res, dep, n, num_prompts(row), S, O, replicas, max_model_len, stat)
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:

@@ -1,0 +1,106 @@
+"""A benchmark run of a finite number of requests: the start-up burst its mean TTFT holds.
+
+Benchmark clients send a fixed number of requests, ``P`` (``--num-prompts``: SGLang
+``bench_serving``, vLLM ``benchmark_serving`` / ``vllm bench serve``), and report the mean
+(or median) over them.  The steady states of :mod:`dse.infer.serving` describe a run long
+enough to forget its start; a short one does not:
+
+* **Closed loop** (``concurrency``, ``--max-concurrency N``): the client starts ``min(N,
+  P)`` requests at t = 0 (``asyncio`` tasks gated by a semaphore of N) -- one burst, whose
+  prompts queue behind each other's prefill passes -- and every later request is sent
+  when one finishes, into the steady state.  The burst's mean TTFT is the wave's
+  (:func:`dse.infer.lockstep.wave_prefill`: ``W`` prompts of ``S`` tokens in passes of the
+  engine's token budget, a prompt's first token at the end of the pass holding its last
+  token), ``W = min(N, P, wave cap)`` per request stream; the run's mean TTFT weighs the
+  burst's ``min(N, P)`` requests against the ``P - N`` steady ones, and its mean e2e moves
+  by the same amount (a burst request decodes as the steady ones do).
+* **All queued** (``offline_throughput`` with ``P`` stated, ``--request-rate inf`` and no
+  concurrency cap): the first ``B`` requests (the running batch the deployment admits)
+  start in one burst, and request ``i > B`` waits for a slot: the server completes
+  ``r = tokens/s / O`` requests per second, so its wait is ``(i - B) / r``, a mean of
+  ``(P - B)^2 / (2 P r)`` over the run, on top of the weighted first-token time.
+
+A median is the burst's when the burst holds more than half of the run, else the steady
+state's (plus, all queued, the middle request's wait ``(P/2 - B) / r``).  ``P`` unknown (the row's ``engine`` / ``notes`` / ``dataset`` state no
+``--num-prompts``): the steady state, as before.  Throughput is left as the steady state's
+(a burst costs its prefill once per run: ``W S`` tokens against the run's ``P O``).
+
+Units: seconds, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from dse.errors import InputError
+from dse.infer.launch_flags import row_text
+from dse.infer.lockstep import pass_tokens, wave_prefill
+from dse.infer.serving import Deployment, ServingResult, kv_slots, streams
+
+# a value starting with a sign or digit ("--num-prompts is ..." in prose is not a flag)
+_NUM_PROMPTS = re.compile(r"(?<![-\w])--num[-_]prompts(?:\s*=\s*|\s+)([-+]?\d\S*)", re.IGNORECASE)
+
+
+def num_prompts(row) -> int | None:
+    """The ``--num-prompts P`` a row's ``engine`` / ``notes`` / ``dataset`` state, or None;
+    ``P`` must be one positive integer (stated twice, the same)."""
+    vals = {m.group(1).rstrip(".,;)") for m in _NUM_PROMPTS.finditer(row_text(row, ("engine", "notes", "dataset")))}
+    if not vals:
+        return None
+    try:
+        nums = {int(v) for v in vals}
+    except ValueError:
+        raise InputError("row", "notes", f"--num-prompts must be a positive integer, but got "
+                         f"{sorted(vals)}") from None
+    if len(nums) > 1 or min(nums) < 1:
+        raise InputError("row", "notes", f"--num-prompts must be stated once as a positive "
+                         f"integer, but got {sorted(nums)}")
+    return nums.pop()
+
+
+def _median(stat: str) -> bool:
+    return "median" in stat.lower() or "p50" in stat.lower()
+
+
+def _blend(res: ServingResult, burst_ttft: float, share: float, stat: str,
+           mean_wait: float = 0.0, median_wait: float = 0.0):
+    """``res`` with its TTFT (and e2e) the run's: the burst's ``share`` of the requests at
+    ``burst_ttft``, the rest at the steady TTFT plus a queue wait (``mean_wait`` averaged
+    over the run, ``median_wait`` the median request's)."""
+    if _median(stat):
+        ttft = burst_ttft if share > 0.5 else res.ttft_s + median_wait
+    else:
+        ttft = share * burst_ttft + (1.0 - share) * res.ttft_s + mean_wait
+    return res._replace(ttft_s=ttft, e2e_s=res.e2e_s + (ttft - res.ttft_s))
+
+
+def closed_loop_run(res: ServingResult, dep: Deployment, n: float, P: int | None, S: float,
+                    O: float, replicas: int, max_model_len: float | None, stat: str) -> ServingResult:
+    """A ``concurrency`` row's result over a run of ``P`` requests (module docstring);
+    ``res`` unchanged when ``P`` is unknown or the result is not a number."""
+    if P is None or not math.isfinite(res.ttft_s):
+        return res
+    units = streams(dep, replicas)
+    first = min(n, P)                                  # requests of the start-up burst
+    cap = min(kv_slots(dep, S, O), float(dep.engine.max_batch))
+    W = float(math.floor(max(min(first / units, cap), 1.0)))
+    burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    return _blend(res, max(burst, res.ttft_s), first / P, stat)
+
+
+def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: float,
+               replicas: int, max_model_len: float | None, stat: str) -> ServingResult:
+    """An ``offline_throughput`` row's result over ``P`` requests queued at once (module
+    docstring); ``res`` unchanged when ``P`` is unknown or the result is not a number."""
+    if P is None or not math.isfinite(res.ttft_s) or res.tokens_per_s <= 0:
+        return res
+    units = streams(dep, replicas)
+    B = res.batch * units                              # the running batch of the system
+    first = min(float(P), B)
+    W = float(math.floor(max(first / units, 1.0)))
+    burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    rate = res.tokens_per_s / max(O, 1.0)              # requests completed per second
+    mean_wait = max(P - B, 0.0) ** 2 / (2.0 * P * rate)
+    median_wait = max(P / 2.0 - B, 0.0) / rate
+    return _blend(res, max(burst, res.ttft_s), first / P, stat, mean_wait, median_wait)
