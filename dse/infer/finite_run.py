@@ -20,6 +20,14 @@ enough to forget its start; a short one does not:
   ``r = tokens/s / O`` requests per second, so its wait is ``(i - B) / r``, a mean of
   ``(P - B)^2 / (2 P r)`` over the run, on top of the weighted first-token time.
 
+* **Open loop past capacity** (``poisson_rate`` at a rate ``lambda`` above the ``mu``
+  requests per second the deployment completes, which the steady state reports as
+  saturated): request ``i`` arrives at ``i / lambda`` and, once the ``B`` slots are taken,
+  starts at ``(i - B) / mu``, so it waits ``i a - B / mu`` with ``a = 1/mu - 1/lambda`` from
+  ``i_0 = B / (mu a)`` on: a mean of ``a (P - i_0)^2 / (2 P)`` over the run (``lambda`` = inf
+  is the all-queued case above).  Below capacity the queue does not grow and the steady
+  state's M/D/1 wait stands.
+
 A median is the burst's when the burst holds more than half of the run, else the steady
 state's (plus, all queued, the middle request's wait ``(P/2 - B) / r``).  ``P`` unknown (the row's ``engine`` / ``notes`` / ``dataset`` state no
 ``--num-prompts``): the steady state, as before.  Throughput is left as the steady state's
@@ -104,3 +112,24 @@ def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: 
     mean_wait = max(P - B, 0.0) ** 2 / (2.0 * P * rate)
     median_wait = max(P / 2.0 - B, 0.0) / rate
     return _blend(res, max(burst, res.ttft_s), first / P, stat, mean_wait, median_wait)
+
+
+def saturated_run(res: ServingResult, dep: Deployment, P: int | None, rate: float, O: float,
+                  replicas: int, stat: str) -> ServingResult:
+    """A ``poisson_rate`` row above capacity (``res`` the saturated steady state, its
+    ``note`` saying so) over ``P`` requests arriving at ``rate`` per second (module
+    docstring): the growing queue's mean (or the middle request's) wait added to TTFT and
+    e2e; ``res`` unchanged when ``P`` is unknown, the rate infinite (:func:`queued_run`)
+    or the result not saturated."""
+    if (P is None or not math.isfinite(rate) or not res.note.startswith("saturated")
+            or not math.isfinite(res.ttft_s) or res.tokens_per_s <= 0):
+        return res
+    B = res.batch * streams(dep, replicas)             # the running batch of the system
+    mu = res.tokens_per_s / max(O, 1.0)                # requests completed per second
+    a = 1.0 / mu - 1.0 / rate
+    if a <= 0:
+        return res
+    i0 = B / (mu * a)
+    mean_wait = max(P - i0, 0.0) ** 2 * a / (2.0 * P)
+    median_wait = max(P / 2.0 * a - B / mu, 0.0)
+    return _blend(res, res.ttft_s, 0.0, stat, mean_wait, median_wait)

@@ -71,7 +71,7 @@ from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
-from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run
+from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run, saturated_run
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -395,8 +395,11 @@ def predict_inference_row(row: dict) -> dict:
         if rate is None or rate <= 0:
             raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
                              f"but got {row.get('request_rate')!r}")
-        res = (offline(dep, S, O, replicas, o2=o2) if math.isinf(rate)
-               else poisson(dep, rate, S, O, replicas, o2=o2))
+        P = num_prompts(row)
+        res = (queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
+                          max_model_len, stat) if math.isinf(rate)
+               else saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P, rate, O,
+                                  replicas, stat))
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
 

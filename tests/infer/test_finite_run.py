@@ -85,3 +85,25 @@ def test_queued_run_waits_for_slots():
     med = queued_run(res, DEP, P, S, O, 1, None, "median")
     assert med.ttft_s == pytest.approx(res.ttft_s + (P / 2 - B) / r)
     assert math.isclose(queued_run(res, DEP, None, S, O, 1, None, "mean").ttft_s, res.ttft_s)
+
+
+def test_open_loop_past_capacity_queues_the_run():
+    """Poisson arrivals at twice the capacity mu: request i waits i (1/mu - 1/lambda) - B/mu
+    from i0 = B / (mu a) on, a mean of a (P - i0)^2 / (2 P); below capacity nothing grows."""
+    from dse.infer.finite_run import saturated_run
+    from dse.infer.serving import poisson
+    off = offline(DEP, S, O, 1)
+    mu = off.tokens_per_s / O
+    sat = poisson(DEP, 2.0 * mu, S, O, 1)
+    assert sat.note.startswith("saturated")
+    P = 2000
+    a = 1 / mu - 1 / (2 * mu)
+    i0 = sat.batch / (mu * a)
+    run = saturated_run(sat, DEP, P, 2.0 * mu, O, 1, "mean")
+    assert run.ttft_s == pytest.approx(sat.ttft_s + a * (P - i0) ** 2 / (2 * P))
+    assert run.e2e_s - run.ttft_s == pytest.approx(sat.e2e_s - sat.ttft_s)
+    assert saturated_run(sat, DEP, None, 2.0 * mu, O, 1, "mean") == sat
+    below = poisson(DEP, 0.5 * mu, S, O, 1)
+    assert saturated_run(below, DEP, P, 0.5 * mu, O, 1, "mean") == below
+    # more requests at the same overload wait longer on average
+    assert saturated_run(sat, DEP, 4 * P, 2.0 * mu, O, 1, "mean").ttft_s > run.ttft_s
