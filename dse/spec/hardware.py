@@ -269,6 +269,7 @@ HARDWARE_ALIASES = {
     **dict.fromkeys(("gb300-nvl72", "gb300-nvl"), "gb300"),
     **dict.fromkeys(("rtx-pro-6000-blackwell", "rtx-pro-6000-blackwell-server-edition",
                      "rtx-pro-6000-server", "rtx-pro-6000-blackwell-server"), "rtx-pro-6000"),
+    **dict.fromkeys(("h20-96gb", "h20-hbm3", "h20-96g"), "h20"),
     "gh200-480gb": "gh200", "mi300x-192gb": "mi300x", "mi325x-256gb": "mi325x",
     "mi355x-288gb": "mi355x",
 }
