@@ -457,9 +457,12 @@ def linear_attention_ops(model: Model, tokens, attention, tp, el) -> tuple:
             lin("deltanet in_proj_ba", tokens, 2.0 * hv, h),
             lin("deltanet out_proj", tokens, h, hv * dv),
             MemPass(feats, 4.0, calls=x, name="deltanet conv/gates/norms"),
-            MemPass(2.0 * decode * state, 1.0, calls=x, name="deltanet recurrent state"),
-            Gemm(prompts, hv * dv, deltanet_chunk_flops(model) / (2.0 * dv), calls=x,
-                 name="deltanet chunked scan", rate="16", skinny=True))
+            # each kernel launches only where the pass has its kind of token
+            MemPass(2.0 * decode * state, 1.0, calls=x * jnp.where(decode > 0, 1.0, 0.0),
+                    name="deltanet recurrent state"),
+            Gemm(prompts, hv * dv, deltanet_chunk_flops(model) / (2.0 * dv),
+                 calls=x * jnp.where(prompts > 0, 1.0, 0.0), name="deltanet chunked scan",
+                 rate="16", skinny=True))
 
 
 def mlp_kind_serving_linears(model: Model, tokens, tp) -> tuple:

@@ -75,6 +75,7 @@ def test_decode_state_traffic_scales_with_the_batch():
     assert float(st_op.bytes_moved) == pytest.approx(2 * 64 * per_seq)
     assert float(st_op.calls) == pytest.approx(0.75)
     assert float(flops(ops["deltanet chunked scan"])) == 0.0        # no prompt tokens
+    assert float(ops["deltanet chunked scan"].calls) == 0.0          # and no launch
 
 
 def test_prefill_scan_flops():
@@ -85,6 +86,7 @@ def test_prefill_scan_flops():
     assert deltanet_chunk_flops(Q35) == 64 * (6 * 128 + 4 * 128) + 6 * 128 * 128
     assert float(flops(ops["deltanet chunked scan"])) == pytest.approx(
         0.75 * 4096 * 8 * deltanet_chunk_flops(Q35))
+    assert float(ops["deltanet recurrent state"].calls) == 0.0       # no decode sequence
     assert prefill_s(_dep(Q35), 1.0, 32768.0) < prefill_s(_dep(Q35.replace(linear_layers=0)), 1.0, 32768.0)
 
 
