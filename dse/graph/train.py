@@ -72,7 +72,8 @@ from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, L
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
-                            kv_heads_per_rank, linear_share, select, shared_ffn)
+                            kv_heads_per_rank, linear_projection_widths, linear_share, select,
+                            shared_ffn)
 
 # Whether the training graph's TP collectives are costed with NCCL's protocol model
 # (dse.cost.collectives ``protocols=True``) instead of the alpha-beta bound.  Off: measured
@@ -110,14 +111,13 @@ def linear_attention_train_ops(model: Model, T, t) -> list:
         return []
     x = linear_share(model)
     h = model.hidden_size * 1.0
-    hk, dk = model.linear_key_heads / t, model.linear_key_head_dim * 1.0
-    hv, dv = model.linear_value_heads / t, model.linear_value_head_dim * 1.0
-    k_scan = deltanet_chunk_flops(model) / (2.0 * dv)
-    ops = [*_linear("deltanet in_proj_qkvz", T, 2.0 * hk * dk + 2.0 * hv * dv, h, 1.0, 1.0, 1.0),
-           *_linear("deltanet in_proj_ba", T, 2.0 * hv, h, 1.0, 1.0, 1.0),
-           *_linear("deltanet out_proj", T, h, hv * dv, 1.0, 1.0, 1.0),
-           Gemm(T, hv * dv, k_scan, name="deltanet chunked scan", phase="fwd", rate="16"),
-           Gemm(T, hv * dv, 2.0 * k_scan, name="deltanet chunked scan", phase="bwd", rate="16")]
+    qkvz, ba, hv_dv = linear_projection_widths(model, t)
+    k_scan = deltanet_chunk_flops(model) / (2.0 * model.linear_value_head_dim)
+    ops = [*_linear("deltanet in_proj_qkvz", T, qkvz, h, 1.0, 1.0, 1.0),
+           *_linear("deltanet in_proj_ba", T, ba, h, 1.0, 1.0, 1.0),
+           *_linear("deltanet out_proj", T, h, hv_dv, 1.0, 1.0, 1.0),
+           Gemm(T, hv_dv, k_scan, name="deltanet chunked scan", phase="fwd", rate="16"),
+           Gemm(T, hv_dv, 2.0 * k_scan, name="deltanet chunked scan", phase="bwd", rate="16")]
     return [op.replace(calls=op.calls * x) for op in ops]
 
 

@@ -143,8 +143,9 @@ from dse.spec.hardware import Hardware
 from dse.spec.layout import PRECISION_FP8
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_cache_elems_per_token, kv_heads_per_rank, linear_conv_dim,
-                            linear_share, select, shared_ffn)
+                            linear_projection_widths, linear_share, select, shared_ffn)
 from dse.cost.linear_attention import deltanet_chunk_flops
+from dse.infer.kv_cache import indexer_key_bytes, layer_state_bytes
 from dse.cost.rates import Rates, linear_el_bytes
 from dse.cost.load_balance import ep_load_factor
 from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, dp_gather_bytes,
@@ -389,7 +390,7 @@ def indexer_ops(model: Model, tokens, attention) -> tuple:
         return ()
     h, H, dI = model.hidden_size * 1.0, model.index_heads * 1.0, model.index_head_dim * 1.0
     q_in = select(model.q_lora_rank > 0, model.q_lora_rank * 1.0, h)
-    key_bytes = dI + dI / 128.0 * 4.0
+    key_bytes = indexer_key_bytes(model)
     lin = lambda name, n, k: Gemm(tokens, n, k, name=name, skinny=True)
     if isinstance(attention, KVRead):
         queries, keys = attention.batch, attention.context
@@ -442,25 +443,23 @@ def linear_attention_ops(model: Model, tokens, attention, tp, el) -> tuple:
       16-bit tensor cores."""
     if not model.linear_layers:
         return ()
-    from dse.infer.kv_cache import CONV_STATE_BYTES, STATE_BYTES
     x = linear_share(model)
     h = model.hidden_size * 1.0
-    hk, dk = model.linear_key_heads / tp, model.linear_key_head_dim * 1.0
-    hv, dv = model.linear_value_heads / tp, model.linear_value_head_dim * 1.0
+    qkvz, ba, hv_dv = linear_projection_widths(model, tp)
+    qk = model.linear_key_heads * model.linear_key_head_dim / tp
     conv = linear_conv_dim(model) / tp
     decode = attention.batch if isinstance(attention, KVRead) else 0.0
     prompts = tokens - decode
-    state = hv * dk * dv * STATE_BYTES + (model.linear_conv_kernel - 1.0) * conv * CONV_STATE_BYTES
     lin = lambda name, m, n, k: Gemm(m, n, k, calls=x, name=name, skinny=True)
-    feats = el * tokens * (2.0 * conv + 2.0 * hk * dk + 3.0 * hv * dv + 4.0 * hv)
-    return (lin("deltanet in_proj_qkvz", tokens, 2.0 * hk * dk + 2.0 * hv * dv, h),
-            lin("deltanet in_proj_ba", tokens, 2.0 * hv, h),
-            lin("deltanet out_proj", tokens, h, hv * dv),
+    feats = el * tokens * (2.0 * conv + 2.0 * qk + 3.0 * hv_dv + 2.0 * ba)
+    return (lin("deltanet in_proj_qkvz", tokens, qkvz, h),
+            lin("deltanet in_proj_ba", tokens, ba, h),
+            lin("deltanet out_proj", tokens, h, hv_dv),
             MemPass(feats, 4.0, calls=x, name="deltanet conv/gates/norms"),
             # each kernel launches only where the pass has its kind of token
-            MemPass(2.0 * decode * state, 1.0, calls=x * jnp.where(decode > 0, 1.0, 0.0),
-                    name="deltanet recurrent state"),
-            Gemm(prompts, hv * dv, deltanet_chunk_flops(model) / (2.0 * dv),
+            MemPass(2.0 * decode * layer_state_bytes(model, tp), 1.0,
+                    calls=x * jnp.where(decode > 0, 1.0, 0.0), name="deltanet recurrent state"),
+            Gemm(prompts, hv_dv, deltanet_chunk_flops(model) / (2.0 * model.linear_value_head_dim),
                  calls=x * jnp.where(prompts > 0, 1.0, 0.0), name="deltanet chunked scan",
                  rate="16", skinny=True))
 

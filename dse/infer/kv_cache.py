@@ -88,16 +88,23 @@ STATE_BYTES = 4.0
 CONV_STATE_BYTES = 2.0      # the conv1d's cached inputs: 16-bit activations
 
 
+def layer_state_bytes(model: Model, tp) -> float:
+    """Bytes one sequence holds in one Gated DeltaNet layer on one of ``tp`` GPUs (module
+    docstring): its ``H_v / tp x d_k x d_v`` state in ``STATE_BYTES`` and its conv1d's last
+    ``K - 1`` inputs of ``conv_dim / tp`` channels in ``CONV_STATE_BYTES``."""
+    state = (model.linear_value_heads * model.linear_key_head_dim * model.linear_value_head_dim
+             * STATE_BYTES)
+    conv = (model.linear_conv_kernel - 1.0) * linear_conv_dim(model) * CONV_STATE_BYTES
+    return (state + conv) / tp
+
+
 def recurrent_state_bytes(model: Model, batch, tp, pp):
     """Bytes of the Gated DeltaNet layers' per-sequence state on one GPU of the heaviest
     stage (module docstring); 0 without linear attention."""
     if not model.linear_layers:
         return 0.0
     layers = jnp.ceil(model.num_layers / pp) * linear_share(model)
-    state = (model.linear_value_heads * model.linear_key_head_dim * model.linear_value_head_dim
-             * STATE_BYTES)
-    conv = (model.linear_conv_kernel - 1.0) * linear_conv_dim(model) * CONV_STATE_BYTES
-    return layers * batch * (state + conv) / tp
+    return layers * batch * layer_state_bytes(model, tp)
 
 
 def indexer_key_bytes(model: Model) -> float:

@@ -348,14 +348,23 @@ def linear_conv_dim(model: Model) -> float:
             + model.linear_value_heads * model.linear_value_head_dim)
 
 
+def linear_projection_widths(model: Model, tp=1.0) -> tuple:
+    """The widths of one Gated DeltaNet layer's projections on one of ``tp`` GPUs (heads
+    split over TP; HF ``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz`` output ``(2 H_k d_k + 2
+    H_v d_v) / tp``, ``in_proj_ba`` output ``2 H_v / tp``, ``out_proj`` input ``H_v d_v /
+    tp`` -- the one definition the parameter count and both operator graphs read."""
+    hk, dk = model.linear_key_heads * 1.0, model.linear_key_head_dim * 1.0
+    hv, dv = model.linear_value_heads * 1.0, model.linear_value_head_dim * 1.0
+    return (2.0 * hk * dk + 2.0 * hv * dv) / tp, 2.0 * hv / tp, hv * dv / tp
+
+
 def linear_attention_params(model: Model) -> float:
     """Parameters of one Gated DeltaNet layer's token mixer (module docstring):
     ``h (2 H_k d_k + 2 H_v d_v) + 2 h H_v + K conv_dim + H_v d_v h + 2 H_v + d_v``."""
     h = model.hidden_size * 1.0
-    hk, dk = model.linear_key_heads * 1.0, model.linear_key_head_dim * 1.0
-    hv, dv = model.linear_value_heads * 1.0, model.linear_value_head_dim * 1.0
-    return (h * (2.0 * hk * dk + 2.0 * hv * dv) + 2.0 * h * hv
-            + model.linear_conv_kernel * linear_conv_dim(model) + hv * dv * h + 2.0 * hv + dv)
+    qkvz, ba, o_in = linear_projection_widths(model)
+    return (h * (qkvz + ba + o_in) + model.linear_conv_kernel * linear_conv_dim(model)
+            + 2.0 * model.linear_value_heads + model.linear_value_head_dim)
 
 
 def indexer_params(model: Model):
