@@ -390,8 +390,16 @@ def indexer_ops(model: Model, tokens, attention) -> tuple:
         return ()
     h, H, dI = model.hidden_size * 1.0, model.index_heads * 1.0, model.index_head_dim * 1.0
     q_in = select(model.q_lora_rank > 0, model.q_lora_rank * 1.0, h)
-    key_bytes = indexer_key_bytes(model)
     lin = lambda name, n, k: Gemm(tokens, n, k, name=name, skinny=True)
+    return (lin("indexer q", H * dI, q_in), lin("indexer k", dI, h), lin("indexer weights", H, h),
+            *indexer_scoring_ops(model, tokens, attention))
+
+
+def indexer_scoring_ops(model: Model, tokens, attention) -> tuple:
+    """The indexer's scoring and top-k passes of :func:`indexer_ops` (its projections
+    left out): what a mixed pass's separate prompt attention adds for its queries."""
+    H, dI = model.index_heads * 1.0, model.index_head_dim * 1.0
+    key_bytes = indexer_key_bytes(model)
     if isinstance(attention, KVRead):
         queries, keys = attention.batch, attention.context
         scores = KVRead(attention.batch, H / 2.0, 0.5, attention.context, key_bytes, kv_bytes=1.0,
@@ -402,8 +410,7 @@ def indexer_ops(model: Model, tokens, attention) -> tuple:
         scores = Gemm(queries, keys, H * dI, name="indexer logits", skinny=True)
     topk = MemPass(queries * keys * 8.0 + queries * model.index_topk * 4.0 + tokens * key_bytes,
                    2.0, name="indexer top-k")
-    return (lin("indexer q", H * dI, q_in), lin("indexer k", dI, h), lin("indexer weights", H, h),
-            scores, topk)
+    return scores, topk
 
 
 def full_attention(model: Model, attention):
@@ -419,11 +426,11 @@ def full_attention(model: Model, attention):
 def prompt_attention_s(model: Model, prompt_att, hw: Hardware, r: Rates):
     """Seconds of one layer's attention over the prompts of a mixed pass (the separate
     prompt attention, one call per layer): the core (:func:`full_attention`) plus the
-    indexer's scoring and top-k of the prompt queries (:func:`indexer_ops` without its
-    projections, which the pass's token count already carries)."""
+    indexer's scoring and top-k of the prompt queries (:func:`indexer_scoring_ops`; its
+    projections are in the pass's token count already)."""
     t = time_s(full_attention(model, prompt_att), hw, r)
     if model.index_topk:
-        t = t + sum(time_s(op, hw, r) for op in indexer_ops(model, 0.0, prompt_att))
+        t = t + sum(time_s(op, hw, r) for op in indexer_scoring_ops(model, 0.0, prompt_att))
     return t
 
 

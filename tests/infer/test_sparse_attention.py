@@ -129,3 +129,19 @@ def test_incomplete_indexer_is_refused(extra, field):
     with pytest.raises(InputError) as e:
         model_from_dict({**base, **extra}, "m.toml", "m")
     assert e.value.field == field
+
+
+def test_prompt_attention_adds_only_the_indexer_scoring():
+    """A mixed pass's separate prompt attention adds the indexer's scoring and top-k for
+    the prompt queries; its projections are in the pass's token count, not launched again."""
+    from dse.cost.rates import rates
+    from dse.graph.ops import time_s
+    from dse.infer.forward import indexer_scoring_ops, prompt_attention_s
+    from dse.infer.prefill import prefill_attention
+    r = rates(H200, 2)
+    fa32, fa3 = prefill_attention(V32, 2.0, 4096.0, 8), prefill_attention(V3, 2.0, 4096.0, 8)
+    scoring = indexer_scoring_ops(V32, 0.0, fa32)
+    assert [op.name for op in scoring] == ["indexer logits", "indexer top-k"]
+    extra = prompt_attention_s(V32, fa32, H200, r) - time_s(fa32, H200, r)
+    assert float(extra) == pytest.approx(float(sum(time_s(op, H200, r) for op in scoring)))
+    assert prompt_attention_s(V3, fa3, H200, r) == time_s(fa3, H200, r)
