@@ -91,6 +91,13 @@ def _hf_int(key: str, doc: str, lo: int = 1) -> Field:
 #: The keys of a ``config.json`` that are read (module docstring), with their types; every
 #: other key is ignored and a ``null`` is absent.  Cross-key rules (``moe_layer_freq``,
 #: ``mlp_only_layers``) are checked where the keys are combined.
+#: Gated DeltaNet keys of a config.json -> model fields (:func:`linear_attention_fields`)
+_LINEAR_KEYS = (("linear_num_key_heads", "linear_key_heads"),
+                ("linear_num_value_heads", "linear_value_heads"),
+                ("linear_key_head_dim", "linear_key_head_dim"),
+                ("linear_value_head_dim", "linear_value_head_dim"),
+                ("linear_conv_kernel_dim", "linear_conv_kernel"))
+
 HF_FIELDS: tuple[Field, ...] = (
     _hf_int("num_hidden_layers", "-> num_layers"), _hf_int("n_layer", "GPT-2: -> num_layers"),
     _hf_int("hidden_size", "-> hidden_size"), _hf_int("n_embd", "GPT-2: -> hidden_size"),
@@ -121,10 +128,7 @@ HF_FIELDS: tuple[Field, ...] = (
     _hf_int("index_head_dim", "DSA indexer: -> index_head_dim", lo=0),
     _hf_int("full_attention_interval", "Qwen3-Next: every n-th layer full, the rest Gated "
             "DeltaNet (HF divides by it, so 0 is invalid)"),
-    *(_hf_int(k, f"Gated DeltaNet: -> {v}", lo=0) for k, v in (
-        ("linear_num_key_heads", "linear_key_heads"), ("linear_num_value_heads", "linear_value_heads"),
-        ("linear_key_head_dim", "linear_key_head_dim"), ("linear_value_head_dim", "linear_value_head_dim"),
-        ("linear_conv_kernel_dim", "linear_conv_kernel"))),
+    *(_hf_int(k, f"Gated DeltaNet: -> {v}", lo=0) for k, v in _LINEAR_KEYS),
     Field("attn_output_gate", kind="bool", doc="Qwen3-Next / Qwen3.5: full-attention output gate"),
     _hf_int("sliding_window", "-> sliding_window (keys of a sliding-window layer)", lo=0),
     _hf_int("attention_chunk_size", "Llama 4: -> attention_chunk_size", lo=0),
@@ -220,11 +224,8 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     arch = _moe_fields(c, where, h, experts, model_type)
     arch.update(_mla_fields(c, where))
     arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
-    arch.update(linear_attention_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
-    if _int_or_zero(c, "index_topk", where):       # DSA (dse.spec.model module docstring)
-        arch.update(index_topk=_int_or_zero(c, "index_topk", where),
-                    index_heads=_int_or_zero(c, "index_n_heads", where),
-                    index_head_dim=_int_or_zero(c, "index_head_dim", where))
+    arch.update(linear_attention_fields(c, where, get("num_hidden_layers", "n_layer")))
+    arch.update(_dsa_fields(c, where))
     if arch.get("kv_lora_rank", 0) > 0:
         head_dim = 0                      # MLA: the head dims are the qk/v fields
     d = {
@@ -289,6 +290,15 @@ def _moe_fields(c: dict, where: str, h, experts, model_type: str) -> dict:
     return out
 
 
+def _dsa_fields(c: dict, where: str) -> dict:
+    """DeepSeek Sparse Attention's indexer (module docstring); {} without ``index_topk``."""
+    if not _int_or_zero(c, "index_topk", where):
+        return {}
+    return {"index_topk": _int_or_zero(c, "index_topk", where),
+            "index_heads": _int_or_zero(c, "index_n_heads", where),
+            "index_head_dim": _int_or_zero(c, "index_head_dim", where)}
+
+
 def _mla_fields(c: dict, where: str) -> dict:
     """Multi-head latent attention dims (DeepSeek-V2/V3), all 0 without MLA."""
     r = _int_or_zero(c, "kv_lora_rank", where)
@@ -301,14 +311,9 @@ def _mla_fields(c: dict, where: str) -> dict:
 
 
 _WINDOWED_TYPES = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
-_LINEAR_KEYS = (("linear_num_key_heads", "linear_key_heads"),
-                ("linear_num_value_heads", "linear_value_heads"),
-                ("linear_key_head_dim", "linear_key_head_dim"),
-                ("linear_value_head_dim", "linear_value_head_dim"),
-                ("linear_conv_kernel_dim", "linear_conv_kernel"))
 
 
-def linear_attention_fields(c: dict, where: str, layers: int, model_type: str) -> dict:
+def linear_attention_fields(c: dict, where: str, layers: int) -> dict:
     """Hybrid linear attention (Qwen3-Next / Qwen3.5, module docstring): ``linear_layers``
     from ``layer_types`` (its ``"linear_attention"`` entries) or, without it,
     ``full_attention_interval`` (HF ``Qwen3NextConfig``: layer i is full when ``(i + 1) %
