@@ -43,8 +43,8 @@ import re
 
 from dse.errors import InputError
 from dse.infer.launch_flags import row_text
-from dse.infer.lockstep import pass_tokens, wave_prefill
-from dse.infer.serving import Deployment, ServingResult, kv_slots, streams
+from dse.infer.lockstep import pass_tokens, wave_cap, wave_of, wave_prefill
+from dse.infer.serving import Deployment, ServingResult, streams
 
 # a value starting with a sign or digit ("--num-prompts is ..." in prose is not a flag)
 _NUM_PROMPTS = re.compile(r"(?<![-\w])--num[-_]prompts(?:\s*=\s*|\s+)([-+]?\d\S*)", re.IGNORECASE)
@@ -91,8 +91,7 @@ def closed_loop_run(res: ServingResult, dep: Deployment, n: float, P: int | None
         return res
     units = streams(dep, replicas)
     first = min(n, P)                                  # requests of the start-up burst
-    cap = min(kv_slots(dep, S, O), float(dep.engine.max_batch))
-    W = float(math.floor(max(min(first / units, cap), 1.0)))
+    W = wave_of(first / units, wave_cap(dep, S, O))
     burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
     return _blend(res, max(burst, res.ttft_s), first / P, stat)
 
@@ -106,7 +105,7 @@ def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: 
     units = streams(dep, replicas)
     B = res.batch * units                              # the running batch of the system
     first = min(float(P), B)
-    W = float(math.floor(max(first / units, 1.0)))
+    W = wave_of(first / units, res.batch)
     burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
     rate = res.tokens_per_s / max(O, 1.0)              # requests completed per second
     mean_wait = max(P - B, 0.0) ** 2 / (2.0 * P * rate)

@@ -77,6 +77,19 @@ def pass_tokens(dep: Deployment, S: float, max_model_len: float | None = None) -
     return float(eng.max_num_tokens)
 
 
+def wave_cap(dep: Deployment, S: float, O: float, final: bool = False) -> float:
+    """Most requests one wave holds (module docstring, "Wave cap"): the engine's
+    ``max_batch`` and the KV slots of a request of ``S`` prompt and ``O`` output tokens
+    (:func:`dse.infer.serving.kv_slots`, at the final footprint with ``final``)."""
+    return min(kv_slots(dep, S, O, final=final), float(dep.engine.max_batch))
+
+
+def wave_of(n: float, cap: float) -> float:
+    """The whole requests of a wave of ``n`` in flight under ``cap``: ``floor(max(min(n,
+    cap), 1))``."""
+    return float(math.floor(max(min(n, cap), 1.0)))
+
+
 def wave_prefill(dep: Deployment, W: float, S: float, budget: float) -> tuple[float, float]:
     """(mean TTFT over the wave's prompts, total prefill time P_W) of a burst of ``W``
     prompts of ``S`` tokens in passes of ``budget`` tokens (module docstring)."""
@@ -103,12 +116,11 @@ def lockstep_concurrency(dep: Deployment, n: float, S: float, O: float, replicas
     gpus = gpus_per_replica(dep) * replicas
     units = streams(dep, replicas)
     N = n / units
-    cap = min(kv_slots(dep, S, O, final=True), float(dep.engine.max_batch))
+    cap = wave_cap(dep, S, O, final=True)
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    W = max(min(N, cap), 1.0)
-    W = float(math.floor(W))
+    W = wave_of(N, cap)
     ttft_wave, p_w = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
     t_dec = iteration_s(dep, W, S + O / 2.0) if O > 1 else 0.0
     t_wave = p_w + (O - 1.0) * t_dec
@@ -168,11 +180,11 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     N = n / units
     # staggered cohorts hold S + O/2 on average: only an engine that reserves the final
     # footprint at admission (reserve_final_kv) is capped at S + O
-    cap = min(kv_slots(dep, S, O), float(dep.engine.max_batch))
+    cap = wave_cap(dep, S, O)
     if cap < 1:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    W = float(math.floor(max(min(N, cap), 1.0)))
+    W = wave_of(N, cap)
     budget = pass_tokens(dep, S, max_model_len)
     per_pass = min(budget, W * S)
     if not dep.engine.chunked_prefill:
