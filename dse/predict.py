@@ -12,6 +12,10 @@ recipe passes).  Optional ``num_experts`` and ``top_k`` columns (or Megatron's
 ``num_moe_experts`` / ``moe_router_topk``) make the row a mixture-of-experts model whose
 experts each have ``ffn_hidden_size``; an optional ``head_dim`` (or ``kv_channels``) column
 sets a head dimension other than ``hidden_size / num_attention_heads`` (Qwen3, Gemma).
+A ``model`` label naming a catalog model whose architecture columns agree with it takes
+the catalog's table, with what the columns cannot say (MLA, shared experts, dense first
+layers; :func:`row_model`); the architecture columns may then be blank or absent, and the
+``model_arch`` output column names the catalog entry (or ``columns``).
 An optional ``attention`` column (``flash`` | ``unfused``) says which attention kernel the
 run used; blank or absent means FlashAttention (or unfused where the head dim has no fused
 kernel).  An optional ``framework`` column (``megatron`` | ``deepspeed`` | ``fsdp`` (PyTorch FSDP1:
@@ -43,6 +47,7 @@ the full HBM (the published run ran) and gets False.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 
@@ -54,13 +59,17 @@ from dse.errors import InputError, require
 from dse.spec.hardware import get_hardware
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                               Workload)
-from dse.spec.model import Model, validate_model
+from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
+from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import sweep_points, to_dataframe
 from dse.train.memory_parts import MEM_COLUMNS, MEM_MARGIN
 
 REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
             "vocab_size", "seq_length", "global_batch_size", "gpu", "num_gpus", "precision")
+# architecture columns a row may leave blank (or a file omit) when `model` names a
+# catalog model (row_model)
+ARCH_REQUIRED = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "vocab_size")
 LAYOUT_COLS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep",
                "micro_batch_size": "mbs", "vpp": "vpp"}
 CHUNK = 1 << 14
@@ -101,7 +110,57 @@ def _int(row, col, where, positive=True):
     return int(f)
 
 
-def row_model(row, where) -> Model:
+def row_model(row, where) -> tuple[Model, str]:
+    """The row's model and where its architecture came from: a catalog name, or
+    ``"columns"``.  When the ``model`` label names a catalog model
+    (:func:`dse.spec.model_names.catalog_name_of`: ``DeepSeekV3``, ``Llama3.1-405B``, a
+    Hugging Face repo id) and every architecture column the row gives agrees with it
+    (:func:`_agrees`), the catalog's table stands for the row -- it carries what the
+    schema's columns cannot (multi-head latent attention, shared experts, dense first
+    layers, a routed expert's own width, untied embeddings, no dropout) -- with the row's
+    ``seq_length`` and ``vocab_size`` (the run's padded vocabulary).  A blank
+    architecture column then takes the catalog's value.  Otherwise the row's columns
+    alone describe it (module docstring)."""
+    name = catalog_name_of(row.get("model"))
+    cat = catalog()[name] if name else None
+    if cat is not None:
+        row = {**_catalog_columns(cat), **{k: v for k, v in row.items() if not _blank(v)}}
+    for c in ARCH_REQUIRED:
+        require(c in row and not _blank(row[c]), where, c,
+                "must be given (or `model` must name a catalog model: dse/spec/catalog/models.toml)")
+    m = _columns_model(row, where)
+    if cat is None or not _agrees(m, cat):
+        return m, "columns"
+    return dataclasses.replace(cat, seq_length=m.seq_length, vocab_size=m.vocab_size,
+                               name=m.name), name
+
+
+def _catalog_columns(cat: Model) -> dict:
+    """The schema's architecture columns of a catalog model (blank ones of a row that
+    names it take these)."""
+    return {"num_layers": cat.num_layers, "hidden_size": cat.hidden_size,
+            "ffn_hidden_size": cat.ffn_hidden_size, "num_attention_heads": cat.num_attention_heads,
+            "num_kv_heads": cat.num_kv_heads, "vocab_size": cat.vocab_size,
+            "num_experts": cat.num_experts, "top_k": cat.top_k}
+
+
+def _agrees(m: Model, cat: Model) -> bool:
+    """Whether the columns' model ``m`` can be the catalog model ``cat``: the same layers,
+    width, heads, KV heads, experts and top-k; ``ffn_hidden_size`` either the dense
+    layers' or one routed expert's width (tables give either for a MoE model); a head dim
+    column, when given, equal to the catalog's (MLA: its q.k or value head dim)."""
+    same = all(getattr(m, f) == getattr(cat, f) for f in
+               ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                "num_experts", "top_k"))
+    ffn = m.ffn_hidden_size in (cat.ffn_hidden_size, int(expert_ffn(cat)))
+    heads = {float(head_dim_of(cat)), float(cat.kv_channels),
+             float(cat.qk_nope_head_dim + cat.qk_rope_head_dim), float(cat.v_head_dim)}
+    head = m.kv_channels == 0 or float(m.kv_channels) in heads
+    return bool(same and ffn and head)
+
+
+def _columns_model(row, where) -> Model:
+    """The model the row's architecture columns describe (module docstring)."""
     h = _int(row, "hidden_size", where)
     f = _int(row, "ffn_hidden_size", where)
     heads = _int(row, "num_attention_heads", where)
@@ -246,7 +305,7 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     ``mem_within_margin`` is then False)."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
     for c in REQUIRED:
-        require(c in row, where, c, "column is required")
+        require(c in row or c in ARCH_REQUIRED, where, c, "column is required")
     try:
         hw = get_hardware(str(row["gpu"]).strip(), where=where)
     except InputError as e:
@@ -254,7 +313,8 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     prec = str(row["precision"]).strip()
     require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
     # every column is validated before any early return
-    model = row_model(row, where)
+    model, arch = row_model(row, where)
+    out["model_arch"] = arch
     gpus = _int(row, "num_gpus", where)
     gbs = _int(row, "global_batch_size", where)
     seq = _int(row, "seq_length", where)
@@ -299,7 +359,7 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     best = ok.nsmallest(1, "step_time_s").iloc[0]
     res = {"predicted_iter_time_s": best["step_time_s"], "predicted_mem_gib": best["mem_gib"],
            "predicted_mfu": best["mfu"], **mem_cols(best), "mem_within_margin": within,
-           "status": "ok"}
+           "model_arch": arch, "status": "ok"}
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"):
         res[f"chosen_{f}"] = best[f]
     return res
@@ -400,6 +460,15 @@ def _near_misses(df: pd.DataFrame, path: str, known: set) -> None:
                 "near-misses of schema columns)" if near else "")
 
 
+def _unnamed_models(df: pd.DataFrame) -> str:
+    """The first row whose ``model`` names no catalog model (``"row N (id X)"``; every
+    row without a ``model`` column), or "" when every row names one."""
+    for i, row in enumerate(df.to_dict("records")):
+        if catalog_name_of(row.get("model")) is None:
+            return f"row {i + 2} (id {row.get('id', '?')})"
+    return ""
+
+
 def read_csv(path: str) -> pd.DataFrame:
     """The file as a frame of either schema: the required columns present, no column a
     near-miss of a schema column's name, row ids distinct (:class:`InputError` otherwise)."""
@@ -411,8 +480,12 @@ def read_csv(path: str) -> pd.DataFrame:
         _near_misses(df, path, INFERENCE_KNOWN | set(REQUIRED_INFERENCE))
         _unique_ids(df, path)
         return df
+    unnamed = _unnamed_models(df)
     for c in REQUIRED:
-        require(c in df.columns, path, c, "column is required by the validation schema")
+        require(c in df.columns or (c in ARCH_REQUIRED and not unnamed), path, c,
+                "column is required by the validation schema" + (
+                    f" (or every row's `model` must name a catalog model, but {unnamed} does not)"
+                    if c in ARCH_REQUIRED else ""))
     known = KNOWN_COLS | set(REQUIRED) | set(LAYOUT_COLS) | set(ARCH_COLS)
     _unique_ids(df, path)
     for c in df.columns:

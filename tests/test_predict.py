@@ -35,8 +35,8 @@ def test_embeddings_tied_for_gpt_style_untied_for_swiglu():
     """Megatron ties input and output embeddings unless told not to; Llama-style (SwiGLU)
     recipes pass --untie-embeddings-and-output-weights."""
     from dse.predict import row_model
-    gpt = row_model(ROW, "t.csv")
-    llama = row_model(dict(ROW, ffn_hidden_size=11008), "t.csv")
+    gpt, _ = row_model(ROW, "t.csv")
+    llama, _ = row_model(dict(ROW, ffn_hidden_size=11008), "t.csv")
     assert gpt.tied_embeddings == 1 and gpt.dropout == 1
     assert llama.tied_embeddings == 0 and llama.gated_mlp == 1
 
