@@ -10,7 +10,8 @@ non-gated (GPT-style) models; tied input/output embeddings for non-gated models 
 ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
 recipe passes).  Optional ``num_experts`` and ``top_k`` columns (or Megatron's
 ``num_moe_experts`` / ``moe_router_topk``) make the row a mixture-of-experts model whose
-experts each have ``ffn_hidden_size``; an optional ``head_dim`` (or ``kv_channels``) column
+experts each have ``ffn_hidden_size`` (or ``moe_ffn_hidden_size``, when given, beside the
+dense layers' ``ffn_hidden_size``); an optional ``head_dim`` (or ``kv_channels``) column
 sets a head dimension other than ``hidden_size / num_attention_heads`` (Qwen3, Gemma).
 A ``model`` label naming a catalog model whose architecture columns agree with it takes
 the catalog's table, with what the columns cannot say (MLA, shared experts, dense first
@@ -80,10 +81,12 @@ KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute
               "moe_dispatcher", "moe_token_drop", "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
-# of experts (ffn_hidden_size is then each expert's MLP width) and a decoupled head dim
+# of experts (ffn_hidden_size is then each expert's MLP width, unless moe_ffn_hidden_size
+# gives it and ffn_hidden_size is the dense layers') and a decoupled head dim
 ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
             "top_k": "top_k", "moe_router_topk": "top_k",
-            "head_dim": "kv_channels", "kv_channels": "kv_channels"}
+            "head_dim": "kv_channels", "kv_channels": "kv_channels",
+            "moe_ffn_hidden_size": "moe_ffn_hidden_size"}
 
 
 def _blank(v) -> bool:
@@ -146,17 +149,19 @@ def _catalog_columns(cat: Model) -> dict:
 
 def _agrees(m: Model, cat: Model) -> bool:
     """Whether the columns' model ``m`` can be the catalog model ``cat``: the same layers,
-    width, heads, KV heads, experts and top-k; ``ffn_hidden_size`` either the dense
+    width, heads, KV heads (MLA: also 1, the latent), experts and top-k; ``ffn_hidden_size`` either the dense
     layers' or one routed expert's width (tables give either for a MoE model); a head dim
     column, when given, equal to the catalog's (MLA: its q.k or value head dim)."""
     same = all(getattr(m, f) == getattr(cat, f) for f in
-               ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
-                "num_experts", "top_k"))
-    ffn = m.ffn_hidden_size in (cat.ffn_hidden_size, int(expert_ffn(cat)))
+               ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "top_k"))
+    # MLA caches one latent per token: a table may count it as one KV head
+    kv = m.num_kv_heads == cat.num_kv_heads or (cat.kv_lora_rank > 0 and m.num_kv_heads == 1)
+    ffn = m.ffn_hidden_size in (cat.ffn_hidden_size, int(expert_ffn(cat))) and \
+        m.moe_ffn_hidden_size in (0, int(expert_ffn(cat)))
     heads = {float(head_dim_of(cat)), float(cat.kv_channels),
              float(cat.qk_nope_head_dim + cat.qk_rope_head_dim), float(cat.v_head_dim)}
     head = m.kv_channels == 0 or float(m.kv_channels) in heads
-    return bool(same and ffn and head)
+    return bool(same and kv and ffn and head)
 
 
 def _columns_model(row, where) -> Model:

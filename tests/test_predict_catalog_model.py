@@ -92,3 +92,33 @@ def test_a_file_may_omit_architecture_columns_only_with_a_model_column(tmp_path)
     pd.DataFrame([DSV3, dict(DSV3, id="e", model="my MoE")])[cols].to_csv(unnamed, index=False)
     r = run(unnamed)
     assert r.returncode == 2 and "row 3 (id e)" in r.stderr
+
+
+@pytest.mark.parametrize("label, name", [
+    ("DeepSeekV3 (w/o MTP)", "deepseek-v3"), ("DeepSeek-V3 671B", "deepseek-v3"),
+    ("Mixtral 8x7B", "mixtral-8x7b"), ("Llama 2 70B", "llama2-70b"), ("Llama-3.1-405B 405B", "llama3-405b"),
+    ("GPT 175B (GPT-3)", None), ("Nemotron-4 340B", None)])
+def test_catalog_name_of_drops_remarks_and_sizes(label, name):
+    assert catalog_name_of(label) == name
+
+
+def test_a_moe_row_in_the_calibration_schema_is_the_catalog_moe():
+    """The calibration schema has no expert columns: a Mixtral row with `ep` and the
+    dense-looking columns is the catalog's 8-expert top-2 model, not an infeasible dense
+    one; an MLA row may count the latent as one KV head."""
+    mixtral = dict(DSV3, model="Mixtral 8x7B", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
+                   num_attention_heads=32, num_kv_heads=8, vocab_size=32000, num_experts=None,
+                   top_k=None, gpu="h100-sxm-80gb", num_gpus=64, pp=1, ep=8)
+    m, arch = row_model(mixtral, "t.csv")
+    assert arch == "mixtral-8x7b" and (m.num_experts, m.top_k) == (8, 2)
+    assert row_model(dict(DSV3, num_kv_heads=1), "t.csv")[1] == "deepseek-v3"
+
+
+def test_moe_ffn_hidden_size_column():
+    """Megatron's --moe-ffn-hidden-size as a column: the routed experts' width beside the
+    dense layers' ffn_hidden_size; it must agree with the catalog's expert width."""
+    m, arch = row_model(dict(DSV3, ffn_hidden_size=18432, moe_ffn_hidden_size=2048), "t.csv")
+    assert arch == "deepseek-v3"
+    m, arch = row_model(dict(DSV3, model="my MoE", ffn_hidden_size=18432, moe_ffn_hidden_size=2048), "t.csv")
+    assert arch == "columns" and (m.ffn_hidden_size, m.moe_ffn_hidden_size) == (18432, 2048)
+    assert row_model(dict(DSV3, ffn_hidden_size=18432, moe_ffn_hidden_size=1024), "t.csv")[1] == "columns"

@@ -8,7 +8,8 @@ the Hugging Face repo id.  :func:`catalog_name_of` accepts what
 re-quantized or mirrored one) and, failing those, the label with every character but
 letters and digits removed, compared the same way against the catalog's names,
 ``aliases`` and ``hf_ids`` repo names (``Llama 3.1 70B`` -> ``llama3170b`` = alias
-``llama3.1-70b``).  A label two catalog entries share, or none has, names no model: the
+``llama3.1-70b``), also with a parenthesised remark or a trailing parameter count
+dropped (``DeepSeekV3 (w/o MTP)``, ``DeepSeek-V3 671B``).  A label two catalog entries share, or none has, names no model: the
 caller then keeps what the row's own columns say."""
 
 from __future__ import annotations
@@ -56,5 +57,19 @@ def catalog_name_of(label) -> str | None:
     base = requantized_base(text)
     if base is not None:
         return base
-    hits = _squeezed_index().get(squeeze(text.rsplit("/", 1)[-1]), set())
-    return next(iter(hits)) if len(hits) == 1 else None
+    for form in _forms(text):
+        hits = _squeezed_index().get(squeeze(form.rsplit("/", 1)[-1]), set())
+        if hits:
+            return next(iter(hits)) if len(hits) == 1 else None
+    return None
+
+
+_PARENS = re.compile(r"\s*\([^)]*\)")
+_TRAILING_SIZE = re.compile(r"[\s_-]+\d+(?:\.\d+)?\s*[bBtT](?:\s+(?:total|active|params|parameters))?$")
+
+
+def _forms(label: str) -> list[str]:
+    """``label``, then without parenthesised remarks (``DeepSeekV3 (w/o MTP)``), then also
+    without a trailing parameter count (``DeepSeek-V3 671B``)."""
+    bare = _PARENS.sub("", label).strip()
+    return [label, bare, _TRAILING_SIZE.sub("", bare).strip()]
