@@ -11,7 +11,9 @@ ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-st
 recipe passes).  Optional ``num_experts`` and ``top_k`` columns (or Megatron's
 ``num_moe_experts`` / ``moe_router_topk``) make the row a mixture-of-experts model whose
 experts each have ``ffn_hidden_size`` (or ``moe_ffn_hidden_size``, when given, beside the
-dense layers' ``ffn_hidden_size``); an optional ``head_dim`` (or ``kv_channels``) column
+dense layers' ``ffn_hidden_size``); an optional ``mtp_layers`` (Megatron's
+``mtp_num_layers``; 0 = none) column the multi-token-prediction modules the run trained
+(:func:`dse.graph.train.mtp_ops`); an optional ``head_dim`` (or ``kv_channels``) column
 sets a head dimension other than ``hidden_size / num_attention_heads`` (Qwen3, Gemma).
 A ``model`` label naming a catalog model whose architecture columns agree with it takes
 the catalog's table, with what the columns cannot say (MLA, shared experts, dense first
@@ -86,7 +88,10 @@ KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute
 ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
             "top_k": "top_k", "moe_router_topk": "top_k",
             "head_dim": "kv_channels", "kv_channels": "kv_channels",
-            "moe_ffn_hidden_size": "moe_ffn_hidden_size"}
+            "moe_ffn_hidden_size": "moe_ffn_hidden_size",
+            "mtp_layers": "mtp_layers", "mtp_num_layers": "mtp_layers"}
+# architecture columns that may be 0 (0 = none)
+ARCH_ZERO_OK = {"mtp_layers"}
 
 
 def _blank(v) -> bool:
@@ -121,7 +126,8 @@ def row_model(row, where) -> tuple[Model, str]:
     (:func:`_agrees`), the catalog's table stands for the row -- it carries what the
     schema's columns cannot (multi-head latent attention, shared experts, dense first
     layers, a routed expert's own width, untied embeddings, no dropout) -- with the row's
-    ``seq_length`` and ``vocab_size`` (the run's padded vocabulary).  A blank
+    ``seq_length`` and ``vocab_size`` (the run's padded vocabulary) and, when the row gives
+it, its ``mtp_layers`` (a run may train without the catalog model's MTP modules).  A blank
     architecture column then takes the catalog's value.  Otherwise the row's columns
     alone describe it (module docstring)."""
     name = catalog_name_of(row.get("model"))
@@ -134,8 +140,10 @@ def row_model(row, where) -> tuple[Model, str]:
     m = _columns_model(row, where)
     if cat is None or not _agrees(m, cat):
         return m, "columns"
+    mtp = cat.mtp_layers if all(_blank(row.get(c)) for c in ("mtp_layers", "mtp_num_layers")) \
+        else m.mtp_layers
     return dataclasses.replace(cat, seq_length=m.seq_length, vocab_size=m.vocab_size,
-                               name=m.name), name
+                               mtp_layers=mtp, name=m.name), name
 
 
 def _catalog_columns(cat: Model) -> dict:
@@ -174,7 +182,7 @@ def _columns_model(row, where) -> Model:
     arch, named = {}, {}
     for col, field in ARCH_COLS.items():
         if col in row and not _blank(row[col]):
-            v = _int(row, col, where)
+            v = _int(row, col, where, positive=field not in ARCH_ZERO_OK)
             require(arch.get(field, v) == v, where, col,
                     f"must agree with {named.get(field)} ({arch.get(field)}), but got {v}")
             arch[field], named[field] = v, col

@@ -122,3 +122,22 @@ def test_moe_ffn_hidden_size_column():
     m, arch = row_model(dict(DSV3, model="my MoE", ffn_hidden_size=18432, moe_ffn_hidden_size=2048), "t.csv")
     assert arch == "columns" and (m.ffn_hidden_size, m.moe_ffn_hidden_size) == (18432, 2048)
     assert row_model(dict(DSV3, ffn_hidden_size=18432, moe_ffn_hidden_size=1024), "t.csv")[1] == "columns"
+
+
+def test_mtp_layers_column_and_the_head_stage_deficit():
+    """DeepSeek-V3 trains with one MTP module by default (catalog mtp_layers 1, HF
+    num_nextn_predict_layers); a row's mtp_layers 0 ("w/o MTP") removes it and predicts a
+    shorter step; the head's stage then gives up the whole slack (Megatron-Bridge's
+    DeepSeek-V3 layouts), not one layer."""
+    from dse.spec.hf_config import hf_config_table
+    from dse.train.step import head_stage_deficit
+    from pathlib import Path
+    table, _ = hf_config_table(Path(__file__).parent / "data" / "hf" / "deepseek-v3.json")
+    assert table["mtp_layers"] == 1 and catalog()["deepseek-v3"].mtp_layers == 1
+    assert row_model(dict(DSV3, mtp_layers=0), "t.csv")[0].mtp_layers == 0
+    assert row_model(DSV3, "t.csv")[0].mtp_layers == 1
+    out = predict_frame(pd.DataFrame([DSV3, dict(DSV3, id="n", mtp_layers=0)]), "t.csv", intervals=False)
+    assert out.loc[0, "predicted_iter_time_s"] > out.loc[1, "predicted_iter_time_s"]
+    assert float(head_stage_deficit(3.0, 1)) == 3.0 and float(head_stage_deficit(3.0, 0)) == 1.0
+    bad = predict_frame(pd.DataFrame([dict(DSV3, mtp_layers=-1)]), "t.csv")
+    assert bad.loc[0, "status"].startswith("invalid: mtp_layers")

@@ -301,6 +301,31 @@ def head_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
             MemPass(CE_BWD_BYTES_PER_LOGIT * logits, 3.0, name="cross-entropy", phase="bwd"))
 
 
+def mtp_ops(model: Model, wl: Workload, lay: Layout, act_bytes, layer: tuple, head: tuple) -> tuple:
+    """Multi-token prediction (DeepSeek-V3, arXiv:2412.19437 §2.2; Megatron-Core
+    ``transformer/multi_token_prediction.py`` ``MultiTokenPredictionLayer``), on the stage
+    with the LM head, per micro-batch and per depth (``model.mtp_layers``): RMSNorm of the
+    hidden state and of the shifted tokens' embeddings (``hnorm``, ``enorm``), their
+    concatenation projected ``2h -> h`` (``eh_proj``, split over TP like the layers'
+    linears), one transformer layer -- the mean layer's operators ``layer`` (a MoE model's
+    is its MoE layer to within its dense share), less any recompute -- its final norm, and
+    the shared output layer and cross-entropy again (``head``; the MTP loss is scaled,
+    ``mtp_loss_scaling_factor``, not skipped).  The main model's embedding output is
+    reused for the shifted tokens (no second gather of note).  Its memory -- one more
+    layer's weights on the last stage, which holds one micro-batch's activations in
+    1F1B -- is not charged.  None when ``mtp_layers`` is 0."""
+    if not model.mtp_layers:
+        return ()
+    k = model.mtp_layers * 1.0
+    T = tokens_per_micro_batch(wl, lay)
+    h = model.hidden_size * 1.0
+    norms = MemPass(2.0 * 3.0 * T * h * act_bytes, 3.0, name="mtp norms", phase="fwd")
+    ops = (*_linear("mtp eh_proj", T, h / lay.tp, 2.0 * h, 1.0, 1.0, 1.0), norms,
+           norms.replace(bytes_moved=2.0 * norms.bytes_moved, phase="bwd"),
+           *(op for op in layer if op.phase != "recompute"), *head)
+    return tuple(op.replace(calls=op.calls * k, name=f"mtp {op.name}") for op in ops)
+
+
 def embedding_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     """Embedding (first stage): gather, dropout and the backward scatter, three passes of
     ``T h`` elements in two kernels."""
@@ -484,8 +509,9 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
     routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     gb = main_grad_bytes(wl)
-    return StepGraph(layer=layer_ops(model, wl, lay, act_bytes),
-                     head=head_ops(model, wl, lay, act_bytes),
+    layer, head = layer_ops(model, wl, lay, act_bytes), head_ops(model, wl, lay, act_bytes)
+    return StepGraph(layer=layer,
+                     head=(*head, *mtp_ops(model, wl, lay, act_bytes, layer, head)),
                      embedding=embedding_ops(model, wl, lay, act_bytes),
                      p2p=p2p_ops(model, wl, lay, act_bytes),
                      accumulation=accumulation_ops(wl, params_per_gpu),

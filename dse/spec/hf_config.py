@@ -25,6 +25,9 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * MLA (DeepseekV2Config / DeepseekV3Config): ``kv_lora_rank``, ``q_lora_rank`` (null =
   a plain q projection, DeepSeek-V2-Lite), ``qk_rope_head_dim``, ``qk_nope_head_dim``,
   ``v_head_dim``.
+* Multi-token prediction (DeepSeek-V3, GLM-4.5): ``num_nextn_predict_layers`` ->
+  ``mtp_layers`` (the training graph's MTP modules; a serving engine loads them only to
+  draft speculative tokens, which :mod:`dse.infer` prices from the row's engine flags).
 * Checkpoint format: ``quantization_config.quant_method == "mxfp4"`` (gpt-oss: the routed
   experts in MXFP4, ``modules_to_not_convert`` the rest, bf16) -> ``mxfp4_experts``.
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
@@ -118,6 +121,7 @@ HF_FIELDS: tuple[Field, ...] = (
     _hf_int("shared_expert_intermediate_size", "Qwen2-MoE: shared expert width", lo=0),
     _hf_int("n_shared_experts", "DeepSeek: -> num_shared_experts", lo=0),
     _hf_int("first_k_dense_replace", "DeepSeek: -> first_k_dense", lo=0),
+    _hf_int("num_nextn_predict_layers", "DeepSeek-V3 / GLM-4.5: -> mtp_layers (training only)", lo=0),
     _hf_int("interleave_moe_layer_step", "Llama 4: -> moe_layer_step", lo=0),
     _hf_int("decoder_sparse_step", "Qwen-MoE: -> moe_layer_step", lo=0),
     Field("mlp_only_layers", kind="list", item="integer", lo=0, doc="Qwen-MoE: leading dense layers"),
@@ -226,6 +230,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
     arch.update(window_fields(c, where, get("num_hidden_layers", "n_layer"), model_type))
     arch.update(linear_attention_fields(c, where, get("num_hidden_layers", "n_layer")))
     arch.update(_dsa_fields(c, where))
+    arch["mtp_layers"] = _int_or_zero(c, "num_nextn_predict_layers", where)
     if arch.get("kv_lora_rank", 0) > 0:
         head_dim = 0                      # MLA: the head dims are the qk/v fields
     d = {

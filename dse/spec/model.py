@@ -93,7 +93,7 @@ CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 @pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers", "index_topk",
                           "index_heads", "index_head_dim", "linear_layers", "linear_key_heads",
                           "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-                          "linear_conv_kernel", "attn_output_gate"),
+                          "linear_conv_kernel", "attn_output_gate", "mtp_layers"),
                   label=("name", "description", "norm"))
 class Model:
     num_layers: int
@@ -132,6 +132,7 @@ class Model:
     linear_value_head_dim: int = 0          # d_v
     linear_conv_kernel: int = 0             # depthwise causal conv1d width before the recurrence
     attn_output_gate: int = 0               # full-attention layers gate their output (q_proj x 2)
+    mtp_layers: int = 0                     # multi-token-prediction depths trained (DeepSeek-V3); serving ignores them
     max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
@@ -197,7 +198,7 @@ ARCH_FIELDS = ("moe_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_h
                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
                "attention_chunk_size", "window_layers", "max_context", "index_topk", "index_heads",
                "index_head_dim", "linear_layers", "linear_key_heads", "linear_value_heads",
-               "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel")
+               "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel", "mtp_layers")
 
 #: The model table schema (catalog/models.toml, a user ``file.toml[:table]``, and what
 #: :func:`dse.spec.hf_config.hf_config_table` makes of a config.json).
@@ -237,6 +238,9 @@ MODEL_FIELDS: tuple[Field, ...] = (
     _arch("linear_key_head_dim", "Gated DeltaNet key head width (HF linear_key_head_dim)"),
     _arch("linear_value_head_dim", "Gated DeltaNet value head width (HF linear_value_head_dim)"),
     _arch("linear_conv_kernel", "Gated DeltaNet causal conv1d width (HF linear_conv_kernel_dim)"),
+    _arch("mtp_layers", "multi-token-prediction modules trained beside the main model (DeepSeek-V3 "
+          "MTP, HF num_nextn_predict_layers; training only: a serving engine loads them only "
+          "for speculative decoding)"),
     _arch("max_context", "longest context the checkpoint serves, HF max_position_embeddings "
           "(a serving engine's default max_model_len; 0: seq_length)"),
     Field("gated_mlp", kind="bool", default=False, doc="SwiGLU-style MLP (gate, up, down)"),

@@ -8,7 +8,8 @@ Assembly (Narayanan et al. SC'21, arXiv:2104.04473, §2.2 and §3; Megatron-Core
   t_mb        = per-micro-batch time of the heaviest stage: ceil(L/pp) layers
                 x (fwd + bwd + recompute + exposed TP, CP, EP) + LM head/loss (last
                 stage) + embedding (first stage); with an uneven split the head's and
-                embedding's stages hold one layer fewer (:func:`stage_balanced_head_s`)
+                embedding's stages hold one layer fewer (:func:`stage_balanced_head_s`;
+                the head's all of the slack beside multi-token prediction)
   pipeline    = m * t_mb + (pp-1)/vpp * t_avg + exposed p2p       (1F1B / interleaved;
                 exposed p2p per framework engine, dse.train.pipe_transfers)
   DP          = gradient reduce-scatter/all-reduce overlapped with the last
@@ -161,10 +162,10 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
     per_layer = layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed
     slack = lay.pp * L_st - model.num_layers
-    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, slack, lay.pp)
+    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, slack, lay.pp, model.mtp_layers)
     # the stages that can set the pace, and each one's time beyond L_st layers (the
     # largest of them is head_stage)
-    stages = pipeline_stages(lay.pp, slack, L_st, head, emb)
+    stages = pipeline_stages(lay.pp, slack, L_st, head, emb, model.mtp_layers)
     beyond = [extra - (L_st - n) * per_layer for n, extra, _ in stages]
     t_avg = (model.num_layers * (layer_compute + layer_recompute + tp_exposed + cp_exposed
                                  + ep_exposed) + head + emb) / lay.pp + accum
@@ -283,7 +284,17 @@ def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
                      u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
 
 
-def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp):
+def head_stage_deficit(slack_layers, mtp_layers):
+    """Layers the LM head's stage holds fewer than ``L_st`` under an uneven split (``slack
+    >= 1``): one (the loss counted as a layer, below), or with multi-token prediction all
+    of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
+    deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: PP 4 ``[E+16, 16, 16, 13+mtp+L]``,
+    PP 8 ``[E+8, 8 x 6, 5+mtp+L]``, PP 16 / (4, 4) / (8, 2) ``[E+4, 4 x 14, 1+mtp+L]``)
+    put the MTP module and the loss beside the fewest decoder layers."""
+    return jnp.where(mtp_layers > 0, slack_layers, 1.0)
+
+
+def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp, mtp_layers=0):
     """Time the heaviest pipeline stage spends beyond its ``L_st`` layers, per micro-batch.
 
     Even split (``pp * L_st == L``): every stage holds ``L_st`` layers and the last (first)
@@ -299,13 +310,16 @@ def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers
     nemo/collections/llm/recipes/llama31_405b.py).  The last stage then holds ``L_st - 1``
     layers and the head, the first (when ``slack >= 2``) ``L_st - 1`` and the embedding,
     the others ``L_st``: the extra time is ``max(0, head - layer, emb - [slack >= 2]
-    layer)``.  With ``pp = 1`` (head and embedding on the one stage) nothing changes."""
-    spare = jnp.where(slack_layers >= 2, per_layer_s, 0.0)
-    uneven = jnp.maximum(jnp.maximum(head_s - per_layer_s, emb_s - spare), 0.0)
+    layer)``.  With ``pp = 1`` (head and embedding on the one stage) nothing changes.  With
+    multi-token prediction the head's stage gives up ``j`` = :func:`head_stage_deficit`
+    layers and the embedding's one more if the slack has one left."""
+    j = head_stage_deficit(slack_layers, mtp_layers)
+    spare = jnp.where(slack_layers - j >= 1, per_layer_s, 0.0)
+    uneven = jnp.maximum(jnp.maximum(head_s - j * per_layer_s, emb_s - spare), 0.0)
     return jnp.where((pp > 1) & (slack_layers >= 1), jnp.minimum(head_stage_s, uneven), head_stage_s)
 
 
-def pipeline_stages(pp, slack_layers, L_st, head_s, emb_s):
+def pipeline_stages(pp, slack_layers, L_st, head_s, emb_s, mtp_layers=0):
     """The pipeline stages whose time can set the pace, as ``(layers, extra seconds per
     micro-batch, holds the LM head)``: the head's stage, the embedding's, a middle one
     (the split of :func:`stage_balanced_head_s`: with ``slack >= 1`` the head's stage
@@ -328,9 +342,11 @@ def pipeline_stages(pp, slack_layers, L_st, head_s, emb_s):
     shrinking the window of a stage whose time no longer includes it)."""
     multi = pp > 1
     one = head_s + emb_s
-    short = lambda k: L_st - jnp.where(multi & (slack_layers >= k), 1.0, 0.0)
-    return ((short(1), jnp.where(multi, head_s, one), 1.0),
-            (short(2), jnp.where(multi, emb_s, one), jnp.where(multi, 0.0, 1.0)),
+    j = head_stage_deficit(slack_layers, mtp_layers)
+    head_layers = L_st - jnp.where(multi & (slack_layers >= 1), j, 0.0)
+    emb_layers = L_st - jnp.where(multi & (slack_layers - j >= 1), 1.0, 0.0)
+    return ((head_layers, jnp.where(multi, head_s, one), 1.0),
+            (emb_layers, jnp.where(multi, emb_s, one), jnp.where(multi, 0.0, 1.0)),
             (L_st, jnp.where(multi, 0.0, one), jnp.where(multi, 0.0, 1.0)))
 
 

@@ -3,6 +3,8 @@ their GEMM FLOPs are the model's active parameters (the one count,
 :func:`dse.spec.model.layer_params`), and the serving KV cache of an MLA model is its
 latent (DeepSeek-V2 arXiv:2405.04434 Table 1: (d_c + d_h^R) l elements per token)."""
 
+import dataclasses
+
 import pytest
 
 from dse.graph.ops import Gemm, KVRead, flops
@@ -28,7 +30,7 @@ def test_training_flops_are_six_active_params_plus_attention(name):
     """pp = 1, no recompute: the step's FLOPs over all GPUs are 6 N_active tokens (the
     LM head included, the input embedding no GEMM) plus causal attention
     3 x 4 B s^2 a d L / 2 (d the mean q.k / v head dim for MLA), within 1 %."""
-    m = get_model(name)
+    m = dataclasses.replace(get_model(name), mtp_layers=0)
     seq, batch = 4096, 16
     lay = Layout(tp=1, pp=1, dp=8, ep=8, mbs=1, zero=1, sp=0)
     df, r = ops_table(m, Workload(global_batch=batch, seq_len=seq), lay, h100())
@@ -40,6 +42,22 @@ def test_training_flops_are_six_active_params_plus_attention(name):
     assert {"q down", "kv up"} <= names if m.kv_lora_rank else not names & {"q down", "kv up"}
     assert ("shared fc1" in names) == (m.num_shared_experts > 0)
     assert ("dense fc1" in names) == (m.first_k_dense > 0 or m.moe_layer_step > 1)
+
+
+def test_multi_token_prediction_adds_a_layer_a_projection_and_a_head_per_depth():
+    """DeepSeek-V3's MTP module (mtp_layers 1, dse.graph.train.mtp_ops): 6 x (the mean
+    layer's active parameters + the 2h x h projection + the LM head) per token, plus one
+    layer's attention, within 1 %; and nothing when mtp_layers is 0."""
+    m = get_model("deepseek-v3")
+    assert m.mtp_layers == 1
+    seq, batch = 4096, 16
+    lay = Layout(tp=1, pp=1, dp=8, ep=8, mbs=1, zero=1, sp=0)
+    wl = Workload(global_batch=batch, seq_len=seq)
+    flops = lambda mm: ops_table(mm, wl, lay, h100())[0]["flops"].sum() * lay.dp
+    extra = flops(m) - flops(dataclasses.replace(m, mtp_layers=0))
+    per_token = _layer_active(m) + 2 * m.hidden_size ** 2 + m.vocab_size * m.hidden_size
+    attn = 3 * 4 * batch * seq**2 * m.num_attention_heads * m.head_dim / 2
+    assert extra == pytest.approx(6 * per_token * batch * seq + attn, rel=0.01)
 
 
 @pytest.mark.parametrize("name", MOE + ["llama3-8b"])
