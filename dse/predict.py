@@ -123,27 +123,27 @@ def row_model(row, where) -> tuple[Model, str]:
     ``"columns"``.  When the ``model`` label names a catalog model
     (:func:`dse.spec.model_names.catalog_name_of`: ``DeepSeekV3``, ``Llama3.1-405B``, a
     Hugging Face repo id) and every architecture column the row gives agrees with it
-    (:func:`_agrees`), the catalog's table stands for the row -- it carries what the
-    schema's columns cannot (multi-head latent attention, shared experts, dense first
-    layers, a routed expert's own width, untied embeddings, no dropout) -- with the row's
-    ``seq_length`` and ``vocab_size`` (the run's padded vocabulary) and, when the row gives
-it, its ``mtp_layers`` (a run may train without the catalog model's MTP modules).  A blank
-    architecture column then takes the catalog's value.  Otherwise the row's columns
-    alone describe it (module docstring)."""
+    (:func:`_agrees`; a blank one takes the catalog's value), the catalog's table stands
+    for the row -- it carries what the schema's columns cannot (multi-head latent
+    attention, shared experts, dense first layers, a routed expert's own width, untied
+    embeddings, no dropout) -- with the row's ``seq_length`` and ``vocab_size`` (the run's
+    padded vocabulary) and, when the row gives it, its ``mtp_layers`` (a run may train
+    without the catalog model's MTP modules).  Otherwise the row's own columns alone
+    describe it (module docstring), blanks read as there."""
     name = catalog_name_of(row.get("model"))
-    cat = catalog()[name] if name else None
-    if cat is not None:
-        row = {**_catalog_columns(cat), **{k: v for k, v in row.items() if not _blank(v)}}
+    if name is not None:
+        cat = catalog()[name]
+        filled = {**_catalog_columns(cat), **{k: v for k, v in row.items() if not _blank(v)}}
+        m = _columns_model(filled, where)
+        if _agrees(m, cat):
+            mtp = cat.mtp_layers if all(_blank(row.get(c)) for c in ("mtp_layers", "mtp_num_layers")) \
+                else m.mtp_layers
+            return dataclasses.replace(cat, seq_length=m.seq_length, vocab_size=m.vocab_size,
+                                       mtp_layers=mtp, name=m.name), name
     for c in ARCH_REQUIRED:
         require(c in row and not _blank(row[c]), where, c,
                 "must be given (or `model` must name a catalog model: dse/spec/catalog/models.toml)")
-    m = _columns_model(row, where)
-    if cat is None or not _agrees(m, cat):
-        return m, "columns"
-    mtp = cat.mtp_layers if all(_blank(row.get(c)) for c in ("mtp_layers", "mtp_num_layers")) \
-        else m.mtp_layers
-    return dataclasses.replace(cat, seq_length=m.seq_length, vocab_size=m.vocab_size,
-                               mtp_layers=mtp, name=m.name), name
+    return _columns_model(row, where), "columns"
 
 
 def _catalog_columns(cat: Model) -> dict:
@@ -157,9 +157,10 @@ def _catalog_columns(cat: Model) -> dict:
 
 def _agrees(m: Model, cat: Model) -> bool:
     """Whether the columns' model ``m`` can be the catalog model ``cat``: the same layers,
-    width, heads, KV heads (MLA: also 1, the latent), experts and top-k; ``ffn_hidden_size`` either the dense
-    layers' or one routed expert's width (tables give either for a MoE model); a head dim
-    column, when given, equal to the catalog's (MLA: its q.k or value head dim)."""
+    width, heads, KV heads (MLA: also 1, the latent), experts and top-k;
+    ``ffn_hidden_size`` either the dense layers' or one routed expert's width (tables give
+    either for a MoE model); a head dim column, when given, equal to the catalog's (MLA:
+    its q.k or value head dim)."""
     same = all(getattr(m, f) == getattr(cat, f) for f in
                ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "top_k"))
     # MLA caches one latent per token: a table may count it as one KV head
@@ -493,7 +494,7 @@ def read_csv(path: str) -> pd.DataFrame:
         _near_misses(df, path, INFERENCE_KNOWN | set(REQUIRED_INFERENCE))
         _unique_ids(df, path)
         return df
-    unnamed = _unnamed_models(df)
+    unnamed = _unnamed_models(df) if not set(ARCH_REQUIRED) <= set(df.columns) else ""
     for c in REQUIRED:
         require(c in df.columns or (c in ARCH_REQUIRED and not unnamed), path, c,
                 "column is required by the validation schema" + (

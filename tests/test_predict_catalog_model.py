@@ -141,3 +141,13 @@ def test_mtp_layers_column_and_the_head_stage_deficit():
     assert float(head_stage_deficit(3.0, 1)) == 3.0 and float(head_stage_deficit(3.0, 0)) == 1.0
     bad = predict_frame(pd.DataFrame([dict(DSV3, mtp_layers=-1)]), "t.csv")
     assert bad.loc[0, "status"].startswith("invalid: mtp_layers")
+
+
+def test_a_disagreeing_row_reads_its_blanks_as_before():
+    """A scaled-down proxy that names a catalog model but changes its layers keeps the
+    columns' reading of a blank num_kv_heads (MHA), not the catalog's GQA."""
+    proxy = dict(DSV3, model="Llama3-8B", num_layers=4, hidden_size=4096, ffn_hidden_size=14336,
+                 num_attention_heads=32, num_kv_heads=None, vocab_size=128256, num_experts=None,
+                 top_k=None, ep=1)
+    m, arch = row_model(proxy, "t.csv")
+    assert arch == "columns" and m.num_kv_heads == 32
