@@ -130,7 +130,7 @@ def test_mtp_layers_column_and_the_head_stage_deficit():
     shorter step; the head's stage then gives up the whole slack (Megatron-Bridge's
     DeepSeek-V3 layouts), not one layer."""
     from dse.spec.hf_config import hf_config_table
-    from dse.train.step import head_stage_deficit
+    from dse.train.memory import head_stage_deficit
     from pathlib import Path
     table, _ = hf_config_table(Path(__file__).parent / "data" / "hf" / "deepseek-v3.json")
     assert table["mtp_layers"] == 1 and catalog()["deepseek-v3"].mtp_layers == 1

@@ -85,6 +85,16 @@ class MemoryBreakdown(NamedTuple):
     expert_params_per_gpu: object = 0.0  # routed-expert share of params_per_gpu (MoE)
 
 
+def head_stage_deficit(slack_layers, mtp_layers):
+    """Layers the LM head's stage holds fewer than ``L_st`` under an uneven split (``slack
+    >= 1``): one (the loss counted as a layer, :func:`dse.train.step.stage_balanced_head_s`), or with multi-token prediction all
+    of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
+    deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: PP 4 ``[E+16, 16, 16, 13+mtp+L]``,
+    PP 8 ``[E+8, 8 x 6, 5+mtp+L]``, PP 16 / (4, 4) / (8, 2) ``[E+4, 4 x 14, 1+mtp+L]``)
+    put the MTP module and the loss beside the fewest decoder layers."""
+    return jnp.where(mtp_layers > 0, slack_layers, 1.0)
+
+
 def layers_per_stage(model: Model, lay: Layout):
     """Layers on the heaviest pipeline rank: ``vpp * ceil(L / (pp*vpp))`` (uneven splits
     put the ceiling on the heaviest virtual stage)."""
@@ -227,7 +237,9 @@ def peak_inflight(model: Model, wl: Workload, lay: Layout, inflight0, m):
     eight layers on rank 0.  Other frameworks keep ``inflight0``."""
     L_st = layers_per_stage(model, lay)
     slack = lay.pp * L_st - model.num_layers
-    on = (lay.pp > 1) & (slack >= 2) & (wl.framework == FRAMEWORK_MEGATRON)
+    # the first stage is short only if the head's stage leaves it slack (head_stage_deficit)
+    on = (lay.pp > 1) & (slack - head_stage_deficit(slack, model.mtp_layers) >= 1) \
+        & (wl.framework == FRAMEWORK_MEGATRON)
     vpp = lay.vpp * 1.0
     chunks0 = inflight0 * vpp
     group = lay.pp * vpp

@@ -55,7 +55,7 @@ from dse.spec.layout import PRECISION_FP32, RECOMPUTE_SELECTIVE, Layout, Workloa
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.train.layer import reduce_layer
-from dse.train.memory import embedding_params_per_gpu, layers_per_stage, memory_per_gpu
+from dse.train.memory import embedding_params_per_gpu, head_stage_deficit, layers_per_stage, memory_per_gpu
 from dse.train.outer_ops import total_s
 from dse.train.pipe_transfers import exposed_transfers
 from dse.cost.rates import rates
@@ -282,16 +282,6 @@ def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
     paired = paired_ep_exposed_s(layer_ops, lc, hw, r, selective)
     return jnp.where(overlap_allowed(model, lay, recompute_full),
                      u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
-
-
-def head_stage_deficit(slack_layers, mtp_layers):
-    """Layers the LM head's stage holds fewer than ``L_st`` under an uneven split (``slack
-    >= 1``): one (the loss counted as a layer, below), or with multi-token prediction all
-    of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
-    deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: PP 4 ``[E+16, 16, 16, 13+mtp+L]``,
-    PP 8 ``[E+8, 8 x 6, 5+mtp+L]``, PP 16 / (4, 4) / (8, 2) ``[E+4, 4 x 14, 1+mtp+L]``)
-    put the MTP module and the loss beside the fewest decoder layers."""
-    return jnp.where(mtp_layers > 0, slack_layers, 1.0)
 
 
 def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp, mtp_layers=0):
