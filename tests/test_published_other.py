@@ -10,7 +10,8 @@ published_nemo_gb200_moe.md (NeMo and Megatron-Bridge performance summaries: den
 pre-training on B200, GB200 and H100), published_moe.csv (the same tables' Mixtral and
 Qwen3 mixture-of-experts rows), published_fsdp.csv + .md (llm-foundry MPT and
 torchtitan, A100 and H100), published_bridge_catalog.csv + .md (Megatron-Bridge's
-DeepSeek-V3, GPT-OSS-120B and Kimi-K2 rows, predicted with their catalog tables).  The bounds sit a little above today's
+DeepSeek-V3, GPT-OSS-120B and Kimi-K2 rows, predicted with their catalog tables),
+published_bridge_nvfp4.csv + .md (its NVFP4 Llama pre-training rows).  The bounds sit a little above today's
 errors (docs/accuracy.md quotes them) so that a regression fails; the H100 FSDP bound is
 loose on purpose, as is the MoE one: documented gaps (docs/accuracy.md), not targets."""
 
@@ -124,3 +125,14 @@ def test_bridge_catalog_models_runs():
     assert mean("DeepSeekV3") <= 0.13, p[["id", "ape"]].round(3).to_string()
     assert mean("Kimi-K2") <= 0.09
     assert mean("GPT-OSS-120B") <= 0.38
+
+
+@pytest.mark.validation
+def test_bridge_nvfp4_training_runs():
+    """NVFP4 pre-training (Megatron-Bridge 26.02-26.06, Llama 3 70B / 3.1 405B on GB200 and
+    GB300; tests/data/published_bridge_nvfp4.csv + .md): the linears at the fp4 rate with
+    the fp4 GEMM ceiling ratio, nothing fitted.  A regression guard: 7.5 % today (+3.6 %
+    bias); the same rows priced as fp8 are 45 % slow."""
+    p = _predict("published_bridge_nvfp4.csv")
+    assert (p["status"] == "ok").all(), p.loc[p["status"] != "ok", ["id", "status"]].to_string()
+    assert p["ape"].mean() <= 0.09, p[["id", "ape"]].round(3).to_string()

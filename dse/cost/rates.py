@@ -34,6 +34,29 @@ def linear_el_bytes(precision, act_bytes):
                      jnp.where(precision == 4, MXFP4_BYTES, act_bytes)))
 
 
+def low_precision(precision):
+    """1.0 where a training run's linears run quantized (fp8, or NVFP4 = code 3), else 0.0."""
+    return jnp.where(precision >= 2, 1.0, 0.0)
+
+
+# Transformer Engine's activation cast per element, 16-bit in (2 B read):
+# * fp8 (current / delayed scaling): read 2, write 1;
+# * NVFP4 (``NVFP4BlockScaling``, TE >= 2.7; NVIDIA, "Pretraining Large Language Models with
+#   NVFP4", arXiv:2509.25149 §4 and TE docs "Using FP8 and FP4 with Transformer Engine"):
+#   two-level scaling needs the tensor's global amax first (read 2), then one fused
+#   kernel writes the row-wise copy for the forward / dgrad GEMM and the column-wise one,
+#   with the 16-point random Hadamard transform applied, for wgrad (read 2, write 2 x
+#   NVFP4_BYTES).
+FP8_CAST_BYTES = 3.0
+NVFP4_CAST_BYTES = 2.0 + 2.0 + 2.0 * NVFP4_BYTES
+
+
+def quant_cast_bytes(precision):
+    """HBM bytes per element of one activation cast (above): 3 for fp8, 5.125 for NVFP4,
+    0 for 16-bit runs."""
+    return jnp.where(precision == 2, FP8_CAST_BYTES, jnp.where(precision == 3, NVFP4_CAST_BYTES, 0.0))
+
+
 class Rates(NamedTuple):
     peak_16_flops_per_s: object     # attention / non-fp8 matmuls (tf32 when precision 0)
     peak_linear_flops_per_s: object  # linear layers (fp8 when precision 2)

@@ -80,7 +80,7 @@ import jax.numpy as jnp
 
 from dse.cost.load_balance import ep_load_factor
 from dse.graph.ops import Collective, Gemm, MemPass
-from dse.spec.layout import PRECISION_FP8
+from dse.cost.rates import low_precision, quant_cast_bytes
 from dse.spec.model import expert_ffn
 
 # Kernels (and device-to-host copies) one eager MoE layer issues beyond its GEMMs,
@@ -241,8 +241,8 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     sort = jnp.where(n_local > 1, 1.0, 0.0)
     # permute write + unpermute read of the sent tokens, the regroupings of the received
     token_bytes = el * h * (2.0 * Tm + 2.0 * Tks + (PERMUTE_PASSES - 2.0) * sort * Tk)
-    fp8 = jnp.where(wl.precision == PRECISION_FP8, 1.0, 0.0)
-    quant_bytes = fp8 * 3.0 * jnp.maximum(Tk - T, 0.0) * h     # fc1 input beyond the dense cast
+    fp8 = low_precision(wl.precision)
+    quant_bytes = quant_cast_bytes(wl.precision) * jnp.maximum(Tk - T, 0.0) * h   # fc1 input beyond the dense cast
     quant_kernels = fp8 * 2.0 * n_local
     # backward: the same token bytes; the casts twice over, as the dense cast's backward
     passes = [MemPass(token_bytes + quant_bytes, MOE_FWD_KERNELS + quant_kernels, calls=on,

@@ -68,6 +68,7 @@ from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
+from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
 from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
@@ -85,6 +86,21 @@ CE_FWD_BYTES_PER_LOGIT = 42.0
 CE_BWD_BYTES_PER_LOGIT = 18.0
 FP8_WEIGHT_CAST_BYTES = 4.0
 FP8_PRIMARY_CAST_BYTES = (5.0, 2.0)   # (per shard element, per local linear parameter)
+
+
+def weight_cast_bytes(q):
+    """Bytes per linear parameter of the once-per-step weight cast (:func:`optimizer_ops`):
+    read bf16, write the quantized copy and its transpose, ``2 + 2 q`` for ``q`` bytes per
+    quantized element (fp8: :data:`FP8_WEIGHT_CAST_BYTES`; NVFP4 0.5625: both copies of
+    the 16 x 16-block weight kept, TE ``NVFP4Tensor`` row- and column-wise data)."""
+    return 2.0 + 2.0 * q
+
+
+def primary_cast_bytes(q):
+    """(per shard element, per local linear parameter) of the primary-weights cast
+    (:data:`FP8_PRIMARY_CAST_BYTES` for fp8): read the fp32 master (4), write ``q``; then
+    rebuild the transpose, read and write ``q``."""
+    return 4.0 + q, 2.0 * q
 
 
 def tokens_per_micro_batch(wl: Workload, lay: Layout):
@@ -184,7 +200,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                       + model.dropout * 2 * 2.5 * rep          # two dropouts + 1-byte mask
                       + select(mla, 2.0 * T * (model.q_lora_rank + model.kv_lora_rank), 0.0))  # lora norms
     mla_in = select(mla, T * (model.q_lora_rank + model.kv_lora_rank), 0.0)  # q up, kv up inputs
-    fp8_cast = jnp.where(wl.precision == PRECISION_FP8, 3.0 * (2 * T * h + T * o_in / t + ffn_el + mla_in), 0.0)
+    fp8_cast = quant_cast_bytes(wl.precision) * (2 * T * h + T * o_in / t + ffn_el + mla_in)
     ew_kernels = 8.0 + 2.0 * model.dropout
     elementwise = [MemPass(fwd_bytes + fp8_cast, ew_kernels, name="norms/rotary/act/residual", phase="fwd"),
                    MemPass(2.0 * (fwd_bytes + fp8_cast), 2.0 * ew_kernels,
@@ -365,14 +381,16 @@ def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embed
     The delayed-scaling amax all-reduce is latency only (not charged)."""
     from dse.spec.frameworks import profile
     shard = jnp.where(lay.zero >= 1, dp_shard_params(params_per_gpu, expert_params, lay), params_per_gpu)
-    fp8_params = jnp.where(wl.precision == PRECISION_FP8, params_per_gpu - embedding_params, 0.0)
-    cast = FP8_WEIGHT_CAST_BYTES * fp8_params
+    q = linear_el_bytes(wl.precision, 2.0)
+    fp8_params = low_precision(wl.precision) * (params_per_gpu - embedding_params)
+    cast = weight_cast_bytes(q) * fp8_params
     if profile(wl.framework).fp8_primary_weights:
         # the shard's linear (non-embedding) elements: the dense share of the embedding
         # parameters is sharded over dp*cp
         emb_shard = jnp.where(lay.zero >= 1, embedding_params / (lay.dp * lay.cp), embedding_params)
-        fp8_shard = jnp.where(wl.precision == PRECISION_FP8, shard - emb_shard, 0.0)
-        cast = FP8_PRIMARY_CAST_BYTES[0] * fp8_shard + FP8_PRIMARY_CAST_BYTES[1] * fp8_params
+        fp8_shard = low_precision(wl.precision) * (shard - emb_shard)
+        shard_b, param_b = primary_cast_bytes(q)
+        cast = shard_b * fp8_shard + param_b * fp8_params
     return (MemPass(ADAM_BYTES_PER_PARAM * shard + cast, 4.0,
                     name="optimizer step", phase="step"),)
 
@@ -469,7 +487,7 @@ def main_grad_bytes(wl: Workload):
     ``grad_reduce_in_fp32=False``: :mod:`dse.spec.frameworks`).  DeepSpeed's and FSDP's
     own accounting is :mod:`dse.train.memory`'s."""
     from dse.spec.frameworks import profile
-    return jnp.where(wl.precision == PRECISION_FP8, profile(wl.framework).fp8_main_grad_bytes, 4.0)
+    return jnp.where(wl.precision >= PRECISION_FP8, profile(wl.framework).fp8_main_grad_bytes, 4.0)
 
 
 def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_params):
@@ -482,10 +500,11 @@ def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_pa
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
     if not profile(wl.framework).fp8_primary_weights:
         return base
-    fp8 = wl.precision == PRECISION_FP8
+    fp8 = wl.precision >= PRECISION_FP8
+    q = linear_el_bytes(wl.precision, 2.0)
     safe_P = jnp.where(params_per_gpu > 0, params_per_gpu, 1.0)
     mixed = jnp.where(params_per_gpu > 0,
-                      (base * embedding_params + (params_per_gpu - embedding_params)) / safe_P, 1.0)
+                      (base * embedding_params + q * (params_per_gpu - embedding_params)) / safe_P, q)
     return jnp.where(fp8, mixed, base)
 
 

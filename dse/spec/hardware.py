@@ -332,7 +332,7 @@ def stack(hws: list[Hardware]) -> Hardware:
 
 def check_precision(hw: Hardware, precision: int, where: str) -> None:
     """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``); 3 / 4 (NVFP4 /
-    MXFP4, serving only) need fp4 tensor cores (``peak_tflops_fp4 > 0``)."""
+    MXFP4; training runs NVFP4) need fp4 tensor cores (``peak_tflops_fp4 > 0``)."""
     if precision == 2:
         require(float(hw.peak_fp8_flops_per_s) > 0, where, "precision",
                 f"fp8 needs fp8 tensor cores, but {hw.name} has peak_tflops_fp8 = 0")

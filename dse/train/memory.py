@@ -58,6 +58,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.attention import flash_available
+from dse.cost.rates import linear_el_bytes, low_precision
 from dse.graph.moe import dp_shard_params, expert_tp
 from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
@@ -171,10 +172,13 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
                  + 2 * s * b * f * (1.0 + model.gated_mlp) * el + 2 * s * b * f * el) / t
     # Transformer Engine fp8 saves each linear's input for its weight gradient as fp8
     # (1 B): the two norm outputs (QKV and FC1 inputs) and the FC2 input shrink by half;
-    # the projection's input is kept twice, bf16 for attention backward plus its fp8 copy
-    fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
-    replicated = replicated - fp8 * jnp.where(lay.sp > 0, 2 * s * b * h / t, 2 * s * b * h) * el
-    tp_region = tp_region + fp8 * (s * b * a * d - s * b * f) * el / t
+    # the projection's input is kept twice, bf16 for attention backward plus its fp8 copy.
+    # NVFP4 keeps q = 0.5625 B (its column-wise copy for wgrad, NVFP4_BYTES) instead of 1
+    fp8 = low_precision(wl.precision)
+    q = linear_el_bytes(wl.precision, 2.0)
+    saved = fp8 * (2.0 - q)          # bytes saved per element of a 16-bit input
+    replicated = replicated - saved * jnp.where(lay.sp > 0, 2 * s * b * h / t, 2 * s * b * h) * el
+    tp_region = tp_region + fp8 * (q * s * b * a * d - (2.0 - q) * s * b * f) * el / t
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
     # its mask (1 B) and output (2 B) per element -- Korthikanti's 5as^2b term
     fused = jnp.logical_and(wl.attention, flash_available(d))
@@ -203,14 +207,20 @@ def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, p
       unless ``is_non_tn_fp8_gemm_supported()``, transformer_engine/pytorch/utils.py:
       compute capability 10.x / 11.x or >= 13); datacenter Blackwell keeps none
       (``Hardware.fp8_transpose`` = 0, :mod:`dse.spec.efficiency`):
-      ``per_linear = 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``."""
+      ``per_linear = 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``;
+    * NVFP4 (precision code 3): the same with ``q`` = 0.5625 B per element in place of
+      fp8's 1 B, and always both copies (TE ``NVFP4Tensor`` keeps row- and column-wise data:
+      the NVFP4 GEMM reads K-major operands with their block scales along K)."""
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
-    fp8 = jnp.where(wl.precision == 2, 1.0, 0.0)
+    fp8 = low_precision(wl.precision)
+    q = linear_el_bytes(wl.precision, 2.0)
+    # NVFP4 keeps both the row- and the column-wise copy on every GPU (TE NVFP4Tensor)
+    transpose = jnp.where(wl.precision == 3, 1.0, FP8_TRANSPOSE_BYTES * fp8_transpose)
     linear = params - embedding_params_per_gpu(model, lay)
     if profile(wl.framework).fp8_primary_weights:
-        per_linear = fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose) + (1.0 - fp8) * base
+        per_linear = fp8 * q * (1.0 + transpose) + (1.0 - fp8) * base
     else:
-        per_linear = base + fp8 * (1.0 + FP8_TRANSPOSE_BYTES * fp8_transpose)
+        per_linear = base + fp8 * q * (1.0 + transpose)
     return (base * (params - linear) + per_linear * linear) / params
 
 
