@@ -210,6 +210,46 @@ def ep_busiest_factor(model, lay, T, drop_pad=0):
     return jnp.where(moe & (lay.ep > 1) & (drop_pad == 0), ep_load_factor(pairs, lay.ep), 1.0)
 
 
+# gpt-oss's experts in Megatron-Core (``transformer/moe/experts.py``), per element of the
+# fc1 output (clamp) or of the fc2 output (bias), 16-bit elements (module docstring of
+# :func:`expert_extra_passes`): (forward, backward) passes and kernels
+CLAMP_PASSES, CLAMP_KERNELS = (4.0, 5.0), (3.0, 3.0)
+FC2_BIAS_PASSES = (6.0, 7.0)
+
+
+def expert_extra_passes(model, fc1_out, fc2_out, n_local, el, on) -> list:
+    """Memory passes Megatron-Core adds to the grouped experts of a model with a clamped
+    SwiGLU or expert biases (gpt-oss; ``Model.clamped_swiglu`` / ``expert_bias``); none
+    for other models.  From ``megatron/core/transformer/moe/experts.py``:
+
+    * clamped SwiGLU (``activation_func_clamp_value``, commit 2e29a5e1e3): the two halves
+      of the fc1 output are clamped and concatenated *before* the fused bias-GeGLU kernel
+      -- ``torch.cat((x_glu.clamp(max=c), x_linear.clamp(-c, c)), -1)`` -- so forward reads
+      and writes the ``fc1_out`` elements twice (the clamps, the cat), backward runs the
+      two clamp gradients (read the gradient and the input, write) and the cat's split
+      back (read, write): :data:`CLAMP_PASSES`, three kernels each way;
+    * expert biases: fc1's is added in the grouped GEMM's epilogue (``skip_bias_add``
+      False), fc2's after it in ``_apply_bias``'s Python loop over the local experts
+      (``skip_bias_add`` True, commit a329dd6da5): per expert ``t + b * p`` (write ``b p``,
+      read both, write the sum) and a cat of the results (read, write) forward; backward
+      ``grad * p`` and ``grad * b`` and their reductions for the bias and the routing
+      probability: :data:`FC2_BIAS_PASSES` over the ``fc2_out`` elements, two kernels per
+      local expert (+ the cat) forward and four backward.
+
+    Serving engines fuse both (TensorRT-LLM's and vLLM's gpt-oss MoE kernels clamp in the
+    activation and add biases in the GEMM epilogue): the serving graph has neither."""
+    out = []
+    if model.clamped_swiglu:
+        out += [MemPass(CLAMP_PASSES[i] * fc1_out * el, CLAMP_KERNELS[i], calls=on,
+                        name="moe clamped swiglu", phase=ph) for i, ph in enumerate(("fwd", "bwd"))]
+    if model.expert_bias:
+        out += [MemPass(FC2_BIAS_PASSES[0] * fc2_out * el, 2.0 * n_local + 1.0, calls=on,
+                        name="moe fc2 bias (per expert)", phase="fwd"),
+                MemPass(FC2_BIAS_PASSES[1] * fc2_out * el, 4.0 * n_local, calls=on,
+                        name="moe fc2 bias (per expert)", phase="bwd")]
+    return out
+
+
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     """The MLP block of one layer, one micro-batch (module docstring): the dense MLP of a
     dense model, else the routed experts with their router, token movement and EP
@@ -248,7 +288,8 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
     passes = [MemPass(token_bytes + quant_bytes, MOE_FWD_KERNELS + quant_kernels, calls=on,
                       name="moe permute/route", phase="fwd"),
               MemPass(token_bytes + 2.0 * quant_bytes, MOE_BWD_KERNELS + quant_kernels, calls=on,
-                      name="moe permute/route", phase="bwd")]
+                      name="moe permute/route", phase="bwd"),
+              *expert_extra_passes(model, Tk * f * (1 + gated) / e, Tk * h, n_local, el, on)]
 
     # the busiest rank receives (dispatch) and sends back (combine) imb x the mean
     a2a = Tks * h * el * imb

@@ -28,6 +28,9 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * Multi-token prediction (DeepSeek-V3, GLM-4.5): ``num_nextn_predict_layers`` ->
   ``mtp_layers`` (the training graph's MTP modules; a serving engine loads them only to
   draft speculative tokens, which :mod:`dse.infer` prices from the row's engine flags).
+* gpt-oss's experts: ``swiglu_limit`` -> ``clamped_swiglu``; model type ``gpt_oss`` ->
+  ``expert_bias`` (``GptOssExperts`` has ``gate_up_proj_bias`` / ``down_proj_bias``); the
+  training graph charges what Megatron-Core runs for them (:func:`dse.graph.moe.expert_extra_passes`).
 * Checkpoint format: ``quantization_config.quant_method == "mxfp4"`` (gpt-oss: the routed
   experts in MXFP4, ``modules_to_not_convert`` the rest, bf16) -> ``mxfp4_experts``.
 * Multimodal wrappers (Llama 4 ``Llama4ForConditionalGeneration``): the language model's
@@ -248,6 +251,9 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         "kv_channels": head_dim,   # Qwen3/Gemma: head_dim != hidden/heads
         "top_k": top_k,
         "mxfp4_experts": _mxfp4_experts(top),
+        # gpt-oss: swiglu_limit clamps the experts' activation; GptOssExperts has biases
+        "clamped_swiglu": bool(c.get("swiglu_limit")) and experts != 1,
+        "expert_bias": model_type == "gpt_oss",
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(top.get("_name_or_path") or c.get("_name_or_path")
                            or model_type or Path(path).parent.name),

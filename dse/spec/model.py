@@ -93,7 +93,8 @@ CATALOG = Path(__file__).parent / "catalog" / "models.toml"
 @pytree_dataclass(static=("sliding_window", "attention_chunk_size", "window_layers", "index_topk",
                           "index_heads", "index_head_dim", "linear_layers", "linear_key_heads",
                           "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-                          "linear_conv_kernel", "attn_output_gate", "mtp_layers"),
+                          "linear_conv_kernel", "attn_output_gate", "mtp_layers", "clamped_swiglu",
+                          "expert_bias"),
                   label=("name", "description", "norm"))
 class Model:
     num_layers: int
@@ -133,6 +134,8 @@ class Model:
     linear_conv_kernel: int = 0             # depthwise causal conv1d width before the recurrence
     attn_output_gate: int = 0               # full-attention layers gate their output (q_proj x 2)
     mtp_layers: int = 0                     # multi-token-prediction depths trained (DeepSeek-V3); serving ignores them
+    clamped_swiglu: int = 0                 # routed experts clamp the gated activation's inputs (gpt-oss swiglu_limit)
+    expert_bias: int = 0                    # routed experts' linears carry biases (gpt-oss)
     max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
@@ -248,6 +251,10 @@ MODEL_FIELDS: tuple[Field, ...] = (
     Field("tied_embeddings", kind="bool", default=False, doc="LM head shares the embedding"),
     Field("attn_output_gate", kind="bool", default=False,
           doc="full-attention layers gate their output: q_proj emits q and a sigmoid gate (Qwen3-Next)"),
+    Field("clamped_swiglu", kind="bool", default=False,
+          doc="the routed experts clamp their gated activation's inputs (gpt-oss: HF swiglu_limit)"),
+    Field("expert_bias", kind="bool", default=False,
+          doc="the routed experts' linears carry biases (gpt-oss GptOssExperts)"),
     Field("mxfp4_experts", kind="bool", default=False,
           doc="checkpoint ships the routed experts in MXFP4, the rest in bf16 (gpt-oss)"),
     Field("norm", kind="string", default="layernorm", choices=("layernorm", "rmsnorm"),
@@ -259,7 +266,8 @@ MODEL_FIELDS: tuple[Field, ...] = (
           doc="Hugging Face repo ids with this architecture (catalog)"),
     Field("aliases", kind="list", item="string", default=(), doc="other short names of this table"),
 )
-_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts", "attn_output_gate")
+_BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts", "attn_output_gate",
+                "clamped_swiglu", "expert_bias")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:

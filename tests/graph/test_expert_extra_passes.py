@@ -1,0 +1,44 @@
+"""gpt-oss's experts in Megatron-Core: the clamp before the fused SwiGLU and FC2's bias in a
+per-expert loop are memory passes of the training graph (dse.graph.moe.expert_extra_passes);
+other models and the serving graph get none."""
+
+import dataclasses
+from pathlib import Path
+
+from dse.graph.moe import CLAMP_PASSES, FC2_BIAS_PASSES, expert_extra_passes
+from dse.spec.layout import Layout, Workload
+from dse.spec.model import get_model, model_from_hf_config
+from dse.train.ops_table import ops_table
+from tests.helpers import h100
+
+LAY = Layout(tp=1, pp=4, dp=16, ep=8, mbs=1, zero=1, sp=0)
+
+
+def test_gpt_oss_is_flagged_from_its_config_and_catalog():
+    hf = model_from_hf_config(Path(__file__).parents[1] / "data" / "hf" / "gpt-oss-120b.json")
+    cat = get_model("gpt-oss-120b")
+    assert (hf.clamped_swiglu, hf.expert_bias) == (1, 1) == (cat.clamped_swiglu, cat.expert_bias)
+    assert not get_model("qwen3-30b-a3b").clamped_swiglu and not get_model("deepseek-v3").expert_bias
+
+
+def test_passes_bytes_and_kernels():
+    m = get_model("gpt-oss-120b")
+    ops = expert_extra_passes(m, 100.0, 10.0, 16.0, 2.0, 1.0)
+    assert [op.name for op in ops] == ["moe clamped swiglu"] * 2 + ["moe fc2 bias (per expert)"] * 2
+    assert [op.bytes_moved for op in ops] == [CLAMP_PASSES[0] * 200, CLAMP_PASSES[1] * 200,
+                                             FC2_BIAS_PASSES[0] * 20, FC2_BIAS_PASSES[1] * 20]
+    assert ops[2].kernels == 33.0 and ops[3].kernels == 64.0
+    plain = dataclasses.replace(m, clamped_swiglu=0, expert_bias=0)
+    assert expert_extra_passes(plain, 100.0, 10.0, 16.0, 2.0, 1.0) == []
+
+
+def test_the_training_step_pays_them():
+    m = get_model("gpt-oss-120b")
+    wl = Workload(global_batch=1280, seq_len=4096)
+    with_, _ = ops_table(m, wl, LAY, h100())
+    without, _ = ops_table(dataclasses.replace(m, clamped_swiglu=0, expert_bias=0), wl, LAY, h100())
+    extra = with_[with_["op"].str.startswith("moe clamped") | with_["op"].str.startswith("moe fc2 bias")]
+    assert len(extra) == 4 and (extra["time_s"] > 0).all()
+    # the passes' own time, plus what their ~130 launches and the longer stage add
+    # (host launch stall, pipeline bubble)
+    assert with_["time_s"].sum() >= without["time_s"].sum() + 0.99 * extra["time_s"].sum()
