@@ -84,22 +84,20 @@ from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of
 NCCL_PROTOCOLS = False
 CE_FWD_BYTES_PER_LOGIT = 42.0
 CE_BWD_BYTES_PER_LOGIT = 18.0
-FP8_WEIGHT_CAST_BYTES = 4.0
-FP8_PRIMARY_CAST_BYTES = (5.0, 2.0)   # (per shard element, per local linear parameter)
 
 
 def weight_cast_bytes(q):
     """Bytes per linear parameter of the once-per-step weight cast (:func:`optimizer_ops`):
     read bf16, write the quantized copy and its transpose, ``2 + 2 q`` for ``q`` bytes per
-    quantized element (fp8: :data:`FP8_WEIGHT_CAST_BYTES`; NVFP4 0.5625: both copies of
-    the 16 x 16-block weight kept, TE ``NVFP4Tensor`` row- and column-wise data)."""
+    quantized element (fp8: 4; NVFP4 0.5625: both copies of the 16 x 16-block weight kept,
+    TE ``NVFP4Tensor`` row- and column-wise data)."""
     return 2.0 + 2.0 * q
 
 
 def primary_cast_bytes(q):
     """(per shard element, per local linear parameter) of the primary-weights cast
-    (:data:`FP8_PRIMARY_CAST_BYTES` for fp8): read the fp32 master (4), write ``q``; then
-    rebuild the transpose, read and write ``q``."""
+    (fp8: 5 and 2): read the fp32 master (4), write ``q``; then rebuild the transpose,
+    read and write ``q``."""
     return 4.0 + q, 2.0 * q
 
 
@@ -373,11 +371,12 @@ def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embed
     :data:`dse.cost.elementwise.ADAM_BYTES_PER_PARAM`), plus, with Transformer Engine
     fp8, the once-per-step re-quantisation of the layers' linear weights (TE casts weights
     on the first micro-batch and reuses them; the embedding and LM head stay bf16): read
-    bf16, write the fp8 copy and its transpose, :data:`FP8_WEIGHT_CAST_BYTES` per
+    bf16, write the fp8 copy and its transpose, :func:`weight_cast_bytes` per
     parameter.  With fp8 primary weights (profile ``fp8_primary_weights``) the optimizer
     instead writes its updated fp32 shard straight into the fp8 parameters (read 4, write
     1 per shard element: Megatron-Core ``quantize_param_shard``) and, after the gather,
-    TE rebuilds each linear's transpose (read 1, write 1; :data:`FP8_PRIMARY_CAST_BYTES`).
+    TE rebuilds each linear's transpose (read 1, write 1; :func:`primary_cast_bytes`).  NVFP4
+    runs the same with its 0.5625-byte elements.
     The delayed-scaling amax all-reduce is latency only (not charged)."""
     from dse.spec.frameworks import profile
     shard = jnp.where(lay.zero >= 1, dp_shard_params(params_per_gpu, expert_params, lay), params_per_gpu)
