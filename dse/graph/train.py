@@ -202,7 +202,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     ew_kernels = 8.0 + 2.0 * model.dropout
     elementwise = [MemPass(fwd_bytes + fp8_cast, ew_kernels, name="norms/rotary/act/residual", phase="fwd"),
                    MemPass(2.0 * (fwd_bytes + fp8_cast), 2.0 * ew_kernels,
-                           name="norms/rotary/act/residual", phase="bwd")]
+                           name="norms/rotary/act/residual", phase="bwd"),
+                   *unfused_rope_ops(model, T * (a + g) * d / t * el)]
 
     act = T * h * el
     sp = lay.sp > 0
@@ -313,6 +314,29 @@ def head_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     return (fwd.replace(rate="16"), dgrad.replace(rate="16"), wgrad.replace(rate="16"),
             MemPass(CE_FWD_BYTES_PER_LOGIT * logits, 7.0, name="cross-entropy", phase="fwd"),
             MemPass(CE_BWD_BYTES_PER_LOGIT * logits, 3.0, name="cross-entropy", phase="bwd"))
+
+
+# Megatron-Core's unfused rotary embedding (``_apply_rotary_pos_emb_bshd``): the rotary
+# slice, rotate_half (chunk, negate, cat), t cos m, rotate_half(t) sin m, their sum and
+# the cat with the pass-through dims -- 7 kernels, each reading and writing q or k, where
+# the fused kernel the element-wise pass counts reads and writes once; backward alike
+UNFUSED_ROPE_KERNELS = 7.0
+
+
+def unfused_rope_ops(model: Model, qk_bytes) -> list:
+    """The extra passes of Megatron-Core's unfused RoPE over the ``qk_bytes`` of one
+    layer's Q and K, forward and backward, for a model whose YaRN attention factor is not
+    1 (``Model.rope_mscale``): ``apply_rotary_pos_emb`` falls back to it ("mscale ... is
+    not supported by TE's fused RoPE. Using unfused implementation.",
+    ``megatron/core/models/common/embeddings/rope_utils.py``, commit 987395813b "Fixes for
+    gpt-oss").  MLA models rotate their own rope dims (DeepSeek-V3's factor is 1).  None
+    for other models."""
+    if not model.rope_mscale:
+        return []
+    extra = 2.0 * (UNFUSED_ROPE_KERNELS - 1.0) * qk_bytes
+    on = select(is_mla(model), 0.0, 1.0)
+    return [MemPass(extra, 2.0 * UNFUSED_ROPE_KERNELS, calls=on, name="rotary (unfused, YaRN mscale)",
+                    phase=ph) for ph in ("fwd", "bwd")]
 
 
 def mtp_ops(model: Model, wl: Workload, lay: Layout, act_bytes, layer: tuple, head: tuple) -> tuple:

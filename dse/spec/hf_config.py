@@ -28,6 +28,8 @@ Keys read (the ``transformers`` configuration classes named; the first key prese
 * Multi-token prediction (DeepSeek-V3, GLM-4.5): ``num_nextn_predict_layers`` ->
   ``mtp_layers`` (the training graph's MTP modules; a serving engine loads them only to
   draft speculative tokens, which :mod:`dse.infer` prices from the row's engine flags).
+* YaRN RoPE (``rope_scaling`` of type ``yarn``) whose attention factor is not 1
+  (:func:`yarn_attention_factor`; gpt-oss) -> ``rope_mscale``.
 * gpt-oss's experts: ``swiglu_limit`` -> ``clamped_swiglu``; model type ``gpt_oss`` ->
   ``expert_bias`` (``GptOssExperts`` has ``gate_up_proj_bias`` / ``down_proj_bias``); the
   training graph charges what Megatron-Core runs for them (:func:`dse.graph.moe.expert_extra_passes`).
@@ -65,6 +67,8 @@ DeepSeek-V3 multi-token-prediction module (not part of the 671 B main model).
 """
 
 from __future__ import annotations
+
+import math
 
 from pathlib import Path
 
@@ -190,6 +194,26 @@ def text_config(c: dict) -> dict:
     return c
 
 
+def yarn_attention_factor(scaling) -> float:
+    """The factor YaRN scales RoPE's cos / sin by (transformers
+    ``modeling_rope_utils._compute_yarn_parameters``): ``attention_factor`` when given,
+    else ``get_mscale(f, mscale) / get_mscale(f, mscale_all_dim)`` when both are set
+    (DeepSeek-V3: 1.0 / 1.0 -> 1), else ``get_mscale(f)`` (gpt-oss, factor 32: 1.347), with
+    ``get_mscale(f, m) = 0.1 m ln f + 1`` for ``f > 1``; 1.0 for any other scaling."""
+    if not isinstance(scaling, dict) or str(scaling.get("rope_type", scaling.get("type", ""))) != "yarn":
+        return 1.0
+    given = scaling.get("attention_factor")
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        return float(given)
+    f = scaling.get("factor", 1.0)
+    f = float(f) if isinstance(f, (int, float)) and not isinstance(f, bool) else 1.0
+    mscale = lambda m: 0.1 * m * math.log(f) + 1.0 if f > 1.0 else 1.0
+    m, m_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    if m and m_all:
+        return mscale(float(m)) / mscale(float(m_all))
+    return mscale(1.0)
+
+
 def _mxfp4_experts(top: dict) -> bool:
     """Whether the checkpoint ships MXFP4 experts (``quantization_config.quant_method ==
     "mxfp4"``, gpt-oss; the MoE experts only, the rest bf16: ``modules_to_not_convert``)."""
@@ -254,6 +278,7 @@ def hf_config_table(path: Path) -> tuple[dict, str]:
         # gpt-oss: swiglu_limit clamps the experts' activation; GptOssExperts has biases
         "clamped_swiglu": bool(c.get("swiglu_limit")) and experts != 1,
         "expert_bias": model_type == "gpt_oss",
+        "rope_mscale": yarn_attention_factor(c.get("rope_scaling")) != 1.0,
         "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
         "description": str(top.get("_name_or_path") or c.get("_name_or_path")
                            or model_type or Path(path).parent.name),

@@ -94,7 +94,7 @@ CATALOG = Path(__file__).parent / "catalog" / "models.toml"
                           "index_heads", "index_head_dim", "linear_layers", "linear_key_heads",
                           "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
                           "linear_conv_kernel", "attn_output_gate", "mtp_layers", "clamped_swiglu",
-                          "expert_bias"),
+                          "expert_bias", "rope_mscale"),
                   label=("name", "description", "norm"))
 class Model:
     num_layers: int
@@ -136,6 +136,7 @@ class Model:
     mtp_layers: int = 0                     # multi-token-prediction depths trained (DeepSeek-V3); serving ignores them
     clamped_swiglu: int = 0                 # routed experts clamp the gated activation's inputs (gpt-oss swiglu_limit)
     expert_bias: int = 0                    # routed experts' linears carry biases (gpt-oss)
+    rope_mscale: int = 0                    # YaRN RoPE scales q / k by an attention factor != 1 (gpt-oss)
     max_context: int = 0                    # longest context served (HF max_position_embeddings); 0 = seq_length
     mxfp4_experts: int = 0                  # checkpoint: MXFP4 routed experts, bf16 rest (gpt-oss)
     name: str = ""
@@ -255,6 +256,8 @@ MODEL_FIELDS: tuple[Field, ...] = (
           doc="the routed experts clamp their gated activation's inputs (gpt-oss: HF swiglu_limit)"),
     Field("expert_bias", kind="bool", default=False,
           doc="the routed experts' linears carry biases (gpt-oss GptOssExperts)"),
+    Field("rope_mscale", kind="bool", default=False,
+          doc="YaRN rotary embedding with an attention factor != 1 (HF rope_scaling; gpt-oss)"),
     Field("mxfp4_experts", kind="bool", default=False,
           doc="checkpoint ships the routed experts in MXFP4, the rest in bf16 (gpt-oss)"),
     Field("norm", kind="string", default="layernorm", choices=("layernorm", "rmsnorm"),
@@ -267,7 +270,7 @@ MODEL_FIELDS: tuple[Field, ...] = (
     Field("aliases", kind="list", item="string", default=(), doc="other short names of this table"),
 )
 _BOOL_FIELDS = ("gated_mlp", "dropout", "tied_embeddings", "mxfp4_experts", "attn_output_gate",
-                "clamped_swiglu", "expert_bias")
+                "clamped_swiglu", "expert_bias", "rope_mscale")
 
 
 def model_from_dict(d: dict, where: str, name: str) -> Model:

@@ -5,6 +5,8 @@ other models and the serving graph get none."""
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from dse.graph.moe import CLAMP_PASSES, FC2_BIAS_PASSES, expert_extra_passes
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import get_model, model_from_hf_config
@@ -42,3 +44,20 @@ def test_the_training_step_pays_them():
     # the passes' own time, plus what their ~130 launches and the longer stage add
     # (host launch stall, pipeline bubble)
     assert with_["time_s"].sum() >= without["time_s"].sum() + 0.99 * extra["time_s"].sum()
+
+
+def test_yarn_attention_factor_sends_megatron_to_the_unfused_rope():
+    """gpt-oss's YaRN (factor 32, no mscale keys) scales RoPE by 1.347: Megatron-Core's
+    unfused RoPE, extra passes in the training graph; DeepSeek-V3's (mscale / mscale_all_dim
+    1 / 1) is 1: none."""
+    from dse.graph.train import UNFUSED_ROPE_KERNELS, unfused_rope_ops
+    from dse.spec.hf_config import yarn_attention_factor
+    assert yarn_attention_factor({"rope_type": "yarn", "factor": 32.0}) == pytest.approx(1.3466, abs=1e-4)
+    assert yarn_attention_factor({"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}) == 1.0
+    assert yarn_attention_factor({"rope_type": "llama3", "factor": 8.0}) == 1.0
+    assert yarn_attention_factor(None) == 1.0 and yarn_attention_factor({"rope_type": "yarn", "factor": "x"}) == 1.0
+    hf = lambda name: model_from_hf_config(Path(__file__).parents[1] / "data" / "hf" / f"{name}.json")
+    assert hf("gpt-oss-120b").rope_mscale == 1 and hf("deepseek-v3").rope_mscale == 0
+    ops = unfused_rope_ops(get_model("gpt-oss-120b"), 10.0)
+    assert [op.bytes_moved for op in ops] == [2 * (UNFUSED_ROPE_KERNELS - 1) * 10.0] * 2
+    assert unfused_rope_ops(get_model("llama3-8b"), 10.0) == []
