@@ -202,15 +202,15 @@ def yarn_attention_factor(scaling) -> float:
     ``get_mscale(f, m) = 0.1 m ln f + 1`` for ``f > 1``; 1.0 for any other scaling."""
     if not isinstance(scaling, dict) or str(scaling.get("rope_type", scaling.get("type", ""))) != "yarn":
         return 1.0
-    given = scaling.get("attention_factor")
-    if isinstance(given, (int, float)) and not isinstance(given, bool):
-        return float(given)
-    f = scaling.get("factor", 1.0)
-    f = float(f) if isinstance(f, (int, float)) and not isinstance(f, bool) else 1.0
-    mscale = lambda m: 0.1 * m * math.log(f) + 1.0 if f > 1.0 else 1.0
-    m, m_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    num = lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    given = num(scaling.get("attention_factor"))
+    if given is not None:
+        return given
+    f = num(scaling.get("factor")) or 1.0
+    mscale = lambda m: 0.1 * m * math.log(f) + 1.0 if 1.0 < f < math.inf else 1.0
+    m, m_all = num(scaling.get("mscale")), num(scaling.get("mscale_all_dim"))
     if m and m_all:
-        return mscale(float(m)) / mscale(float(m_all))
+        return mscale(m) / mscale(m_all)
     return mscale(1.0)
 
 
