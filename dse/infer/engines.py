@@ -880,15 +880,18 @@ def vllm_v0_mla(eng: EngineProfile, text: str, model, max_model_len: float | Non
 FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sweep arrays
 
 
-def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--") -> list[int]:
+def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--",
+                value: str = r"\S*") -> list[int]:
     """Every value of the launch flag ``flag`` (a regex of its name, after ``dashes``, a
     regex: ``(?:--)?`` where the leading ``--`` is optional) in ``text``: ``--flag N`` or
     ``--flag=N``, N a positive integer <= FLAG_MAX
     (trailing sentence punctuation allowed: "... --max_num_tokens 16384.").  A flag with a
     missing, negative, fractional, exponent or non-numeric value raises
-    :class:`InputError` rather than being read as its leading digits or skipped."""
+    :class:`InputError` rather than being read as its leading digits or skipped.  ``value``
+    (a regex) narrows what counts as the flag's value: a client flag quoted in prose
+    ("--num-prompts is 3200") is then no flag at all."""
     out = []
-    for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?(\S*)", text,
+    for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?({value})", text,
                          re.IGNORECASE):
         raw = m.group(2).rstrip(".,;:)]")
         if not (raw.isdigit() and 0 < int(raw) <= FLAG_MAX):
@@ -899,13 +902,13 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
     return out
 
 
-def flag_value(texts: dict, flag: str, where: str, dashes: str = "--") -> int | None:
+def flag_value(texts: dict, flag: str, where: str, dashes: str = "--", value: str = r"\S*") -> int | None:
     """The one value of the launch flag ``flag`` that ``texts`` (field -> text: a row's
     ``engine`` and ``notes``) state, or None: each value checked as :func:`flag_values`
     checks it (the error naming its field); values that disagree -- one launch command
     states a limit once -- raise :class:`InputError` naming the first field stating it and
     the flags as written."""
-    vals = {f: flag_values(t, flag, where, f, dashes=dashes) for f, t in texts.items()}
+    vals = {f: flag_values(t, flag, where, f, dashes=dashes, value=value) for f, t in texts.items()}
     seen = sorted({v for vs in vals.values() for v in vs})
     if len(seen) > 1:
         field = next(f for f, vs in vals.items() if vs)

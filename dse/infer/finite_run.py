@@ -39,32 +39,18 @@ Units: seconds, tokens.
 from __future__ import annotations
 
 import math
-import re
 
-from dse.errors import InputError
-from dse.infer.launch_flags import row_text
+from dse.infer.engines import flag_value
 from dse.infer.lockstep import pass_tokens, wave_cap, wave_of, wave_prefill
 from dse.infer.serving import Deployment, ServingResult, streams
 
-# a value starting with a sign or digit ("--num-prompts is ..." in prose is not a flag)
-_NUM_PROMPTS = re.compile(r"(?<![-\w])--num[-_]prompts(?:\s*=\s*|\s+)([-+]?\d\S*)", re.IGNORECASE)
-
-
 def num_prompts(row) -> int | None:
     """The ``--num-prompts P`` a row's ``engine`` / ``notes`` / ``dataset`` state, or None;
-    ``P`` must be one positive integer (stated twice, the same)."""
-    vals = {m.group(1).rstrip(".,;)") for m in _NUM_PROMPTS.finditer(row_text(row, ("engine", "notes", "dataset")))}
-    if not vals:
-        return None
-    try:
-        nums = {int(v) for v in vals}
-    except ValueError:
-        raise InputError("row", "notes", f"--num-prompts must be a positive integer, but got "
-                         f"{sorted(vals)}") from None
-    if len(nums) > 1 or min(nums) < 1:
-        raise InputError("row", "notes", f"--num-prompts must be stated once as a positive "
-                         f"integer, but got {sorted(nums)}")
-    return nums.pop()
+    ``P`` must be one positive integer (stated twice, the same): :func:`dse.infer.engines.flag_value`,
+    whose value must start with a sign or a digit ("--num-prompts is ..." in prose is not
+    a flag)."""
+    return flag_value({c: str(row.get(c, "")) for c in ("engine", "notes", "dataset")},
+                      r"num[-_]prompts", "row", value=r"[-+]?\d\S*")
 
 
 def _median(stat: str) -> bool:

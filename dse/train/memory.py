@@ -88,8 +88,8 @@ class MemoryBreakdown(NamedTuple):
 
 def head_stage_deficit(slack_layers, mtp_layers):
     """Layers the LM head's stage holds fewer than ``L_st`` under an uneven split (``slack
-    >= 1``): one (the loss counted as a layer, :func:`dse.train.step.stage_balanced_head_s`), or with multi-token prediction all
-    of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
+    >= 1``): one (the loss counted as a layer, :func:`dse.train.step.stage_balanced_head_s`),
+    or with multi-token prediction all of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
     deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: PP 4 ``[E+16, 16, 16, 13+mtp+L]``,
     PP 8 ``[E+8, 8 x 6, 5+mtp+L]``, PP 16 / (4, 4) / (8, 2) ``[E+4, 4 x 14, 1+mtp+L]``)
     put the MTP module and the loss beside the fewest decoder layers."""
