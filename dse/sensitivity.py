@@ -75,14 +75,15 @@ class Knob:
 PEAKS = ("peak_fp32_flops_per_s", "peak_tf32_flops_per_s", "peak_bf16_flops_per_s",
          "peak_fp16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")
 RATES = PEAKS + ("hbm_bw_bytes_per_s", "l2_bw_bytes_per_s", "nvlink_bw_bytes_per_s",
-                 "nic_bw_bytes_per_s")
+                 "nic_bw_bytes_per_s", "sfu_ex2_per_sm_clk")   # the last: the exponential rate
 LATENCIES = ("nvlink_latency_s", "nic_latency_s", "kernel_launch_s")
 
 # field -> (kind, unit, SI per unit, note)
 _LEAVES = {
     **{p: ("rate", "TFLOP/s", 1e12, "") for p in PEAKS},
     "num_sms": ("discrete", "SMs", 1.0, "peaks held fixed: wave quantization and NCCL SM share only"),
-    "clock_hz": ("rate", "GHz", 1e9, "label only (peaks are stored); see the clock composite"),
+    "clock_hz": ("rate", "GHz", 1e9, "peaks are stored: alone it moves the SFU exponential rate "
+                 "only; see the clock composite"),
     "smem_per_sm_bytes": ("capacity", "KiB", KIB, ""),
     "l2_bytes": ("capacity", "MiB", MIB, ""),
     "l2_bw_bytes_per_s": ("rate", "TB/s", 1e12, ""),
@@ -109,6 +110,8 @@ _LEAVES = {
     "gemm_cluster": ("discrete", "SMs", 1.0, ""),
     "host_cpu_slowdown": ("latency", "x", 1.0, "host Python time / an x86 DGX host's"),
     "dram_latency_s": ("latency", "ns", 1e-9, "serving only: the ramp of a CUDA-graph-replayed kernel"),
+    "sfu_ex2_per_sm_clk": ("rate", "per SM per clock", 1.0,
+                           "softmax exponentials (MUFU.EX2); x SMs x clock = exp/s (dse.cost.rates)"),
 }
 _SKIP = {"throttle", "throttle_clock", "power_clock", "fp8_transpose"}   # fp8_transpose: a 0/1 flag
 

@@ -16,6 +16,20 @@ tile resident).
   concurrently fit in L2, otherwise once per Q tile (the FA2 paper's
   Theta(N^2 d^2 / M) re-read term); backward also reads O, dO and writes dQ, dK, dV and
   accumulates dQ in fp32 per KV tile (through L2).
+* Softmax exponentials: one per score element computed (forward: ``P = exp(S - m)``;
+  backward: P recomputed), on the special-function units (MUFU.EX2), ``exp_per_s`` of
+  them per second (:func:`dse.cost.rates.exp_rate`).  They add to the tensor-core time
+  rather than hide under it: within a tile the second matmul waits for the softmax of the
+  first (NVIDIA, "Making Softmax More Efficient with NVIDIA Blackwell Ultra", 2026: on
+  GB200 the tensor cores idle between BMM1 and BMM2 while MUFU.EX2 runs; doubling the SFU
+  rate on GB300 gives ~35 % more FP8 attention-forward throughput on DeepSeek-V3 shapes,
+  which the sum reproduces -- 1.30-1.34x for 640 matmul FLOPs per score at 60-70 % of the
+  fp8 peak -- and a max() of the two would not).  So a fused kernel's compute time is
+  ``flops / (peak eff) + scores / exp_per_s``: per score element ``4d`` matmul FLOPs
+  forward (``10d`` backward) against one exponential, so small head dims and GPUs whose
+  tensor peak outgrew their SFUs (Blackwell: 512 tensor FLOPs per exponential, Hopper 256,
+  Ampere 128) pay most.  ``eff`` is the tensor-core part only (:mod:`dse.spec.efficiency`
+  ``sfu``).
 * Overlap: roofline max of compute, HBM and L2 time plus a launch cost.
 
 The unfused path (Megatron's fused softmax, Korthikanti et al. 2022 §4) runs QK^T and PV
@@ -70,19 +84,29 @@ def _fa_blocks(d, smem_per_sm_bytes, bytes_per_el):
     return jnp.clip(bc, 16.0, 128.0)
 
 
+def exp_time_s(scores, exp_per_s):
+    """Seconds of ``scores`` softmax exponentials at ``exp_per_s`` (module docstring); 0
+    where the rate is not modelled (``exp_per_s`` = 0)."""
+    return jnp.where(exp_per_s > 0, scores / jnp.where(exp_per_s > 0, exp_per_s, 1.0), 0.0)
+
+
 def flash_attention_terms(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
                           peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                           l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
-                          backward=False):
+                          backward=False, exp_per_s=0.0):
     """The roofline terms ``(t_compute, t_hbm, t_l2)`` of one FlashAttention forward (or
-    backward) call on one GPU (module docstring), seconds, and its HBM bytes."""
+    backward) call on one GPU (module docstring), seconds, and its HBM bytes.
+    ``t_compute`` = tensor-core time + the softmax exponentials (:func:`exp_time_s`), both
+    over the same wave-quantized work units."""
     bc = _fa_blocks(d, smem_per_sm_bytes, bytes_per_el)
     q_tiles = jnp.ceil(s_q / FA_BLOCK_ROWS)
     units = batch * heads * q_tiles
     waves = jnp.ceil(units / num_sms)
     mm = 5.0 if backward else 2.0          # matmuls of size Br x s_kv x d per unit
-    flops_per_unit = mm * 2.0 * FA_BLOCK_ROWS * s_kv * d * causal_frac
-    t_compute = waves * num_sms * flops_per_unit / (peak_flops_per_s * eff)
+    scores_per_unit = FA_BLOCK_ROWS * s_kv * causal_frac
+    flops_per_unit = mm * 2.0 * scores_per_unit * d
+    t_compute = (waves * num_sms * flops_per_unit / (peak_flops_per_s * eff)
+                 + exp_time_s(waves * num_sms * scores_per_unit, exp_per_s))
 
     kv_bytes_per_head = 2.0 * s_kv * d * bytes_per_el
     group = heads / kv_heads                              # query heads per KV head
@@ -102,14 +126,14 @@ def flash_attention_terms(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
 def flash_attention_time_s(batch, heads, kv_heads, s_q, s_kv, d, causal_frac,
                            peak_flops_per_s, eff, hbm_bw_bytes_per_s, l2_bw_bytes_per_s,
                            l2_bytes, num_sms, smem_per_sm_bytes, bytes_per_el,
-                           kernel_launch_s, backward=False):
+                           kernel_launch_s, backward=False, exp_per_s=0.0):
     """Seconds for one FlashAttention forward (or backward) call on one GPU:
     ``max(t_compute, t_hbm, t_l2)`` of :func:`flash_attention_terms` plus one launch
     (two for the backward: dQ/dK/dV kernel and the dQ conversion)."""
     t_compute, t_hbm, t_l2, _ = flash_attention_terms(
         batch, heads, kv_heads, s_q, s_kv, d, causal_frac, peak_flops_per_s, eff,
         hbm_bw_bytes_per_s, l2_bw_bytes_per_s, l2_bytes, num_sms, smem_per_sm_bytes,
-        bytes_per_el, backward)
+        bytes_per_el, backward, exp_per_s)
     return jnp.maximum(jnp.maximum(t_compute, t_hbm), t_l2) + kernel_launch_s * (2.0 if backward else 1.0)
 
 
@@ -173,17 +197,25 @@ def unfused_attention_time_s(batch, heads, s_q, s_kv, d, causal_frac, dropout,
     return mm + passes * scores / hbm_bw_bytes_per_s + launches * kernel_launch_s
 
 
+def decode_compute_s(batch, heads, context_len, d, peak_flops_per_s, eff, exp_per_s=0.0):
+    """Compute side of one decode attention step: ``4 b a c d / (peak eff)`` matmul time
+    plus ``b a c`` softmax exponentials (:func:`exp_time_s`, module docstring)."""
+    flops = 4.0 * batch * heads * context_len * d
+    return flops / (peak_flops_per_s * eff) + exp_time_s(batch * heads * context_len, exp_per_s)
+
+
 def decode_attention_time_s(batch, heads, kv_heads, context_len, d, peak_flops_per_s, eff,
-                            hbm_bw_bytes_per_s, bytes_per_el, kernel_launch_s):
+                            hbm_bw_bytes_per_s, bytes_per_el, kernel_launch_s, exp_per_s=0.0):
     """One decode step's attention over a ``context_len``-token KV cache (FlashDecoding,
     Dao et al. 2023, "Flash-Decoding for long-context inference": the KV sequence is split
     over the SMs and a second kernel reduces the partial softmaxes, so even batch 1
     streams at full bandwidth).  Roofline with two launches:
     ``bytes = 2 b c g d el + 2 b a d el`` (K, V read; Q read, O write),
-    ``flops = 4 b a c d``, ``t = max(flops / (peak eff), bytes / hbm_bw) + 2 launch``."""
+    ``t = max(decode_compute_s, bytes / hbm_bw) + 2 launch`` (:func:`decode_compute_s`:
+    ``4 b a c d`` FLOPs and ``b a c`` exponentials)."""
     bytes_ = decode_attention_bytes(batch, heads, kv_heads, context_len, d, bytes_per_el)
-    flops = 4.0 * batch * heads * context_len * d
-    return jnp.maximum(flops / (peak_flops_per_s * eff), bytes_ / hbm_bw_bytes_per_s) + 2.0 * kernel_launch_s
+    t_c = decode_compute_s(batch, heads, context_len, d, peak_flops_per_s, eff, exp_per_s)
+    return jnp.maximum(t_c, bytes_ / hbm_bw_bytes_per_s) + 2.0 * kernel_launch_s
 
 
 def decode_attention_bytes(batch, heads, kv_heads, context_len, d, bytes_per_el):

@@ -9,6 +9,8 @@ every cost function of a training step uses (computed once per point).
   fraction of peak times the fp4 / fp8 ratio GEMM microbenchmarks measure on B200, not
   fitted to a serving row) and ``linear_bytes`` = 0.5 + block
   scales (:func:`linear_el_bytes`); attention and the LM head stay 16-bit.
+* ``exp_per_s``: the softmax's exponential rate (:func:`exp_rate`), the special-function
+  bound of fused attention (:mod:`dse.cost.attention`).
 * throttle: ``x_eff = x (1 - throttle)`` on HBM bandwidth, and on clock-derived rates
   when ``throttle_clock`` (dse.spec.hardware.effective).
 """
@@ -66,6 +68,7 @@ class Rates(NamedTuple):
     l2_bw_bytes_per_s: object
     act_bytes: object                # bytes per activation element
     linear_bytes: object             # bytes per GEMM input element
+    exp_per_s: object = 0.0          # softmax exponentials per second (0: not modelled)
 
 
 def rates(hw: Hardware, precision) -> Rates:
@@ -86,4 +89,17 @@ def rates(hw: Hardware, precision) -> Rates:
         l2_bw_bytes_per_s=l2_e,
         act_bytes=act_bytes,
         linear_bytes=linear_el_bytes(precision, act_bytes),
+        exp_per_s=exp_rate(hw),
     )
+
+
+def exp_rate(hw: Hardware):
+    """Exponentials per second of the special-function units: ``sfu_ex2_per_sm_clk x
+    num_sms x clock``, derated with the clock as the tensor peak is
+    (:func:`dse.spec.hardware.effective`).  H100 SXM 16 x 132 x 1.83 GHz = 3.9e12 (the
+    "3.9 TFLOPS of special functions" of FlashAttention-3, arXiv:2407.08608 §3.1); B200 16 x
+    148 x 1.86 GHz = 4.4e12 and GB300 32 x 152 x 2.01 GHz = 9.8e12 (NVIDIA, "Inside NVIDIA
+    Blackwell Ultra", Table: SFU EX2 5 and 10.7 TeraExponentials/s at full clock and 160 SMs;
+    NVIDIA, "Making Softmax More Efficient with NVIDIA Blackwell Ultra", MUFU.EX2
+    microbenchmark: GB200 4,943, GB300 10,024 Gop/s).  0 where the rate is not modelled."""
+    return effective(hw, hw.sfu_ex2_per_sm_clk * hw.num_sms * hw.clock_hz)[0]

@@ -46,7 +46,7 @@ from jax import lax
 
 from dse.cost.attention import (FA_BLOCK_ROWS, SOFTMAX_FALLBACK_EXTRA_KERNELS,
                                 SOFTMAX_FALLBACK_PASSES, decode_attention_bytes,
-                                decode_attention_time_s, flash_attention_terms,
+                                decode_attention_time_s, decode_compute_s, flash_attention_terms,
                                 flash_attention_time_s, unfused_attention_time_s,
                                 windowed_causal_fraction, windowed_kv_len)
 from dse.cost.collectives import group_collective_terms, group_p2p_s
@@ -292,12 +292,13 @@ def unit_time_s(op, hw, r):
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
         t_un = unfused_attention_time_s(*unfused)
-        t_fa = flash_attention_time_s(*flash, hw.kernel_launch_s, backward=op.backward)
+        t_fa = flash_attention_time_s(*flash, hw.kernel_launch_s, backward=op.backward,
+                                      exp_per_s=r.exp_per_s)
         return jnp.where(op.fused > 0, t_fa, t_un)
     if isinstance(op, KVRead):
         return decode_attention_time_s(op.batch, op.heads, op.kv_heads, op.context, op.d,
                                        r.peak_16_flops_per_s, hw.eff_attn, r.hbm_bw_bytes_per_s,
-                                       _kv_el(op, r), hw.kernel_launch_s)
+                                       _kv_el(op, r), hw.kernel_launch_s, r.exp_per_s)
     if isinstance(op, MemPass):
         return memory_bound_time_s(op.bytes_moved, r.hbm_bw_bytes_per_s, hw.kernel_launch_s,
                                    op.kernels)
@@ -481,7 +482,7 @@ def bytes_moved(op, hw, r):
                                          r.act_bytes)
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
-        fa = flash_attention_terms(*flash, backward=op.backward)[3]
+        fa = flash_attention_terms(*flash, backward=op.backward, exp_per_s=r.exp_per_s)[3]
         scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
         return op.calls * jnp.where(op.fused > 0, fa, _unfused_passes(op) * scores)
     if isinstance(op, KVRead):
@@ -503,7 +504,7 @@ def bound_terms(op, hw, r):
         return (t_c, t_h, t_l, op.chunks * launch, z, z)
     if isinstance(op, Attention):
         flash, unfused = _attn_call_args(op, hw, r)
-        t_c, t_h, t_l, _ = flash_attention_terms(*flash, backward=op.backward)
+        t_c, t_h, t_l, _ = flash_attention_terms(*flash, backward=op.backward, exp_per_s=r.exp_per_s)
         t_un = unfused_attention_time_s(*unfused)
         scores = op.batch * op.heads * op.s_q * op.s_kv * r.act_bytes
         un_h = _unfused_passes(op) * scores / r.hbm_bw_raw_bytes_per_s
@@ -511,7 +512,8 @@ def bound_terms(op, hw, r):
         return (jnp.where(f, t_c, t_un - un_h), jnp.where(f, t_h, un_h), jnp.where(f, t_l, z),
                 launch + z, z, z)
     if isinstance(op, KVRead):
-        fl = 4.0 * op.batch * op.heads * op.context * op.d / (r.peak_16_flops_per_s * hw.eff_attn)
+        fl = decode_compute_s(op.batch, op.heads, op.context, op.d, r.peak_16_flops_per_s,
+                              hw.eff_attn, r.exp_per_s)
         by = decode_attention_bytes(op.batch, op.heads, op.kv_heads, op.context, op.d,
                                     _kv_el(op, r)) / r.hbm_bw_bytes_per_s
         return (fl, by, z, 2.0 * launch + z, z, z)

@@ -59,7 +59,17 @@ means and where it comes from:
     ``gemm_fp8`` (never read: their fp4 peak is 0 and the precision is refused).
 ``attn``
     Fraction of tensor peak reached by the matmuls of the generation's *native* fused
-    attention kernel -- the one Megatron-Core / Transformer Engine runs: TE's
+    attention kernel, *beside* the softmax's exponentials, which the cost model charges on
+    their own unit (``sfu`` below).  The values below were measured or fitted end to end
+    (tensor cores and exponentials together, head dim 128) and are stored as their
+    tensor-core parts: :func:`without_exp`, ``1 / attn = 1 / total - x / 4d`` forward and
+    ``1 / (attn attn_bwd) = 1 / total_bwd - x / 10d`` backward, with ``x`` the tensor FLOPs
+    per exponential of one SM (Ampere 2048 / 16 = 128, Hopper 4096 / 16 = 256): Hopper's
+    fitted 0.50 / 0.425 become 0.667 / 0.697, Ampere's 0.70 / 0.595 become 0.848 / 0.746,
+    so at head dim 128 on the reference SKUs every time is unchanged, and other head dims,
+    and GPUs whose SFUs did not grow with their tensor cores, now differ as the hardware
+    does.  The end-to-end fractions, which the rest of this entry quotes, are those of the
+    kernel -- the one Megatron-Core / Transformer Engine runs: TE's
     ``get_attention_backend`` (transformer_engine/pytorch/attention/dot_product_attention/
     utils.py) disables FlashAttention "to give FusedAttention preference on Hopper+", so
     on sm90 / sm100 it is cuDNN's fused SDPA (FA3-class: wgmma / tcgen05, TMA, warp
@@ -71,26 +81,50 @@ means and where it comes from:
     attention share (s/6h) ranges from 2 % to 33 % (scan in docs/accuracy.md); the
     microbenchmark value is ~0.55-0.62 (Shah et al. 2024, FlashAttention-3,
     arXiv:2407.08608, Fig. 5 head dim 128: cuDNN forward 595-617 of 989 TFLOP/s
-    non-causal at 2k-16k tokens, 518-539 causal at 4k-16k).  Blackwell: Hopper's 0.50,
-    carried over, NOT FITTED (no Blackwell calibration row); the one published sm100
-    figure found agrees with it as a fraction of peak: FlashAttention-4 (Zadouri, Dao
-    et al. 2026, arXiv:2603.05451, abstract) reaches 1613 TFLOP/s = 71 % of B200's 2250
-    dense bf16 and is "up to 1.3x" faster than cuDNN 9.13, so cuDNN reaches >= 1613/1.3
-    = 1240 TFLOP/s (>= 55 %) there -- the Hopper cuDNN range above.
+    non-causal at 2k-16k tokens, 518-539 causal at 4k-16k).  Blackwell: Hopper's
+    tensor-core parts (0.667 / 0.697) carried over, NOT FITTED (no Blackwell calibration
+    row), with Blackwell's own exponential rate: B200 / GB200 have Hopper's 16 exponentials
+    per SM per clock against twice the tensor FLOPs (512 per exponential), so at head dim
+    128 their forward is 1 / (1.5 + 1.0) = 0.40 of peak end to end and B300 / GB300 (32 per
+    clock) 0.50.  KNOWN CONFLICT: FlashAttention-4 (Zadouri, Dao et al. 2026,
+    arXiv:2603.05451) reaches 1613 TFLOP/s = 71 % of B200's 2250 and is "up to 1.3x"
+    faster than cuDNN 9.13, so cuDNN reaches >= 1240 TFLOP/s (>= 55 %) at FA4's best-case
+    shapes -- above the 0.40 here.  Those kernels overlap the exponentials with the MMAs
+    and emulate 10-25 % of them on the FMA units (FA4's polynomial ``exp2``), which the sum
+    of :mod:`dse.cost.attention` does not credit; the sum is kept because it is what
+    reproduces NVIDIA's own GB200 -> GB300 FP8 attention gain (~1.35x) with these tensor
+    fractions, the H200 head-dim-64 cuDNN slowdown better than a max() would, and it moved
+    every out-of-sample training suite the right way (docs/accuracy.md, "Softmax
+    exponentials").
 ``attn_fa2``
     Speed of a FlashAttention-2-class kernel (``mma.sync`` tensor-core instructions, no
     wgmma / TMA: flash-attn 2.x, PyTorch SDPA's flash backend, llm-foundry's Triton
     kernel) *relative to* ``attn``'s native kernel, on the same shapes; the
     framework profile says which kernel a run uses (:mod:`dse.cost.attention_kernel`).
     A ratio, so a measured ``eff_attn`` (``dse calibrate``) carries over to it.
-    Hopper 0.62, from FlashAttention-3's figures on H100 SXM5, head dim 128, at 4k-16k
+    Hopper 0.56, from FlashAttention-3's figures on H100 SXM5, head dim 128, at 4k-16k
     tokens (the plateau): Fig. 5 forward non-causal FA2 368 / 370 / 370 vs cuDNN
-    609 / 600 / 595 TFLOP/s (0.60-0.62), forward causal FA2 319 / 333 / 335 vs cuDNN
-    518 / 529 / 539 (0.62); Fig. 6 backward FA2 310 / 318 / 322 vs cuDNN 499 / 518 / 516
-    (0.62).  In absolute terms FA2 reaches 335-370 / 989 = 0.34-0.37 of H100 peak.
+    609 / 600 / 595 TFLOP/s (0.60-0.62 end to end), forward causal FA2 319 / 333 / 335 vs
+    cuDNN 518 / 529 / 539 (0.62); Fig. 6 backward FA2 310 / 318 / 322 vs cuDNN
+    499 / 518 / 516 (0.62).  As a ratio of tensor-core parts (``attn`` above: both kernels
+    pay the same exponentials) the three give 0.53 / 0.55 / 0.59, mean 0.56
+    (:data:`FA3_FIG_H100_TFLOPS`, ``_fa2_ratio``).  In absolute terms FA2 reaches 335-370 /
+    989 = 0.34-0.37 of H100 peak end to end.
     Ampere and CDNA 1.0 (FA2 / CK FA2 *is* the native kernel).  Blackwell: Hopper's
     0.62, NOT MEASURED (no published FA2-on-sm100 figure was found; FA2's ``mma.sync``
     path cannot use tcgen05, so the true ratio is likely lower).
+``sfu``
+    ``sfu_ex2_per_sm_clk``: MUFU.EX2 results per SM per clock, the rate of the softmax's
+    exponentials (:func:`dse.cost.rates.exp_rate` multiplies by SMs and clock;
+    :mod:`dse.cost.attention` charges one per score element beside the matmuls).  A
+    datasheet figure, not fitted: 16 on sm80 / sm90 / sm100 (CUDA C++ Programming Guide,
+    throughput of native arithmetic instructions, base-2 exponential ``exp2f``: 16 per
+    clock per SM; H100 SXM 16 x 132 x 1.83 GHz = 3.9e12/s, FlashAttention-3's "3.9 TFLOPS
+    of special functions" against 989 of matmul, arXiv:2407.08608 §3.1).  Blackwell Ultra
+    (B300 / GB300) doubles it, a per-SKU catalog value (32: NVIDIA, "Inside NVIDIA
+    Blackwell Ultra", 10.7 vs 5 TeraExponentials/s).  CDNA 3 / 4: 0, not modelled (no
+    published MI300X / MI355X exponential rate found), so AMD attention keeps its
+    end-to-end ``attn``.
 ``fp8_transpose``
     1 where Transformer Engine keeps a *transposed* fp8 copy of each fp8 GEMM operand
     that the backward reads column-wise (weights for dgrad, inputs and output gradients
@@ -190,6 +224,7 @@ class GenerationEfficiency:
     cluster: int
     gemm_fp4: float | None = None   # None: the generation's gemm_fp8 (module docstring)
     dram_latency_s: float = 375e-9  # HBM load-to-use latency (module docstring; measured)
+    sfu_ex2_per_sm_clk: float = 0.0  # softmax exponentials per SM per clock (0: not modelled)
 
     def __post_init__(self):
         if self.gemm_fp4 is None:
@@ -201,14 +236,67 @@ class GenerationEfficiency:
 FP4_OVER_FP8 = (5239.0 / 9000.0) / (3432.5 / 4500.0)     # 0.763
 
 
+#: MUFU.EX2 results per SM per clock: 16 on sm80 / sm90 / sm100 (CUDA C++ Programming Guide,
+#: "Arithmetic Instructions" throughput table: 32-bit base-2 exponential ``exp2f``, 16 per
+#: clock per multiprocessor); Blackwell Ultra (sm103) doubles it, a per-SKU override in the
+#: catalog (``sfu_ex2_per_sm_clk``, module docstring ``sfu``).
+SFU_EX2_PER_SM_CLK = 16.0
+#: head dimension of the rows the ``attn`` values were measured / fitted on
+ATTN_REFERENCE_HEAD_DIM = 128.0
+
+
+def without_exp(total_eff: float, flop_per_ex2: float, flop_per_score: float) -> float:
+    """The tensor-core part of an attention efficiency measured end to end (module
+    docstring ``sfu``): a kernel that spends ``flop_per_score`` matmul FLOPs and one
+    exponential per score element, at ``total_eff`` of the tensor peak overall, runs its
+    matmuls at ``e`` with ``1 / e = 1 / total_eff - flop_per_ex2 / flop_per_score``
+    (``flop_per_ex2`` = tensor FLOP per clock / exponentials per clock of one SM)."""
+    return 1.0 / (1.0 / total_eff - flop_per_ex2 / flop_per_score)
+
+
+def _attn_pair(total_fwd: float, total_bwd: float, flop_per_sm_clk: float) -> dict:
+    """``attn`` and ``attn_bwd`` (a ratio to ``attn``) of a generation whose fused attention
+    was measured / fitted end to end at ``total_fwd`` / ``total_bwd`` of peak, head dim
+    :data:`ATTN_REFERENCE_HEAD_DIM` (4d matmul FLOPs per score element forward, 10d
+    backward): :func:`without_exp` of each."""
+    x = flop_per_sm_clk / SFU_EX2_PER_SM_CLK
+    d = ATTN_REFERENCE_HEAD_DIM
+    fwd = without_exp(total_fwd, x, 4.0 * d)
+    return dict(attn=fwd, attn_bwd=without_exp(total_bwd, x, 10.0 * d) / fwd)
+
+
+#: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) Fig. 5 / 6 on H100 SXM5, head dim
+#: 128, 4k-16k tokens (the plateau, means of the three points): (FA2, cuDNN) TFLOP/s of the
+#: forward non-causal, forward causal and backward
+FA3_FIG_H100_TFLOPS = ((369.3, 601.3), (329.0, 528.7), (316.7, 511.0))
+H100_PEAK_TFLOPS = 989.4
+
+
+def _fa2_ratio() -> float:
+    """``attn_fa2`` on Hopper: the mean over :data:`FA3_FIG_H100_TFLOPS` of the FA2 / cuDNN
+    ratio of their tensor-core parts (:func:`without_exp`, 256 tensor FLOP per
+    exponential on sm90; 4d FLOPs per score element forward, 10d backward)."""
+    d = ATTN_REFERENCE_HEAD_DIM
+    per_score = (4.0 * d, 4.0 * d, 10.0 * d)
+    x = 4096.0 / SFU_EX2_PER_SM_CLK
+    ratios = [without_exp(fa2 / H100_PEAK_TFLOPS, x, f) / without_exp(cu / H100_PEAK_TFLOPS, x, f)
+              for (fa2, cu), f in zip(FA3_FIG_H100_TFLOPS, per_score)]
+    return sum(ratios) / len(ratios)
+
+
 GENERATIONS: dict[str, GenerationEfficiency] = {
-    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, attn=0.70, attn_bwd=0.85, attn_fa2=1.0,
+    # A100: 2048 dense 16-bit tensor FLOP / SM / clock; FA2 70 % forward, 0.70 x 0.85 backward
+    "ampere": GenerationEfficiency(gemm=0.72, gemm_fp8=0.72, **_attn_pair(0.70, 0.70 * 0.85, 2048.0),
+                                   attn_fa2=1.0,
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.77, nic=0.90,
                                    kernel_launch_s=4e-6, tile_m=256, tile_n=128, cluster=1,
-                                   dram_latency_s=405e-9),
-    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, attn=0.50, attn_bwd=0.85, attn_fa2=0.62,
+                                   dram_latency_s=405e-9, sfu_ex2_per_sm_clk=SFU_EX2_PER_SM_CLK),
+    # H100: 4096 tensor FLOP / SM / clock; 0.50 / 0.50 x 0.85 fitted end to end (docstring)
+    "hopper": GenerationEfficiency(gemm=0.68, gemm_fp8=0.60, **_attn_pair(0.50, 0.50 * 0.85, 4096.0),
+                                   attn_fa2=_fa2_ratio(),
                                    hbm=0.90, fp8_transpose=1.0, nvlink=0.80, nic=0.90,
-                                   kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2),
+                                   kernel_launch_s=4e-6, tile_m=128, tile_n=256, cluster=2,
+                                   sfu_ex2_per_sm_clk=SFU_EX2_PER_SM_CLK),
     # AMD CDNA 3 (MI300X): its own constants, never Hopper's borrowed.  gemm 0.50 / fp8
     # 0.45: hipBLASLt bf16 GEMMs reach ~620-700 of 1307 TFLOP/s and fp8 ~1100-1200 of 2615
     # (SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1: Training", Dec 2024; AMD

@@ -75,6 +75,7 @@ class Hardware:
     fp8_transpose: float = 1.0    # 1: TE keeps transposed fp8 copies (TN-only fp8 GEMMs)
     host_cpu_slowdown: float = 1.0  # host (Python) time / an x86 DGX host's (dse.spec.host_cpu)
     dram_latency_s: float = 375e-9  # HBM load-to-use latency (dse.spec.efficiency)
+    sfu_ex2_per_sm_clk: float = 0.0  # softmax exponentials per SM per clock (0: not modelled)
     name: str = ""
     generation: str = ""
     description: str = ""
@@ -143,6 +144,10 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     Field("dram_latency_ns", "dram_latency_s", 1e-9, "ns", lo=0.0, hi=1e5, default=None,
           doc="HBM load-to-use latency, the ramp each CUDA-graph-replayed kernel pays "
               "(default: the generation's measured value, dse.spec.efficiency)"),
+    Field("sfu_ex2_per_sm_clk", "sfu_ex2_per_sm_clk", 1.0, "per SM per clock", lo=0.0, hi=1024.0,
+          default=None,
+          doc="MUFU.EX2 exponentials per SM per clock, the softmax's special-function rate "
+              "(default: the generation's, dse.spec.efficiency; 0: not modelled)"),
     Field("throttle", "throttle", 1.0, "fraction", lo=0.0, hi=1.0, hi_open=True, default=0.0,
           doc="thermal derate: effective = nominal x (1 - throttle); 1 would leave no bandwidth"),
     Field("throttle_clock", "throttle_clock", kind="bool", default=False,
@@ -180,6 +185,7 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
                     eff_nvlink=e.nvlink, eff_nic=e.nic)
     defaults["dram_latency_s"] = e.dram_latency_s
+    defaults["sfu_ex2_per_sm_clk"] = e.sfu_ex2_per_sm_clk
     for k, val in defaults.items():
         kw.setdefault(k, val)
     kw.update(kernel_launch_s=e.kernel_launch_s, tile_m=float(e.tile_m),
