@@ -25,6 +25,9 @@ nvlink_domain   nvlink_domain_gpus         a bare integer
 num_sms         num_sms (+ every peak)     a bare integer
 clock           clock_hz (+ every peak,    GHz, MHz
                 L2 bandwidth)
+sfu             sfu_ex2_per_sm_clk         a bare integer (softmax exponentials
+                                           per SM per clock: Blackwell 16,
+                                           Blackwell Ultra 32)
 throttle        throttle                   a number in [0, 1]
 throttle_clock  throttle_clock             true / false
 description     description                a string
@@ -38,7 +41,9 @@ whitepapers, "peak by precision x SMs x clock" in docs/architecture.md):
 * ``clock``: ``peak_p' = peak_p x clock'/clock`` for every precision p (tensor and FP32),
   and ``l2_bw' = l2_bw x clock'/clock`` (the L2 moves a fixed number of bytes per clock:
   A100 5120 B/clk, Ampere whitepaper).  This is the same set of rates the clock throttle
-  derates (:func:`dse.spec.hardware.effective`).
+  derates (:func:`dse.spec.hardware.effective`).  The softmax's exponential rate follows
+  the clock and the SM count by construction (``sfu x num_sms x clock``,
+  :func:`dse.cost.rates.exp_rate`); ``sfu`` sets the per-SM-per-clock figure.
 * ``num_sms``: ``peak_p' = peak_p x num_sms'/num_sms`` (per-SM throughput held fixed);
   L2 size and bandwidth are unchanged (they are knobs of their own).
 * ``throttle``: ``effective = nominal x (1 - throttle)`` on HBM bandwidth, and on the
@@ -74,6 +79,7 @@ KNOBS = {
     "nvlink_domain": ("nvlink_domain_gpus", COUNT),
     "num_sms": ("num_sms", COUNT),
     "clock": ("clock_hz", FREQUENCY),
+    "sfu": ("sfu_ex2_per_sm_clk", COUNT),
 }
 
 

@@ -119,3 +119,14 @@ def test_bad_sfu_rate_is_a_one_line_error(bad):
         hardware_from_dict({**BASE, "sfu_ex2_per_sm_clk": bad}, "f.toml", "x")
     msg = str(e.value)
     assert "sfu_ex2_per_sm_clk" in msg and "f.toml" in msg and "\n" not in msg
+
+
+def test_study_variant_knob_sets_the_sfu_rate():
+    """``sfu = "2x"`` on a B200 is Blackwell Ultra's 32; the knob takes whole counts only."""
+    from dse.spec.variants import parse_variants
+    v = parse_variants([{"name": "ultra", "base": "b200", "sfu": "2x"}], "s.toml")[0]
+    assert v.sfu_ex2_per_sm_clk == 32.0
+    assert float(rates(v, 1).exp_per_s) == pytest.approx(2 * float(rates(get_hardware("b200"), 1).exp_per_s))
+    for bad in ("1.03x", "fast", True):
+        with pytest.raises(InputError, match="sfu"):
+            parse_variants([{"name": "x", "base": "b200", "sfu": bad}], "s.toml")
