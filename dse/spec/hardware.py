@@ -103,6 +103,13 @@ def _nonneg(key, attr, scale, unit, doc):
 EFF_KEYS = ("eff_gemm", "eff_gemm_fp8", "eff_gemm_fp4", "eff_attn", "eff_attn_bwd", "eff_attn_fa2", "eff_hbm",
             "eff_nvlink", "eff_nic")
 
+EFF_DOCS = {
+    "eff_attn": "tensor-core part of the fused attention's fraction of peak, the softmax "
+                "exponentials charged apart at sfu_ex2_per_sm_clk (an end-to-end figure e at head "
+                "dim d converts as 1 / (1 / e - tensor FLOP per exponential / 4d), "
+                "dse.spec.efficiency.without_exp; default: the generation's)",
+}
+
 # The hardware file schema (human units; docs/architecture.md "Bad input").
 HARDWARE_FIELDS: tuple[Field, ...] = (
     Field("generation", kind="string", required=True, choices=tuple(sorted(GENERATIONS)),
@@ -153,7 +160,7 @@ HARDWARE_FIELDS: tuple[Field, ...] = (
     Field("throttle_clock", "throttle_clock", kind="bool", default=False,
           doc="the throttle also derates the clocks"),
     *(Field(k, k, 1.0, "fraction", lo=0.0, lo_open=True, hi=1.0, default=None,
-            doc="measured efficiency (default: the generation's)") for k in EFF_KEYS),
+            doc=EFF_DOCS.get(k, "measured efficiency (default: the generation's)")) for k in EFF_KEYS),
 )
 KNOWN_KEYS = {f.key for f in HARDWARE_FIELDS}
 
