@@ -88,7 +88,7 @@ def training_flags(s: argparse.ArgumentParser) -> None:
     """How a training run is made: --precision, --attention, --framework, --tp-overlap
     (shared by `sweep`, `estimate`, `trace`, `compare`; :func:`training_workload` reads
     them)."""
-    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8 | nvfp4 (Blackwell)")
+    s.add_argument("--precision", default="bf16", help="fp32 | tf32 | bf16 | fp16 | fp8 | nvfp4 | mxfp8 (= fp8-mx; both Blackwell)")
     s.add_argument("--attention", default="flash", help="flash (the framework's kernel) | fa2 | fa3 | cudnn | unfused (pre-2022 Megatron)")
     s.add_argument("--framework", default="megatron", help="megatron | deepspeed | fsdp (FSDP1, "
                    "llm-foundry) | fsdp2 (torchtitan): memory accounting, pipeline sends, ZeRO-3 "

@@ -346,6 +346,9 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
         return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
     if PRECISION[prec] == 3 and float(hw.peak_fp4_flops_per_s) <= 0:
         return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (NVFP4 training)"}
+    if PRECISION[prec] == 5 and float(hw.peak_fp4_flops_per_s) <= 0:
+        return {**out, "status": f"infeasible: {hw.name} has no block-scaled (MX) tensor cores "
+                                 f"(MXFP8 training)"}
     framework = FRAMEWORK[fw]
     # the framework's own layout rules (dse.spec.layout_rules: DeepSpeed's pipeline
     # engine runs ZeRO <= 1 and no interleaving) bound the blank fields too

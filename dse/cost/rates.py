@@ -9,6 +9,9 @@ every cost function of a training step uses (computed once per point).
   fraction of peak times the fp4 / fp8 ratio GEMM microbenchmarks measure on B200, not
   fitted to a serving row) and ``linear_bytes`` = 0.5 + block
   scales (:func:`linear_el_bytes`); attention and the LM head stay 16-bit.
+* training's mxfp8 (code 5, TE ``MXFP8BlockScaling``) runs the linears on the fp8 peak at
+  ``eff_gemm_fp8 x MXFP8_OVER_FP8`` (0.951: the block-scaled GEMMs' measured ratio,
+  :mod:`dse.spec.efficiency`), ``linear_bytes`` 1 + 1/32.
 * ``exp_per_s``: the softmax's exponential rate (:func:`exp_rate`), the special-function
   bound of fused attention (:mod:`dse.cost.attention`).
 * throttle: ``x_eff = x (1 - throttle)`` on HBM bandwidth, and on clock-derived rates
@@ -21,23 +24,27 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from dse.spec.efficiency import MXFP8_OVER_FP8
 from dse.spec.hardware import Hardware, effective
 
 
 # fp4 block scales: bytes per element on top of the 0.5-byte e2m1 value (dse.spec.layout)
 NVFP4_BYTES = 0.5 + 1.0 / 16.0     # one fp8 (e4m3) scale per 16 elements
 MXFP4_BYTES = 0.5 + 1.0 / 32.0     # one e8m0 scale per 32 elements
+MXFP8_BYTES = 1.0 + 1.0 / 32.0     # e4m3 with one e8m0 scale per 32 elements (training mxfp8)
 
 
 def linear_el_bytes(precision, act_bytes):
     """Bytes per linear-layer weight / input element: fp8 1, NVFP4 0.5 + 1/16, MXFP4
-    0.5 + 1/32, else the activation size."""
+    0.5 + 1/32, MXFP8 1 + 1/32, else the activation size."""
     return jnp.where(precision == 2, 1.0, jnp.where(precision == 3, NVFP4_BYTES,
-                     jnp.where(precision == 4, MXFP4_BYTES, act_bytes)))
+                     jnp.where(precision == 4, MXFP4_BYTES,
+                               jnp.where(precision == 5, MXFP8_BYTES, act_bytes))))
 
 
 def low_precision(precision):
-    """1.0 where a training run's linears run quantized (fp8, or NVFP4 = code 3), else 0.0."""
+    """1.0 where a training run's linears run quantized (fp8, NVFP4 = code 3 or MXFP8 =
+    code 5), else 0.0."""
     return jnp.where(precision >= 2, 1.0, 0.0)
 
 
@@ -49,14 +56,22 @@ def low_precision(precision):
 #   kernel writes the row-wise copy for the forward / dgrad GEMM and the column-wise one,
 #   with the 16-point random Hadamard transform applied, for wgrad (read 2, write 2 x
 #   NVFP4_BYTES).
+# * MXFP8 (``MXFP8BlockScaling``): no global amax; one TMA kernel reads the tensor once and
+#   writes both the row-wise and the column-wise copy, each 1 B plus one e8m0 scale per 32
+#   (TE ``common/cast/mxfp8/quantize_mxfp8.cuh``; TE docs, MXFP8: the two "must be quantized
+#   independently"), read 2, write 2 x MXFP8_BYTES.  Not fused into the preceding norm by
+#   default (``csrc/extensions/normalization.cpp``: full fusion only with
+#   NVTE_NORM_FWD_USE_CUDNN), so every cast pays it.
 FP8_CAST_BYTES = 3.0
 NVFP4_CAST_BYTES = 2.0 + 2.0 + 2.0 * NVFP4_BYTES
+MXFP8_CAST_BYTES = 2.0 + 2.0 * MXFP8_BYTES
 
 
 def quant_cast_bytes(precision):
     """HBM bytes per element of one activation cast (above): 3 for fp8, 5.125 for NVFP4,
-    0 for 16-bit runs."""
-    return jnp.where(precision == 2, FP8_CAST_BYTES, jnp.where(precision == 3, NVFP4_CAST_BYTES, 0.0))
+    4.0625 for MXFP8, 0 for 16-bit runs."""
+    return jnp.where(precision == 2, FP8_CAST_BYTES, jnp.where(precision == 3, NVFP4_CAST_BYTES,
+                     jnp.where(precision == 5, MXFP8_CAST_BYTES, 0.0)))
 
 
 class Rates(NamedTuple):
@@ -73,7 +88,8 @@ class Rates(NamedTuple):
 
 def rates(hw: Hardware, precision) -> Rates:
     is32 = precision == 0
-    is8 = precision == 2
+    mx8 = precision == 5                      # MXFP8 training: the fp8 path, block-scaled
+    is8 = (precision == 2) | mx8
     is4 = (precision == 3) | (precision == 4)
     p16 = jnp.where(is32, hw.peak_tf32_flops_per_s, hw.peak_bf16_flops_per_s)
     p_lin = jnp.where(is8, hw.peak_fp8_flops_per_s, jnp.where(is4, hw.peak_fp4_flops_per_s, p16))
@@ -83,7 +99,9 @@ def rates(hw: Hardware, precision) -> Rates:
     return Rates(
         peak_16_flops_per_s=p16_e,
         peak_linear_flops_per_s=p_lin_e,
-        eff_linear=jnp.where(is4, hw.eff_gemm_fp4, jnp.where(is8, hw.eff_gemm_fp8, hw.eff_gemm)),
+        eff_linear=jnp.where(is4, hw.eff_gemm_fp4,
+                             jnp.where(is8, hw.eff_gemm_fp8 * jnp.where(mx8, MXFP8_OVER_FP8, 1.0),
+                                       hw.eff_gemm)),
         hbm_bw_bytes_per_s=hbm_e * hw.eff_hbm,
         hbm_bw_raw_bytes_per_s=hbm_e,
         l2_bw_bytes_per_s=l2_e,

@@ -69,7 +69,7 @@ from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
-from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, Layout, Workload
+from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, PRECISION_MXFP8, Layout, Workload
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -94,11 +94,17 @@ def weight_cast_bytes(q):
     return 2.0 + 2.0 * q
 
 
-def primary_cast_bytes(q):
+def primary_cast_bytes(q, mxfp8=False):
     """(per shard element, per local linear parameter) of the primary-weights cast
     (fp8: 5 and 2): read the fp32 master (4), write ``q``; then rebuild the transpose,
-    read and write ``q``."""
-    return 4.0 + q, 2.0 * q
+    read and write ``q``.  MXFP8 (``mxfp8``, a traced flag) cannot gather its block-scaled
+    data (TE ``tensor/utils.py`` ``replace_raw_data`` raises for ``MXFP8Tensor``): the
+    optimizer writes its fp32 shard as bf16 into the gradient buffer (read 4, write 2;
+    Megatron-Core ``reuse_grad_buf_for_mxfp8_param_ag``, ``distrib_optimizer.py``), the
+    gather moves bf16 (:func:`gather_bytes_per_param`) and every rank quantizes its whole
+    gathered weight to both MXFP8 copies (read 2, write ``2 q``;
+    ``param_and_grad_buffer.py``): (6, 2 + 2 q)."""
+    return jnp.where(mxfp8, 6.0, 4.0 + q), jnp.where(mxfp8, 2.0 + 2.0 * q, 2.0 * q)
 
 
 def tokens_per_micro_batch(wl: Workload, lay: Layout):
@@ -412,7 +418,7 @@ def optimizer_ops(model: Model, wl: Workload, lay: Layout, params_per_gpu, embed
         # parameters is sharded over dp*cp
         emb_shard = jnp.where(lay.zero >= 1, embedding_params / (lay.dp * lay.cp), embedding_params)
         fp8_shard = low_precision(wl.precision) * (shard - emb_shard)
-        shard_b, param_b = primary_cast_bytes(q)
+        shard_b, param_b = primary_cast_bytes(q, wl.precision == PRECISION_MXFP8)
         cast = shard_b * fp8_shard + param_b * fp8_params
     return (MemPass(ADAM_BYTES_PER_PARAM * shard + cast, 4.0,
                     name="optimizer step", phase="step"),)
@@ -523,7 +529,8 @@ def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_pa
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
     if not profile(wl.framework).fp8_primary_weights:
         return base
-    fp8 = wl.precision >= PRECISION_FP8
+    # MXFP8 gathers bf16 and quantizes after the gather (:func:`primary_cast_bytes`)
+    fp8 = (wl.precision >= PRECISION_FP8) & (wl.precision != PRECISION_MXFP8)
     q = linear_el_bytes(wl.precision, 2.0)
     safe_P = jnp.where(params_per_gpu > 0, params_per_gpu, 1.0)
     mixed = jnp.where(params_per_gpu > 0,

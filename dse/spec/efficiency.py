@@ -234,6 +234,13 @@ class GenerationEfficiency:
 # fp4 / fp8 fraction-of-peak ratio of the cuBLAS(Lt) kernel ceilings on one B200
 # (``gemm_fp4`` in the module docstring)
 FP4_OVER_FP8 = (5239.0 / 9000.0) / (3432.5 / 4500.0)     # 0.763
+# MXFP8 / per-tensor fp8 GEMM speed: Transformer Engine's GEMM profiling guide
+# (docs/examples/gemm_profiling/gemm_profiling.rst, TE commit 1609c890e), one transformer
+# layer's fprop + dgrad + wgrad GEMMs on B300 (M 15872, hidden 4096, FFN 16384), operands
+# pre-quantized: Float8CurrentScaling 6.812 ms, MXFP8BlockScaling 7.161 ms (the block
+# scales' loads and swizzles; fprop 9.6 %, dgrad 2.9 %, wgrad 3.2 % slower).  A kernel
+# ratio read off one published microbenchmark, not fitted to a training row.
+MXFP8_OVER_FP8 = 6.812 / 7.161                           # 0.951
 
 
 #: MUFU.EX2 results per SM per clock: 16 on sm80 / sm90 / sm100 (CUDA C++ Programming Guide,

@@ -345,10 +345,15 @@ def stack(hws: list[Hardware]) -> Hardware:
 
 def check_precision(hw: Hardware, precision: int, where: str) -> None:
     """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``); 3 / 4 (NVFP4 /
-    MXFP4; training runs NVFP4) need fp4 tensor cores (``peak_tflops_fp4 > 0``)."""
+    MXFP4; training runs NVFP4) need fp4 tensor cores (``peak_tflops_fp4 > 0``), and so does
+    5 (MXFP8 training: the block-scaled MMA generation, sm100 / CDNA 4)."""
     if precision == 2:
         require(float(hw.peak_fp8_flops_per_s) > 0, where, "precision",
                 f"fp8 needs fp8 tensor cores, but {hw.name} has peak_tflops_fp8 = 0")
     if precision in (3, 4):
         require(float(hw.peak_fp4_flops_per_s) > 0, where, "precision",
                 f"fp4 needs fp4 tensor cores, but {hw.name} has peak_tflops_fp4 = 0")
+    if precision == 5:
+        require(float(hw.peak_fp4_flops_per_s) > 0, where, "precision",
+                f"mxfp8 needs block-scaled (MX) tensor cores, which come with fp4 ones "
+                f"(Blackwell, CDNA 4), but {hw.name} has peak_tflops_fp4 = 0")

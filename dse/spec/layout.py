@@ -63,17 +63,24 @@ RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
 # nvfp4 (= fp4) training: Transformer Engine's NVFP4BlockScaling recipe on Blackwell
 # (dse.cost.rates.quant_cast_bytes has its sources); code 3 is serving's NVFP4 too
-PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2, "nvfp4": 3, "fp4": 3}
-PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8", 3: "nvfp4"}
+# mxfp8 (= fp8-mx, Megatron-Bridge's "FP8-MX"): Transformer Engine's MXFP8BlockScaling
+# recipe (e4m3 with one e8m0 scale per 32 elements; dse.cost.rates has its costs), training
+# only, on GPUs with block-scaled tensor cores
+PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2, "nvfp4": 3, "fp4": 3,
+             "mxfp8": 5, "fp8-mx": 5}
+PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8", 3: "nvfp4", 5: "mxfp8"}
 # Serving also runs 4-bit block-scaled weights and activations (Blackwell / CDNA4 fp4
 # tensor cores): NVFP4 = e2m1 with one e4m3 scale per 16 elements (NVIDIA, "Introducing
 # NVFP4", 2025; TensorRT-LLM / ModelOpt NVFP4), MXFP4 = e2m1 with one e8m0 scale per 32
 # (OCP Microscaling Formats v1.0, 2023).  ``fp4`` names the hardware's native format
 # (:func:`dse.infer.predict_rows`: NVFP4 on NVIDIA, MXFP4 on AMD).  Training runs NVFP4 only.
-PRECISION_NVFP4, PRECISION_MXFP4 = 3, 4
+PRECISION_NVFP4, PRECISION_MXFP4, PRECISION_MXFP8 = 3, 4, 5
 # (serving reads "fp4" as the hardware's native format, dse.infer.predict_rows: not an alias here)
-SERVING_PRECISION = {**{k: v for k, v in PRECISION.items() if k != "fp4"}, "nvfp4": 3, "mxfp4": 4}
-SERVING_PRECISION_NAMES = {**PRECISION_NAMES, 3: "nvfp4", 4: "mxfp4"}
+# (mxfp8 is a training recipe only)
+SERVING_PRECISION = {**{k: v for k, v in PRECISION.items() if k != "fp4" and v != PRECISION_MXFP8},
+                     "nvfp4": 3, "mxfp4": 4}
+SERVING_PRECISION_NAMES = {**{k: v for k, v in PRECISION_NAMES.items() if k != PRECISION_MXFP8},
+                           3: "nvfp4", 4: "mxfp4"}
 
 
 @pytree_dataclass

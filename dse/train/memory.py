@@ -63,7 +63,7 @@ from dse.graph.moe import dp_shard_params, expert_tp
 from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.spec.hardware import GIB
-from dse.spec.layout import FRAMEWORK_MEGATRON, Layout, Workload
+from dse.spec.layout import FRAMEWORK_MEGATRON, PRECISION_MXFP8, PRECISION_NVFP4, Layout, Workload
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             layer_params, mla_attention_params, select, shared_ffn,
                             stage_layer_counts)
@@ -210,12 +210,16 @@ def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, p
       ``per_linear = 1 + FP8_TRANSPOSE_BYTES * fp8_transpose``;
     * NVFP4 (precision code 3): the same with ``q`` = 0.5625 B per element in place of
       fp8's 1 B, and always both copies (TE ``NVFP4Tensor`` keeps row- and column-wise data:
-      the NVFP4 GEMM reads K-major operands with their block scales along K)."""
+      the NVFP4 GEMM reads K-major operands with their block scales along K);
+    * MXFP8 (code 5): ``q`` = 1 + 1/32 and both copies (TE ``MXFP8Tensor``: the fprop GEMM
+      reads the row-wise, dgrad the column-wise copy, scales along each one's K)."""
     base = jnp.where(act_bytes > 2, 4.0, 2.0)
     fp8 = low_precision(wl.precision)
     q = linear_el_bytes(wl.precision, 2.0)
-    # NVFP4 keeps both the row- and the column-wise copy on every GPU (TE NVFP4Tensor)
-    transpose = jnp.where(wl.precision == 3, 1.0, FP8_TRANSPOSE_BYTES * fp8_transpose)
+    # NVFP4 and MXFP8 keep both the row- and the column-wise copy on every GPU (TE
+    # NVFP4Tensor; MXFP8Tensor's two usages, set_usage(rowwise, columnwise))
+    both = (wl.precision == PRECISION_NVFP4) | (wl.precision == PRECISION_MXFP8)
+    transpose = jnp.where(both, 1.0, FP8_TRANSPOSE_BYTES * fp8_transpose)
     linear = params - embedding_params_per_gpu(model, lay)
     if profile(wl.framework).fp8_primary_weights:
         per_linear = fp8 * q * (1.0 + transpose) + (1.0 - fp8) * base
@@ -306,11 +310,17 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     inflight = jnp.minimum(m, lay.pp * 1.0)
     inflight = jnp.where(lay.vpp > 1, inflight * (1.0 + (lay.pp - 1.0) / (lay.pp * lay.vpp)), inflight)
     if moe_a2a_overlap(wl.framework) or wl.moe_a2a_overlap:
-        # MoE 1F1B A2A overlap (dse.train.moe_overlap): one more micro-batch's activations
-        # live -- the forward of the next beside the backward of the current, and the
-        # extra warm-up micro-batch of the interleaved schedule (schedules.py)
+        # MoE 1F1B A2A overlap (dse.train.moe_overlap): the forward of the next micro-batch
+        # runs beside the backward of the current one *layer by layer* -- forward layer i
+        # with backward layer L-1-i (Megatron-Core combined_1f1b.py "Phases 1: 1st
+        # microbatch backward + 2nd microbatch forward"; model_chunk_schedule_plan.py:
+        # backward layers ``pop_layer`` in FILO order), so each backward layer frees its
+        # activations as the forward adds one: one layer more than a micro-batch
+        # (1 / L_st), not a second micro-batch.  The interleaved schedule also runs one
+        # more warm-up virtual micro-batch (one chunk, 1 / vpp; schedules.py)
         allowed = (model.num_experts > 1) & (lay.ep > 1) & (lay.recompute < 2) & ((lay.pp == 1) | (lay.vpp > 1))
-        inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0), 0.0)
+        extra = jnp.where(lay.pp == 1, 1.0 / L_st, 1.0 / lay.vpp + 1.0 / L_st)
+        inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0) * extra, 0.0)
     inflight = peak_inflight(model, wl, lay, inflight, m)
     no_scores, scores = activation_bytes_per_layer(model, wl, lay, act_bytes)
     full_layer = no_scores + scores

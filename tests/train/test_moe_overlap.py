@@ -82,13 +82,30 @@ def test_switch_hides_part_of_the_all_to_all_and_never_slows_the_step(overlap_on
     assert float(train_step(d, wd, ld, hw).step_time_s) == base
 
 
-def test_switch_keeps_one_more_micro_batch_of_activations(overlap_on):
+def test_switch_keeps_a_chunk_and_a_layer_more_activations(overlap_on):
+    """The paired schedule frees a backward layer as it adds a forward one (FILO
+    ``pop_layer``): a layer more, plus the interleaved schedule's extra warm-up chunk
+    (1 / vpp of a micro-batch) -- not a second micro-batch."""
     m, wl, lay = _qwen235_h100()
     on = memory_per_gpu(m, wl, lay, 2.0)
     F.MOE_A2A_OVERLAP[0] = False
     off = memory_per_gpu(m, wl, lay, 2.0)
     assert float(on.activations_bytes) > float(off.activations_bytes)
+    assert float(on.activations_bytes) < 1.5 * float(off.activations_bytes)
     assert float(on.optimizer_bytes) == float(off.optimizer_bytes)
+
+
+def test_without_pipelining_the_pairing_adds_one_layer(overlap_on):
+    """pp = 1 (Megatron-Core combined_1f1b_schedule_for_no_pipelining): one micro-batch
+    and one layer of activations at the peak."""
+    from dse.train.memory import layers_per_stage
+    m, wl, _ = _qwen235_h100()
+    lay = Layout(tp=2, pp=1, dp=16, ep=32, mbs=1, zero=1, sp=1)
+    on = float(memory_per_gpu(m, wl, lay, 2.0).activations_bytes)
+    F.MOE_A2A_OVERLAP[0] = False
+    off = float(memory_per_gpu(m, wl, lay, 2.0).activations_bytes)
+    L = float(layers_per_stage(m, lay))
+    assert on / off == pytest.approx(1.0 + 1.0 / L, rel=0.02)
 
 
 # --- the run's own schedule facts (Workload.moe_a2a_overlap, Workload.cuda_graphs) -------
