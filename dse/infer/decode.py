@@ -10,8 +10,11 @@ Per layer (micro-batch of b sequences, one token each, so T = b):
   bandwidth).  Per GPU, context c, g_t KV heads, a/t query heads, head dim d:
       bytes = 2 b c g_t d el + 2 b (a/t) d el          (K, V read; Q read, O write)
       flops = 4 b (a/t) c d
-      t     = max(flops / (peak_16 * eff_attn), bytes / hbm_bw) + 2 launches
-  (roofline; with GQA the intensity is ~a/g FLOP/byte, far below the ridge point);
+      t     = max(flops / (peak_16 * eff_attn) + b (a/t) c / exp_per_s, bytes / hbm_bw)
+              + 2 launches
+  (roofline; the second compute term is the softmax's exponentials on the SFUs,
+  :func:`dse.cost.attention.exp_time_s`; with GQA the intensity is ~a/g FLOP/byte, far
+  below the ridge point);
 * memory-bound kernels, two TP all-reduces of ``b x h`` (latency-dominated: 2(n-1)
   alpha), a launch per kernel.
 
