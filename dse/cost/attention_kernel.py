@@ -9,9 +9,11 @@ shapes:
   specialisation) on Hopper, cuDNN on datacenter Blackwell, FlashAttention-2 on Ampere;
 * *fa2* -- a FlashAttention-2-class kernel built on ``mma.sync`` (flash-attn 2.x,
   PyTorch SDPA's flash backend, Triton kernels without wgmma), efficiency
-  ``eff_attn x eff_attn_fa2``; ``eff_attn_fa2`` is 0.62 on Hopper (FlashAttention-3,
-  Shah et al. 2024, arXiv:2407.08608, Fig. 5-6: FA2 / cuDNN throughput, head dim 128)
-  and 1 on Ampere, where FA2 is the native kernel.
+  ``eff_attn x eff_attn_fa2``; ``eff_attn_fa2`` is 0.56 on Hopper (FlashAttention-3,
+  Shah et al. 2024, arXiv:2407.08608, Fig. 5-6: FA2 / cuDNN throughput, head dim 128,
+  0.62 end to end, 0.56 as a ratio of tensor-core parts once both kernels' softmax
+  exponentials are charged apart, :mod:`dse.spec.efficiency` ``attn_fa2``) and 1 on
+  Ampere, where FA2 is the native kernel.
 
 The kernel is the one the workload states (``attention = fa2 | fa3 | cudnn``,
 :data:`dse.spec.layout.ATTENTION`), else the framework profile's
