@@ -86,12 +86,13 @@ def test_faster_kernel_never_slower(eff, gain, s, backward):
 @given(seq=st.sampled_from([2048, 8192, 32768]), fw=st.sampled_from(["fsdp", "fsdp2", "deepspeed"]))
 def test_fa2_profile_on_hopper_at_least_cudnn_time(seq, fw):
     """On H100 the FA2-class framework default is never faster than the same run with
-    cuDNN attention, and slower by less than the kernel ratio (only attention stretches,
-    by at most 1/0.62); on A100, where FA2 is the native kernel, the two are the same."""
+    cuDNN attention, and slower by less than the kernel ratio (only attention's tensor-core
+    part stretches, by at most 1 / attn_fa2); on A100, where FA2 is the native kernel, the
+    two are the same."""
     lay = Layout(tp=1, pp=1, dp=8, mbs=1, zero=3, recompute=2)
     t_fa2 = float(STEP(MODEL, wl("flash", fw, seq), lay, h100()).step_time_s)
     t_cudnn = float(STEP(MODEL, wl("cudnn", fw, seq), lay, h100()).step_time_s)
-    assert t_cudnn < t_fa2 < t_cudnn / 0.62
+    assert t_cudnn < t_fa2 < t_cudnn / efficiency.GENERATIONS["hopper"].attn_fa2
     a_fa2 = float(STEP(MODEL, wl("flash", fw, seq), lay, a100()).step_time_s)
     a_cudnn = float(STEP(MODEL, wl("cudnn", fw, seq), lay, a100()).step_time_s)
     assert a_fa2 == pytest.approx(a_cudnn, rel=1e-6)
