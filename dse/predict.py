@@ -59,7 +59,7 @@ import pandas as pd
 
 from dse.na_cells import NA_CELLS, na_word_cells, na_word_status
 from dse.errors import InputError, require
-from dse.spec.hardware import get_hardware
+from dse.spec.hardware import get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                               Workload)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
@@ -342,13 +342,10 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     reason = _layout_conflict(model, gpus, fixed)
     if reason:
         return {**out, "status": f"infeasible: {reason}"}
-    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
-    if PRECISION[prec] == 3 and float(hw.peak_fp4_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (NVFP4 training)"}
-    if PRECISION[prec] == 5 and float(hw.peak_fp4_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no block-scaled (MX) tensor cores "
-                                 f"(MXFP8 training)"}
+    lack = missing_tensor_cores(hw, PRECISION[prec])
+    if lack:
+        recipe = {3: " (NVFP4 training)", 5: " (MXFP8 training)"}.get(PRECISION[prec], "")
+        return {**out, "status": f"infeasible: {hw.name} has no {lack}{recipe}"}
     framework = FRAMEWORK[fw]
     # the framework's own layout rules (dse.spec.layout_rules: DeepSpeed's pipeline
     # engine runs ZeRO <= 1 and no interleaving) bound the blank fields too

@@ -343,17 +343,28 @@ def stack(hws: list[Hardware]) -> Hardware:
     return jax.tree_util.tree_map(lambda *xs: jnp.asarray(xs, dtype=jnp.float32), *hws)
 
 
+#: precision code -> (its name, the tensor cores it needs, the catalog peak that says the GPU
+#: has them): fp8 (2), NVFP4 / MXFP4 (3 / 4; training runs NVFP4) and MXFP8 training (5: the
+#: block-scaled MMA generation, sm100 / CDNA 4, which comes with the fp4 datapath)
+TENSOR_CORES = {2: ("fp8", "fp8 tensor cores", "peak_tflops_fp8"),
+                3: ("fp4", "fp4 tensor cores", "peak_tflops_fp4"),
+                4: ("fp4", "fp4 tensor cores", "peak_tflops_fp4"),
+                5: ("mxfp8", "block-scaled (MX) tensor cores", "peak_tflops_fp4")}
+_PEAK_ATTR = {"peak_tflops_fp8": "peak_fp8_flops_per_s", "peak_tflops_fp4": "peak_fp4_flops_per_s"}
+
+
+def missing_tensor_cores(hw: Hardware, precision: int) -> str:
+    """The tensor cores precision code ``precision`` needs and ``hw`` lacks
+    (:data:`TENSOR_CORES`), or '' where it has them (or needs none)."""
+    need = TENSOR_CORES.get(int(precision))
+    return need[1] if need and float(getattr(hw, _PEAK_ATTR[need[2]])) <= 0 else ""
+
+
 def check_precision(hw: Hardware, precision: int, where: str) -> None:
-    """Precision 2 (fp8) needs fp8 tensor cores (``peak_tflops_fp8 > 0``); 3 / 4 (NVFP4 /
-    MXFP4; training runs NVFP4) need fp4 tensor cores (``peak_tflops_fp4 > 0``), and so does
-    5 (MXFP8 training: the block-scaled MMA generation, sm100 / CDNA 4)."""
-    if precision == 2:
-        require(float(hw.peak_fp8_flops_per_s) > 0, where, "precision",
-                f"fp8 needs fp8 tensor cores, but {hw.name} has peak_tflops_fp8 = 0")
-    if precision in (3, 4):
-        require(float(hw.peak_fp4_flops_per_s) > 0, where, "precision",
-                f"fp4 needs fp4 tensor cores, but {hw.name} has peak_tflops_fp4 = 0")
-    if precision == 5:
-        require(float(hw.peak_fp4_flops_per_s) > 0, where, "precision",
-                f"mxfp8 needs block-scaled (MX) tensor cores, which come with fp4 ones "
-                f"(Blackwell, CDNA 4), but {hw.name} has peak_tflops_fp4 = 0")
+    """A one-line error where ``hw`` lacks the tensor cores ``precision`` needs
+    (:func:`missing_tensor_cores`)."""
+    lack = missing_tensor_cores(hw, precision)
+    if lack:
+        name, _, key = TENSOR_CORES[int(precision)]
+        note = ", which come with fp4 ones (Blackwell, CDNA 4)" if int(precision) == 5 else ""
+        raise InputError(where, "precision", f"{name} needs {lack}{note}, but {hw.name} has {key} = 0")
