@@ -53,7 +53,12 @@ the whole group, ``T_g = T dp``; each GPU holds ``E_l = E / ep`` experts, which 
 are touched in expectation, each seeing ``T_g k / (ep E_hit,l)`` tokens; only the touched
 experts' weights are read (decode with small T reads a fraction of the experts).  With
 ``ep`` > 1 the layer is costed on the most loaded EP rank: its pairs are the mean times
-:func:`dse.cost.load_balance.ep_load_factor` (expected maximum of multinomial counts).
+:func:`dse.cost.load_balance.ep_load_factor` (expected maximum of multinomial counts), and
+the distinct experts whose weights it streams are the busiest rank's share of the
+``E_hit = E (1 - (1 - k/E)^T_g)`` touched ones,
+:func:`dse.cost.load_balance.ep_busiest_experts` (hypergeometric maximum): a decode batch
+of 4 on DeepSeek-R1 (256 experts, top-8) touches ~30 experts, 3.8 per rank of EP 8 on
+average, ~6 on the busiest, which the barrier at the layer's end waits for.
 The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
 are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
 ``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
@@ -147,7 +152,7 @@ from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.infer.kv_cache import indexer_key_bytes, layer_state_bytes
 from dse.cost.rates import Rates, linear_el_bytes
-from dse.cost.load_balance import ep_load_factor
+from dse.cost.load_balance import ep_busiest_experts, ep_load_factor
 from dse.infer.moe_serving import (MOE_ROUTING_KERNELS, bf16_linear_rates, dp_gather_bytes,
                                    mxfp4_cast_bytes, mxfp4_expert_rates, routing_bytes)
 
@@ -266,7 +271,7 @@ def forward_ops(model: Model, tokens, sequences, attention, tp, pp, precision,
     ep = jnp.where(moe, ep * 1.0, 1.0)
     tok_mult, e_div, moe_tp = moe_group(tp, ep, dp)
     t_moe = tokens * tok_mult if moe_tokens is None else moe_tokens * 1.0  # the MoE group's tokens
-    hit = experts_hit(model, t_moe) / e_div                # touched local experts
+    hit = jnp.where(moe, ep_busiest_experts(experts_hit(model, t_moe), E, ep), 1.0)  # busiest rank's
     imb = jnp.where(moe, ep_load_factor(t_moe * model.top_k, ep), 1.0)  # most loaded EP rank
     local_pairs = t_moe * model.top_k / e_div * imb
     per_expert = jnp.where(moe, local_pairs / hit, tokens)

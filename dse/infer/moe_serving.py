@@ -69,6 +69,9 @@ by ``1 + sqrt(2 ln(ep) (ep - 1) / N)`` (:func:`dse.cost.load_balance.ep_load_fac
 derivation there; shared with training).  It is large only where few pairs are in flight
 (decode of a small batch: N = 512 pairs over 8 ranks gives 1.19) and tends to 1 for big
 batches; real routers are more skewed (DeepSeek-V3's EPLB, arXiv:2412.19437 sec. 3.4).
+Where decode streams expert *weights* the count that matters is the busiest rank's distinct
+experts touched, the same bound on hypergeometric counts
+(:func:`dse.cost.load_balance.ep_busiest_experts`), which vanishes once every expert is hit.
 
 **MXFP4-expert checkpoints** (``Model.mxfp4_experts``: gpt-oss ships its routed experts
 in MXFP4 and every other weight in bf16, HF ``quantization_config`` ``modules_to_not_convert``
