@@ -30,8 +30,30 @@ enough to forget its start; a short one does not:
 
 A median is the burst's when the burst holds more than half of the run, else the steady
 state's (plus, all queued, the middle request's wait ``(P/2 - B) / r``).  ``P`` unknown (the row's ``engine`` / ``notes`` / ``dataset`` state no
-``--num-prompts``): the steady state, as before.  Throughput is left as the steady state's
-(a burst costs its prefill once per run: ``W S`` tokens against the run's ``P O``).
+``--num-prompts``): the steady state, as before.  The burst's prefill is not charged to
+throughput (it costs ``W S`` tokens once against the run's ``P O``).
+
+**The drain of a closed loop** (:func:`drain_factor`).  The clients report output tokens
+over the benchmark's duration, first request sent to last one finished (SGLang
+``bench_serving`` / vLLM ``benchmark_serving``: ``benchmark_duration``), and once the
+``P``-th request is sent the ``N`` slots empty one by one: the run's last request ends
+``tau`` after the mean slot's, and throughput is ``P O / (P e / N + tau)`` where the steady
+state's is ``N O / e`` (``e`` the mean end-to-end time).  With lengths drawn at random
+(``--random-range-ratio r`` < 1, relative spread ``sqrt(o2 - 1)`` of the outputs) the
+``N`` slots start together and drift apart as a random walk: after ``k = P / N`` requests a
+slot's finish time has spread ``sigma sqrt(k)``, ``sigma = (O - 1) TPOT sqrt(o2 - 1)`` the
+spread of one request, so the last of ``N`` ends at most ``sigma sqrt(k) sqrt(2 ln N)``
+after the mean (the Gaussian extreme-value bound of :mod:`dse.cost.load_balance`).  It is
+also at most half a request: the client sends from one shared queue, so once the queue is
+empty the ``N`` requests in flight have residual times spread over at most one
+request's ``e``, a mean residual of ``e / 2`` when fully desynchronised.  Hence
+
+    tau = min(sigma sqrt(k) sqrt(2 ln N), e / 2),    throughput x 1 / (1 + tau / (k e))
+
+(InferenceX runs, ``k`` = 10: 0.95-0.97 over concurrency 4-64, as their medians give
+``N O / e`` over the reported throughput; 0.99 at ``k`` = 50).  The requests of the drain
+run at a smaller batch and so slightly faster, which this leaves out: it bounds the loss
+from above.  Fixed lengths keep the slots in step (``sigma`` = 0, no drain).
 
 Units: seconds, tokens.
 """
@@ -69,17 +91,37 @@ def _blend(res: ServingResult, burst_ttft: float, share: float, stat: str,
     return res._replace(ttft_s=ttft, e2e_s=res.e2e_s + (ttft - res.ttft_s))
 
 
+def drain_factor(n: float, P: int, O: float, tpot_s: float, e2e_s: float, o2: float) -> float:
+    """Throughput of a closed loop of ``n`` slots over ``P`` requests relative to its steady
+    state (module docstring, "The drain"): ``1 / (1 + tau / (k e))`` with ``k = P / N``,
+    ``N = min(n, P)``, ``tau = min(sigma sqrt(k) sqrt(2 ln N), e / 2)`` and ``sigma = (O - 1)
+    TPOT sqrt(o2 - 1)``; 1 for fixed lengths (``o2`` = 1) or one slot."""
+    N = min(float(n), float(P))
+    if N <= 1.0 or o2 <= 1.0 or not (e2e_s > 0 and math.isfinite(e2e_s)):
+        return 1.0
+    k = P / N
+    sigma = max(O - 1.0, 0.0) * tpot_s * math.sqrt(o2 - 1.0)
+    tau = min(sigma * math.sqrt(k) * math.sqrt(2.0 * math.log(N)), e2e_s / 2.0)
+    return 1.0 / (1.0 + tau / (k * e2e_s))
+
+
 def closed_loop_run(res: ServingResult, dep: Deployment, n: float, P: int | None, S: float,
-                    O: float, replicas: int, max_model_len: float | None, stat: str) -> ServingResult:
-    """A ``concurrency`` row's result over a run of ``P`` requests (module docstring);
-    ``res`` unchanged when ``P`` is unknown or the result is not a number."""
+                    O: float, replicas: int, max_model_len: float | None, stat: str,
+                    o2: float = 1.0) -> ServingResult:
+    """A ``concurrency`` row's result over a run of ``P`` requests (module docstring): the
+    start-up burst in TTFT and e2e, the drain in throughput (``o2`` the outputs'
+    ``E[O^2] / E[O]^2``); ``res`` unchanged when ``P`` is unknown or the result is not a
+    number."""
     if P is None or not math.isfinite(res.ttft_s):
         return res
     units = streams(dep, replicas)
     first = min(n, P)                                  # requests of the start-up burst
     W = wave_of(first / units, wave_cap(dep, S, O))
     burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
-    return _blend(res, max(burst, res.ttft_s), first / P, stat)
+    run = _blend(res, max(burst, res.ttft_s), first / P, stat)
+    f = drain_factor(n, P, O, res.tpot_s, run.e2e_s, o2)
+    return run._replace(tokens_per_s=res.tokens_per_s * f,
+                        tokens_per_s_per_gpu=res.tokens_per_s_per_gpu * f)
 
 
 def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: float,

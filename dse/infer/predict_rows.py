@@ -389,7 +389,8 @@ def predict_inference_row(row: dict) -> dict:
             res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
         else:
             res = lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
-        res = closed_loop_run(res, dep, n, num_prompts(row), S, O, replicas, max_model_len, stat)
+        res = closed_loop_run(res, dep, n, num_prompts(row), S, O, replicas, max_model_len, stat,
+                              o2)
     else:
         rate = _num(row, "request_rate")
         if rate is None or rate <= 0:

@@ -1,15 +1,18 @@
 """A finite benchmark run's start-up burst (dse.infer.finite_run): the first min(N, P)
 requests of a closed loop arrive at once and queue behind each other's prefill; all P
-queued at once wait for slots.  A run long against its burst keeps the steady state."""
+queued at once wait for slots.  A run long against its burst keeps the steady state.
+The drain at a closed loop's end (random lengths) costs throughput."""
 
 import math
 
+import numpy as np
 import pytest
 
 from dse.errors import InputError
 from dse.infer.engines import engine_profile
-from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run
+from dse.infer.finite_run import closed_loop_run, drain_factor, num_prompts, queued_run
 from dse.infer.lockstep import pass_tokens, wave_prefill
+from dse.infer.predict_rows import uniform_o2
 from dse.infer.serving import Deployment, concurrency, offline
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model
@@ -107,3 +110,40 @@ def test_open_loop_past_capacity_queues_the_run():
     assert saturated_run(below, DEP, P, 0.5 * mu, O, 1, "mean") == below
     # more requests at the same overload wait longer on average
     assert saturated_run(sat, DEP, 4 * P, 2.0 * mu, O, 1, "mean").ttft_s > run.ttft_s
+
+
+def _simulated_drain(n, P, O_max, r, tpot, ttft, trials, rng):
+    """Closed loop from one shared queue: ``n`` slots start together, each takes the next
+    request when its last one ends; a request lasts ``ttft + (O - 1) tpot`` with ``O``
+    uniform in ``[r O_max, O_max]``.  Mean over trials of (steady ``n O / e``) over the
+    run's ``P O / duration``, inverted: the throughput factor the drain leaves."""
+    out = []
+    for _ in range(trials):
+        dur = ttft + (rng.uniform(r * O_max, O_max, P) - 1.0) * tpot
+        free = np.zeros(n)
+        for d in dur:
+            i = int(np.argmin(free))
+            free[i] += d
+        out.append((dur.sum() / n) / free.max())
+    return float(np.mean(out))
+
+
+def test_drain_factor_bounds_a_simulated_closed_loop():
+    """The drain (dse.infer.finite_run.drain_factor) against a simulated shared-queue closed
+    loop at InferenceX's settings (range ratio 0.8, 10 or 50 requests per slot): never
+    above the simulation's factor (it bounds the loss from above) and within 3 % of it."""
+    rng = np.random.default_rng(2)
+    r, O, tpot, ttft = 0.8, 1024, 0.02, 0.1
+    o2 = uniform_o2(r)
+    Om = O * (1 + r) / 2
+    e = ttft + (Om - 1) * tpot
+    for n, k in ((4, 10), (16, 10), (64, 10), (4, 50)):
+        sim = _simulated_drain(n, n * k, O, r, tpot, ttft, 200, rng)
+        f = drain_factor(n, n * k, Om, tpot, e, o2)
+        assert f <= sim + 1e-3 and sim - f <= 0.03, (n, k, f, sim)
+
+
+def test_no_drain_for_fixed_lengths_or_one_slot():
+    assert drain_factor(64, 640, 1000.0, 0.02, 20.0, 1.0) == 1.0
+    assert drain_factor(1, 40, 1000.0, 0.02, 20.0, uniform_o2(0.8)) == 1.0
+    assert drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.5)) < drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.9))
