@@ -58,7 +58,8 @@ the distinct experts whose weights it streams are the busiest rank's share of th
 ``E_hit = E (1 - (1 - k/E)^T_g)`` touched ones,
 :func:`dse.cost.load_balance.ep_busiest_experts` (hypergeometric maximum): a decode batch
 of 4 on DeepSeek-R1 (256 experts, top-8) touches ~30 experts, 3.8 per rank of EP 8 on
-average, ~6 on the busiest, which the barrier at the layer's end waits for.
+average, 7.3 on the busiest by the bound (6.6 simulated), which the barrier at the layer's
+end waits for.
 The routing passes around the grouped GEMMs -- top-k, expert sort, permute, finalize --
 are one memory pass of :func:`dse.infer.moe_serving.routing_bytes` in
 ``MOE_ROUTING_KERNELS`` launches (:mod:`dse.infer.moe_serving` has the engine sources).
