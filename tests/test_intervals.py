@@ -4,7 +4,6 @@ the band."""
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -46,8 +46,9 @@ def ep_busiest_experts(hit, experts, ep):
 
     It matters where decode reads expert *weights*: a small batch touches few experts and
     the busiest rank streams up to twice the mean's (H = 30.5 of 256 experts over 8 ranks:
-    3.8 mean, 7.3 by the bound, 6.6 in a simulation of uniform top-8 routing), while a batch that touches every expert has no spread at all
-    (the finite-population factor ``E - H`` vanishes).  ``H / ep`` for ``ep`` = 1."""
+    3.8 mean, 7.3 by the bound, 6.6 in a simulation of uniform top-8 routing), while a
+    batch that touches every expert has no spread at all (the finite-population factor
+    ``E - H`` vanishes).  ``H / ep`` for ``ep`` = 1."""
     ep = jnp.maximum(ep * 1.0, 1.0)
     E = jnp.maximum(experts * 1.0, 1.0)
     H = jnp.clip(hit * 1.0, 0.0, E)

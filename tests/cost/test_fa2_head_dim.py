@@ -1,5 +1,4 @@
 """FlashAttention-2 head-dim tiles (flash-attn 2.x flash_api.cpp ``head_size_rounded``)."""
-import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from dse.cost.attention import flash_head_dim

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dse.cost.attention import windowed_causal_fraction, windowed_kv_len
-from dse.graph.ops import Attention, KVRead, bytes_moved, causal_fraction, flops, time_s, with_window
+from dse.graph.ops import KVRead, bytes_moved, causal_fraction, flops, time_s, with_window
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.prefill import prefill_attention
 from dse.cost.rates import rates

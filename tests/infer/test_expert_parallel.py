@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dse.graph.ops import Collective, Gemm
 from dse.infer.engines import PROFILES
 from dse.infer.forward import forward_ops
 from dse.graph.ops import KVRead

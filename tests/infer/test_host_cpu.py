@@ -1,7 +1,6 @@
 """Host CPU speed (dse.spec.host_cpu): Python engines' host loops scale with the
 hardware's host_cpu_slowdown; C++ executors and the GPU passes do not."""
 
-import dataclasses
 
 import pytest
 from hypothesis import given, settings, strategies as st
