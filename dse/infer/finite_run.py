@@ -97,7 +97,8 @@ def drain_factor(n: float, P: int, O: float, tpot_s: float, e2e_s: float, o2: fl
     ``N = min(n, P)``, ``tau = min(sigma sqrt(k) sqrt(2 ln N), e / 2)`` and ``sigma = (O - 1)
     TPOT sqrt(o2 - 1)``; 1 for fixed lengths (``o2`` = 1) or one slot."""
     N = min(float(n), float(P))
-    if N <= 1.0 or o2 <= 1.0 or not (e2e_s > 0 and math.isfinite(e2e_s)):
+    if (N <= 1.0 or o2 <= 1.0 or not (e2e_s > 0 and math.isfinite(e2e_s))
+            or not math.isfinite(tpot_s)):
         return 1.0
     k = P / N
     sigma = max(O - 1.0, 0.0) * tpot_s * math.sqrt(o2 - 1.0)

@@ -147,3 +147,4 @@ def test_no_drain_for_fixed_lengths_or_one_slot():
     assert drain_factor(64, 640, 1000.0, 0.02, 20.0, 1.0) == 1.0
     assert drain_factor(1, 40, 1000.0, 0.02, 20.0, uniform_o2(0.8)) == 1.0
     assert drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.5)) < drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.9))
+    assert drain_factor(8, 80, 1000.0, float("nan"), 20.0, uniform_o2(0.8)) == 1.0   # no number, no drain
