@@ -479,13 +479,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s = add("predict", help="predict rows of the validation schema")
     s.add_argument("input", help="CSV of runs (the validation schema)")
     s.add_argument("-o", "--output", required=True, help="CSV to write the predictions to")
-    margin_arg(s, "blank settings are chosen to fit in")
+    margin_arg(s, "blank settings are chosen to fit in", measured=True)
     s.set_defaults(fn=cmd_predict)
 
     s = add("validate", help="MAPE against measured runs; plots in --out")
     s.add_argument("input", help="CSV of measured runs")
     s.add_argument("--out", default="results/validation", help="directory for the report and plots")
-    margin_arg(s, "blank settings are chosen to fit in")
+    margin_arg(s, "blank settings are chosen to fit in", measured=True)
     s.set_defaults(fn=cmd_validate)
 
     s = add("bench", help="sweep throughput (configs/s) vs a Python loop")

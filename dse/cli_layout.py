@@ -288,9 +288,12 @@ def _margin(s: str) -> float:
         raise argparse.ArgumentTypeError(e.rule) from None
 
 
-def margin_arg(s: argparse.ArgumentParser, what: str = "chosen layouts must fit in") -> None:
-    """``--mem-margin`` (dse.train.memory_parts: why the default is 3 %)."""
-    from dse.train.memory_parts import MEM_MARGIN
-    s.add_argument("--mem-margin", type=_margin, default=MEM_MARGIN, metavar="FRAC",
-                   help=f"memory safety margin: {what} (1 - FRAC) x HBM "
-                        "(allocator fragmentation varies run to run)")
+def margin_arg(s: argparse.ArgumentParser, what: str = "chosen layouts must fit in",
+               measured: bool = False) -> None:
+    """``--mem-margin`` (dse.train.memory_parts: why the default is 3 % for layouts the tool
+    chooses, and 0 for a ``measured`` run's blank settings)."""
+    from dse.train.memory_parts import MEM_MARGIN, PREDICT_MEM_MARGIN
+    why = ("default 0: a measured run's blanks are what it ran; 0.03 plans with headroom"
+           if measured else "allocator fragmentation varies run to run")
+    s.add_argument("--mem-margin", type=_margin, default=PREDICT_MEM_MARGIN if measured else MEM_MARGIN,
+                   metavar="FRAC", help=f"memory safety margin: {what} (1 - FRAC) x HBM ({why})")

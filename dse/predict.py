@@ -66,7 +66,7 @@ from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_mod
 from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
 from dse.sweep.run import sweep_points, to_dataframe
-from dse.train.memory_parts import MEM_COLUMNS, MEM_MARGIN
+from dse.train.memory_parts import MEM_COLUMNS, PREDICT_MEM_MARGIN
 
 REQUIRED = ("id", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
             "vocab_size", "seq_length", "global_batch_size", "gpu", "num_gpus", "precision")
@@ -312,11 +312,12 @@ def _framework_conflict(model: Model, gpus: int, gbs: int, seq: int, opt: GridOp
     return next((str(r) for r in reason if r), "")
 
 
-def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
+def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -> dict:
     """Prediction for one row: the fastest feasible layout consistent with its fields.
-    Blank settings are chosen within ``(1 - mem_margin) x HBM``; when nothing fits the
-    margin, the row's layout is judged against the full HBM (the published run ran:
-    ``mem_within_margin`` is then False)."""
+    Blank settings are chosen within ``(1 - mem_margin) x HBM`` (default the full HBM:
+    a measured run's blanks are what it ran, :data:`dse.train.memory_parts.PREDICT_MEM_MARGIN`);
+    when nothing fits the margin, the row's layout is judged against the full HBM (the
+    published run ran: ``mem_within_margin`` is then False)."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
     for c in REQUIRED:
         require(c in row or c in ARCH_REQUIRED, where, c, "column is required")
@@ -381,7 +382,7 @@ def predict_row(row: dict, where: str, mem_margin: float = MEM_MARGIN) -> dict:
     return res
 
 
-def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = MEM_MARGIN,
+def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = PREDICT_MEM_MARGIN,
                   intervals: bool = True) -> pd.DataFrame:
     """Every row predicted; a row that breaks a rule of the schema gets the status
     ``invalid: <column>: <rule>`` (and no prediction), the other rows are unaffected.

@@ -79,8 +79,8 @@ def coverage_table(pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_validation(path: str, out: str | None, mem_margin: float | None = None) -> pd.DataFrame:
-    from dse.train.memory_parts import MEM_MARGIN
-    mem_margin = MEM_MARGIN if mem_margin is None else mem_margin
+    from dse.train.memory_parts import PREDICT_MEM_MARGIN
+    mem_margin = PREDICT_MEM_MARGIN if mem_margin is None else mem_margin
     df = read_csv(path)
     if "scenario" in df.columns:
         from dse.validate_inference import run_inference_validation

@@ -1,6 +1,8 @@
 """The per-GPU memory breakdown in every output, and the safety margin chosen layouts keep
 (dse.train.memory_parts)."""
 
+from pathlib import Path
+
 import jax
 import numpy as np
 import pandas as pd
@@ -129,3 +131,21 @@ def test_api_estimate_and_sweep_carry_memory_and_band():
     ok = df[df.feasible]
     assert (ok.step_time_lo_s < ok.step_time_s).all() and (ok.step_time_s < ok.step_time_hi_s).all()
     assert np.isfinite(ok[list(MEM_COLUMNS)].to_numpy()).all()
+
+
+def test_a_measured_rows_blank_recompute_is_chosen_against_the_full_hbm():
+    """NeMo's Llama 3.1 405B FP8 on 256 GB200 (TP4 PP16 VPP4; Megatron-Bridge's recipe sets no
+    recompute) needs 182.7 of 185 GiB without recompute here: inside the planning margin.
+    `dse predict` / `validate` choose a measured row's blanks against the full HBM (what the
+    run did), so it predicts no recompute; the planning margin, asked for, picks block
+    recompute and a slower step."""
+    nemo = pd.read_csv(Path(__file__).parent / "data" / "published_nemo.csv")
+    row = nemo[nemo.id == "mb2511_gb200_llama31_405b_fp8_256g"]
+    assert row.recompute.isna().all()
+    measured = predict_frame(row.copy(), "nemo.csv")
+    planned = predict_frame(row.copy(), "nemo.csv", mem_margin=MEM_MARGIN)
+    assert measured.chosen_recompute.iloc[0] == "none"
+    assert planned.chosen_recompute.iloc[0] != "none"
+    assert float(planned.predicted_iter_time_s.iloc[0]) > 1.05 * float(measured.predicted_iter_time_s.iloc[0])
+    hbm = 185.0
+    assert (1 - MEM_MARGIN) * hbm < float(measured.predicted_mem_gib.iloc[0]) <= hbm
