@@ -72,11 +72,13 @@ def test_nemo_blackwell_and_h100_fp8_runs():
     Blackwell's constants are Hopper's, unfitted, so this is the Blackwell check."""
     p = _predict("published_nemo.csv")
     assert (p["status"] == "ok").all()
-    # regression guards, a little above today's errors (docs/accuracy.md)
-    assert p["ape"].mean() <= 0.12, p[["id", "ape"]].round(3).to_string()
-    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.12
-    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.12
-    assert p.loc[p["gpu"] == "h100-sxm-80gb", "ape"].mean() <= 0.11
+    # regression guards, a little above today's errors (docs/accuracy.md: 6.9 % overall; B200
+    # 9.3, GB200 5.6, H100 8.7 % -- the GB200 405B rows predicted without recompute, as their
+    # recipe ran, since a measured row's blanks are chosen against the full HBM)
+    assert p["ape"].mean() <= 0.08, p[["id", "ape"]].round(3).to_string()
+    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.10
+    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.07
+    assert p.loc[p["gpu"] == "h100-sxm-80gb", "ape"].mean() <= 0.10
 
 
 @pytest.mark.validation
