@@ -106,7 +106,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.rates import MXFP4_BYTES, Rates
+from dse.cost.rates import MXFP4_BYTES, MXFP8_BYTES, Rates
 from dse.spec.hardware import Hardware, effective
 from dse.spec.layout import PRECISION_FP8
 
@@ -128,7 +128,6 @@ def routing_bytes(tokens, local_pairs, hidden, experts, el_bytes, q_bytes, rows=
 
 
 ROUTE_META_BYTES = 8.0         # per token and selected expert: int32 expert id + fp32 weight
-MXFP8_BYTES = 1.0 + 1.0 / 32.0  # an mxfp8 element with its 1-byte scale per 32
 
 
 def dp_gather_bytes(group_tokens, hidden, top_k, q_bytes, precision, mxfp4_experts=0.0):
@@ -174,4 +173,4 @@ def mxfp4_cast_bytes(tokens, hidden, ffn, el_bytes):
     read ``el``, write 1 + 1/32 scale bytes per element.  Charged on every GPU (the
     operator graph does not see the hardware): on Hopper, whose W4A16 path keeps bf16
     activations, it over-counts a pass of ``~3 T (h + ffn)`` bytes."""
-    return (el_bytes + 1.0 + 1.0 / 32.0) * tokens * (hidden + ffn)
+    return (el_bytes + MXFP8_BYTES) * tokens * (hidden + ffn)
