@@ -75,7 +75,7 @@ from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run, satur
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
-from dse.spec.hardware import flop_per_sm_clk, get_hardware, sustained_clock
+from dse.spec.hardware import flop_per_sm_clk, get_hardware, missing_tensor_cores, sustained_clock
 from dse.spec.layout import SERVING_PRECISION
 from dse.spec.layout_rules import serving_layout_violations
 from dse.spec.model import get_model
@@ -286,8 +286,6 @@ def predict_inference_row(row: dict) -> dict:
     amd = str(hw.generation).startswith("cdna")
     if prec == "fp4":                      # the hardware's native block-scaled 4-bit format,
         prec = "mxfp4" if amd or int(model.mxfp4_experts) > 0 else "nvfp4"   # or the checkpoint's
-    if prec == "fp8" and float(hw.peak_fp8_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no fp8 tensor cores"}
     # an MXFP4-expert checkpoint (gpt-oss) labelled fp4 on a GPU without fp4 tensor cores is
     # served as stored: weight-only MXFP4 experts (W4A16) beside bf16 linears, the mode of the
     # "fp8"-labelled rows (dse.infer.moe_serving.mxfp4_expert_rates); no fp8 KV by default
@@ -295,8 +293,10 @@ def predict_inference_row(row: dict) -> dict:
                    and int(model.mxfp4_experts) > 0 and float(hw.peak_fp8_flops_per_s) > 0)
     if weight_only:
         prec = "fp8"
-    if prec in ("nvfp4", "mxfp4") and float(hw.peak_fp4_flops_per_s) <= 0:
-        return {**out, "status": f"infeasible: {hw.name} has no fp4 tensor cores (peak_tflops_fp4 = 0)"}
+    lack = missing_tensor_cores(hw, SERVING_PRECISION[prec])   # fp8 2, nvfp4 3, mxfp4 4
+    if lack:
+        peak = " (peak_tflops_fp4 = 0)" if prec in ("nvfp4", "mxfp4") else ""
+        return {**out, "status": f"infeasible: {hw.name} has no {lack}{peak}"}
     if prec == "nvfp4" and amd:
         return {**out, "status": f"infeasible: {hw.name} runs MXFP4, not NVFP4"}
     eng, why = engine_profile(row.get("engine", ""))
