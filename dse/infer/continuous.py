@@ -197,6 +197,19 @@ class Replica(NamedTuple):
     kv_bytes: object        # bytes per cached K/V element
     ep: object = 1.0        # MoE experts over ep GPUs of the tp x dp group (dse.infer.expert_parallel)
     dp: object = 1.0        # attention data-parallel ranks (each its own requests and KV)
+    dp_many: bool = False   # a static promise that every traced dp is > 1 (:func:`attn_dp_case`)
+
+
+def attn_dp_case(rep: Replica) -> str:
+    """What is known at trace time about ``rep.dp`` (a static Python answer): ``"one"``
+    where it is a Python number <= 1, ``"many"`` where it is a Python number > 1 or the
+    replica promises ``dp_many`` (the sweep's attention-DP group, every row's dp > 1),
+    else ``"mixed"`` (traced, either).  :func:`cycle` costs only the branch the case
+    needs, where ``"mixed"`` computes both and selects per point: the same numbers, a
+    third to two thirds of the work of a sweep's pair program (:mod:`dse.infer.sweep`)."""
+    if isinstance(rep.dp, (int, float)):
+        return "one" if rep.dp <= 1 else "many"
+    return "many" if rep.dp_many is True else "mixed"
 
 
 class Slots(NamedTuple):
@@ -338,27 +351,35 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     ``first_s``); the others: the decode iteration plus a separate prefill pass in a share
     ``min(q, 1)`` of the iterations, ``min(q, 1) t_prefill(max(q, 1))``, and the prompt's
     own pass ``t_prefill(max(q, 1))``."""
+    case = attn_dp_case(rep)
     if eng.mixed_batches:
         if not eng.bench_tuned_tokens and not eng.whole_prompts:
+            if case == "many":
+                return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
             t = iteration_s(rep, eng, b, context, q * S, S)
-            if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+            if case == "one":
                 return Cycle(t, t)
             mean, first = _rank_lattice(rep, eng, b, context, q, S)
             return Cycle(jnp.where(rep.dp > 1, mean, t), jnp.where(rep.dp > 1, first, t))
+        if case == "many" and not eng.bench_tuned_tokens:
+            # whole prompts under attention DP: the busiest rank's lattice, as the scalar path
+            return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
         share, w = prefill_share(rep, eng, b, q, S, O)
         t_mix = iteration_s(rep, eng, b, context, w, S)
         t_dec = iteration_s(rep, eng, b, context)
         mean = jnp.where(share > 0, share * t_mix + (1.0 - share) * t_dec, t_dec)
         first = jnp.where(share > 0, t_mix, t_dec)
-        if eng.bench_tuned_tokens or (isinstance(rep.dp, (int, float)) and rep.dp <= 1):
+        if eng.bench_tuned_tokens or case == "one":
             return Cycle(mean, first)
-        # whole prompts under attention DP: the busiest rank's lattice, as the scalar path
         mean_l, first_l = _rank_lattice(rep, eng, b, context, q, S)
         return Cycle(jnp.where(rep.dp > 1, mean_l, mean), jnp.where(rep.dp > 1, first_l, first))
     decode = iteration_s(rep, eng, b, context)
+    if case == "many":
+        mean, first = _rank_lattice_separate(rep, eng, decode, q, S)
+        return Cycle(jnp.where(q > 0, mean, decode), first)
     pf = prefill_s(rep, eng, jnp.maximum(q, 1.0), S)
     sep = decode + jnp.minimum(q, 1.0) * pf
-    if isinstance(rep.dp, (int, float)) and rep.dp <= 1:
+    if case == "one":
         return Cycle(jnp.where(q > 0, sep, decode), pf)
     mean, first = _rank_lattice_separate(rep, eng, decode, q, S)
     dp_on = rep.dp > 1

@@ -24,8 +24,9 @@ most :data:`POINTS_PER_CHUNK` points per chunk).  The frame is built from numpy 
 (status as codes into a message table, string columns by one take) and ordered with one
 stable argsort.
 
-**Continuous batching: distinct batches.**  Two programs per engine profile (its branches
-are static), each through the chunked runner: (1) per layout row, the KV slots and the
+**Continuous batching: distinct batches.**  Two programs per engine profile and
+attention-DP group (below; the engine's branches are static), each through the chunked
+runner: (1) per layout row, the KV slots and the
 tuned running-batch limit ``B*`` (:func:`dse.infer.continuous.slots`); (2) per distinct
 (row, admitted batch ``B = min(n, B*)``, status) pair (:func:`distinct_batches`), the
 iteration, TTFT, run time and memory of ``B`` admitted requests
@@ -33,14 +34,23 @@ iteration, TTFT, run time and memory of ``B`` admitted requests
 gathered from the engine's row tables on the device.  Every concurrency from ``B*`` up
 admits ``B*`` and repeats that iteration, so a row whose concurrency axis runs past its
 limit costs ``B*`` evaluations, not one per concurrency (the serving-search benchmark:
-491,520 points, 238,692 pairs).  The frame is ordered at pair level (a pair's points are
+835,584 points, 444,030 pairs).  The frame is ordered at pair level (a pair's points are
 consecutive in grid order and share feasibility and tokens/s, so this is the stable
 point-level order) and each pair is then spread over its concurrencies in that order
 with the slot wait on top (:func:`dse.infer.continuous.queued_point`, numpy float32): the
 per-point columns are written once, already ordered.
 
+**Attention-DP groups.**  The layout rows of an engine are run as two calls, the rows
+with ``attn_dp`` = 1 and those with ``attn_dp`` > 1 (:func:`_replica`), so each program
+traces only its branch of :func:`dse.infer.continuous.cycle`
+(:func:`dse.infer.continuous.attn_dp_case`): with the group unknown a mixing engine's
+pair costs the single-rank iteration and the two lattice iterations of the busiest DP
+rank and keeps one, per point.  Same numbers; the serving-search benchmark
+(:func:`dse.bench.run_serving_search_bench`) went from 1.06 M to 2.4-2.6 M points/s on one
+2-core machine in one session (README, "Speed").
+
 **Compile options.**  On the CPU backend a continuous-batching call of at most
-:data:`FAST_COMPILE_POINTS` (row, concurrency) points per engine (a serving study's grid)
+:data:`FAST_COMPILE_POINTS` (row, concurrency) points per engine and group (a serving study's grid)
 compiles its programs with LLVM's optimizations off (``xla_backend_optimization_level =
 0``), its pairs in one chunk of that size (one shape per engine profile): there the
 compile is the cost, seconds per engine profile, and the run milliseconds.  The slots
@@ -124,30 +134,43 @@ def _static(model, hw, tp, pp, ep, dp, bs, S, O, precision):
     return jax.vmap(row)(hw, tp, pp, ep, dp)
 
 
-def _row_slots(eng, model, hw, tp, pp, ep, dp, precision, kv_bytes, S, O):
+def _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d) -> Replica:
+    """One row's :class:`dse.infer.continuous.Replica` in a program of attention-DP group
+    ``dp_group`` (static; module docstring, "Attention-DP groups"): ``"one"`` every row's
+    dp is 1 (a Python 1.0, so :func:`dse.infer.continuous.cycle` traces the single-rank
+    branch only), ``"many"`` every row's dp > 1 (the lattice branch only)."""
+    if dp_group == "one":
+        return Replica(model, h, t, p, precision, kv_bytes, e, 1.0)
+    return Replica(model, h, t, p, precision, kv_bytes, e, d, dp_many=dp_group == "many")
+
+
+def _row_slots(eng, dp_group, model, hw, tp, pp, ep, dp, precision, kv_bytes, S, O):
     """The KV slots and tuned running-batch limit of a chunk of layout rows (one entry per
-    row of ``hw``, ``tp``, ``pp``, ``ep``, ``dp``): :func:`dse.infer.continuous.slots`."""
-    return jax.vmap(lambda h, t, p, e, d: slots(Replica(model, h, t, p, precision, kv_bytes, e, d),
-                                                eng, S, O))(hw, tp, pp, ep, dp)
+    row of ``hw``, ``tp``, ``pp``, ``ep``, ``dp``; attention-DP group ``dp_group``,
+    :func:`_replica`): :func:`dse.infer.continuous.slots`."""
+    return jax.vmap(lambda h, t, p, e, d: slots(
+        _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, S, O))(hw, tp, pp, ep, dp)
 
 
-def _admitted(eng, model, hw, tp, pp, ep, dp, sl, row, B, precision, kv_bytes, S, O):
+def _admitted(eng, dp_group, model, hw, tp, pp, ep, dp, sl, row, B, precision, kv_bytes, S, O):
     """:func:`dse.infer.continuous.admitted_point` of a chunk of (layout row, distinct
     admitted batch) pairs: ``row`` and ``B`` one entry per pair, the row's index into the
     row tables ``hw``, ``tp``, ``pp``, ``ep``, ``dp`` and ``sl`` (its
-    :class:`dse.infer.continuous.Slots`), gathered here, on the device."""
+    :class:`dse.infer.continuous.Slots`), gathered here, on the device; every row of
+    attention-DP group ``dp_group`` (:func:`_replica`)."""
     hw, tp, pp, ep, dp, sl = jax.tree_util.tree_map(lambda x: x[row], (hw, tp, pp, ep, dp, sl))
     return jax.vmap(lambda h, t, p, e, d, s, b: admitted_point(
-        Replica(model, h, t, p, precision, kv_bytes, e, d), eng, b, S, O, s))(hw, tp, pp, ep, dp, sl, B)
+        _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, b, S, O, s))(
+            hw, tp, pp, ep, dp, sl, B)
 
 
 _static_jit = jax.jit(_static)
 #: the continuous-batching programs (module docstring, "Compile options"), each as
-#: (XLA's defaults, :data:`FAST_COMPILE`)
-_SLOTS = (jax.jit(_row_slots, static_argnums=0),
-          jax.jit(_row_slots, static_argnums=0, compiler_options=FAST_COMPILE))
-_ADMITTED = (jax.jit(_admitted, static_argnums=0),
-             jax.jit(_admitted, static_argnums=0, compiler_options=FAST_COMPILE))
+#: (XLA's defaults, :data:`FAST_COMPILE`); the engine and the attention-DP group static
+_SLOTS = (jax.jit(_row_slots, static_argnums=(0, 1)),
+          jax.jit(_row_slots, static_argnums=(0, 1), compiler_options=FAST_COMPILE))
+_ADMITTED = (jax.jit(_admitted, static_argnums=(0, 1)),
+             jax.jit(_admitted, static_argnums=(0, 1), compiler_options=FAST_COMPILE))
 
 
 def _fast_compile(n_points: int) -> bool:
@@ -498,18 +521,22 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     eng_code = np.asarray([uniq.index(e) for e in engines], np.int64)[grid.h_row]
     dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
     lay = ("tp", "pp", "ep", "attn_dp")
+    # one call per (engine, attention-DP group) that has rows
     calls = []
     for e, eng in enumerate(uniq):
-        rows = np.flatnonzero(eng_code == e)
-        calls.append((e, eng, rows, int(_fast_compile(len(rows) * B)),
-                      np.float32(kv_element_bytes(eng, precision))))
+        for g, in_group in (("one", dp_row <= 1), ("many", dp_row > 1)):
+            rows = np.flatnonzero((eng_code == e) & in_group)
+            if len(rows):
+                calls.append((e, eng, g, rows, int(_fast_compile(len(rows) * B)),
+                              np.float32(kv_element_bytes(eng, precision))))
     # 1. per row: the KV slots and the tuned limit B*
     runs = [dispatch_chunked(
-        lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")], eng=eng, kvb=kvb: fn(eng, model, *a, prec, kvb, S, O),
+        lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")], eng=eng, g=g, kvb=kvb: fn(
+            eng, g, model, *a, prec, kvb, S, O),
         lambda r, rows=rows: grid.row_args(hw_cols, rows[r], *lay), len(rows))
-        for _, eng, rows, _, kvb in calls]
+        for _, eng, g, rows, _, kvb in calls]
     sl = {f: np.empty(R, np.float32) for f in Slots._fields}
-    for (_, _, rows, _, _), pending in zip(calls, runs):
+    for (_, _, _, rows, _, _), pending in zip(calls, runs):
         out = collect_chunked(pending)
         for f in Slots._fields:
             sl[f][rows] = getattr(out, f)
@@ -532,14 +559,14 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     n = grid.bss.astype(np.float32)[None, :] / dp_row[:, None]      # requests per attention rank
     pr = distinct_batches(n, sl["tuned"], code)
     runs = []
-    for e, eng, rows, fast, kvb in calls:
-        sel = np.flatnonzero(eng_code[pr.row] == e)
-        local = np.searchsorted(rows, pr.row[sel]).astype(np.int32)   # index into the engine's rows
+    for _, eng, g, rows, fast, kvb in calls:
+        sel = np.flatnonzero(np.isin(pr.row, rows))
+        local = np.searchsorted(rows, pr.row[sel]).astype(np.int32)   # index into the call's rows
         table = pad_index(rows, chunk_size(len(rows)))    # padded as the runner pads (fixed shapes)
         tables = (*grid.row_args(hw_cols, table, *lay), Slots(**{f: v[table] for f, v in sl.items()}))
         runs.append((sel, dispatch_chunked(
-            lambda *a, fn=_ADMITTED[fast], eng=eng, kvb=kvb, tables=tables: fn(
-                eng, model, *tables, *a, prec, kvb, S, O),
+            lambda *a, fn=_ADMITTED[fast], eng=eng, g=g, kvb=kvb, tables=tables: fn(
+                eng, g, model, *tables, *a, prec, kvb, S, O),
             lambda i, local=local, p_B=pr.batch[sel]: (local[i], p_B[i]),
             len(sel), chunk=FAST_COMPILE_POINTS if fast else None)))
     adm = {f: np.empty(len(pr.row), np.float32) for f in Admitted._fields}

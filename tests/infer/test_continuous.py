@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from dse.errors import InputError
 from dse.infer import serving as SV
-from dse.infer.continuous import (NVIDIA_ONLY, Replica, continuous, default_engine, engine_rule,
+from dse.infer.continuous import (NVIDIA_ONLY, Replica, continuous, cycle, default_engine, engine_rule,
                                   kv_element_bytes, slots)
 from dse.infer.engines import PROFILES
 from dse.infer.sweep import sweep_inference
@@ -278,3 +278,30 @@ def test_attention_dp_imbalance_agrees_with_scalar_model(name, dp, S, O):
         assert math.isfinite(s.tpot_s)
         assert float(v.tpot_s) == pytest.approx(s.tpot_s, rel=0.02)
         assert float(v.ttft_s) == pytest.approx(s.ttft_s, rel=0.02)   # queue in both
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "trtllm_pytorch", "trtllm_bench", "sglang"])
+@pytest.mark.parametrize("dp", [1.0, 8.0])
+def test_static_attention_dp_case_costs_the_same_cycle(engine, dp):
+    """dse.infer.continuous.attn_dp_case: a cycle traced with dp known (a Python number,
+    or the sweep's ``dp_many`` promise) takes only its branch and gives the numbers of the
+    traced dp that computes every branch and selects per point -- for each branch of
+    dse.infer.continuous.cycle: mixed passes, whole prompts, trtllm-bench's tuned token
+    budget, prompts in passes of their own."""
+    e = (dataclasses.replace(PROFILES["trtllm_pytorch"], bench_tuned_tokens=True)
+         if engine == "trtllm_bench" else PROFILES[engine])
+    model = get_model("qwen3-30b-a3b")
+    b = jnp.asarray([1.0, 7.0, 64.0, 300.0])
+
+    def run(case):
+        def one(bi, di):
+            dpv = {"one": 1.0, "python": dp, "many": di, "mixed": di}[case]
+            r = Replica(model, H200, 8.0 / dp, 1.0, 2, 1.0, ep=dp, dp=dpv, dp_many=case == "many")
+            c = cycle(r, e, bi, 1536.0, bi / 1024.0, 1024.0, 1024.0)
+            return c.mean_s, c.first_s
+        return jax.jit(jax.vmap(one))(b, jnp.full_like(b, dp))
+
+    mixed = run("mixed")
+    for case in (("one",) if dp <= 1 else ("python", "many")):
+        for g, m in zip(run(case), mixed):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(m), rtol=1e-6)
