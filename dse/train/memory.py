@@ -62,8 +62,10 @@ from dse.cost.rates import linear_el_bytes, low_precision
 from dse.graph.moe import dp_shard_params, expert_tp
 from dse.graph.train import main_grad_bytes
 from dse.spec.frameworks import moe_a2a_overlap, profile
+from dse.train.moe_overlap import overlap_allowed
 from dse.spec.hardware import GIB
-from dse.spec.layout import FRAMEWORK_MEGATRON, PRECISION_MXFP8, PRECISION_NVFP4, Layout, Workload
+from dse.spec.layout import (FRAMEWORK_MEGATRON, PRECISION_MXFP8, PRECISION_NVFP4, RECOMPUTE_FULL, Layout,
+                             Workload)
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             layer_params, mla_attention_params, select, shared_ffn,
                             stage_layer_counts)
@@ -318,7 +320,9 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
         # activations as the forward adds one: one layer more than a micro-batch
         # (1 / L_st), not a second micro-batch.  The interleaved schedule also runs one
         # more warm-up virtual micro-batch (one chunk, 1 / vpp; schedules.py)
-        allowed = (model.num_experts > 1) & (lay.ep > 1) & (lay.recompute < 2) & ((lay.pp == 1) | (lay.vpp > 1))
+        # Megatron-Core's conditions (overlap_allowed), read on the layout's recompute
+        # setting: full or block (codes >= 2) refuse it, before the block count is chosen
+        allowed = overlap_allowed(model, lay, jnp.where(lay.recompute >= RECOMPUTE_FULL, 1.0, 0.0))
         extra = jnp.where(lay.pp == 1, 1.0 / L_st, 1.0 / lay.vpp + 1.0 / L_st)
         inflight = inflight + jnp.where(allowed, jnp.minimum(m - inflight, 1.0) * extra, 0.0)
     inflight = peak_inflight(model, wl, lay, inflight, m)
