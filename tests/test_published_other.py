@@ -70,16 +70,19 @@ def test_bloom176b_peak_memory_within_10_percent():
 def test_nemo_blackwell_and_h100_fp8_runs():
     """NeMo 25.02-25.07 and Megatron-Bridge 25.09-26.06 dense fp8 pre-training on DGX
     B200, GB200 NVL72 and H100 (Llama 3 8B/70B/405B, GPT-3 175B, Nemotron-4 15B/340B):
-    Blackwell's constants are Hopper's, unfitted, so this is the Blackwell check."""
+    Blackwell's constants are Hopper's, unfitted, so this is the Blackwell check.  Every
+    row with tp > 1 states the TP communication overlap its recipe ran (``tp_comm_overlap``,
+    read from the NeMo / Megatron-Bridge performance recipes: published_nemo.md)."""
     p = _predict("published_nemo.csv")
     assert (p["status"] == "ok").all()
-    # regression guards, a little above today's errors (docs/accuracy.md: 6.9 % overall; B200
-    # 9.3, GB200 5.6, H100 8.7 % -- the GB200 405B rows predicted without recompute, as their
-    # recipe ran, since a measured row's blanks are chosen against the full HBM)
-    assert p["ape"].mean() <= 0.08, p[["id", "ape"]].round(3).to_string()
-    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.10
-    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.07
-    assert p.loc[p["gpu"] == "h100-sxm-80gb", "ape"].mean() <= 0.10
+    # regression guards, a little above today's errors (docs/accuracy.md: 10.1 % overall;
+    # B200 13.4, GB200 9.4, H100 7.0 %; without the recipes' TP overlap 6.9 / 9.3 / 5.6 /
+    # 8.7 %: the overlap as modelled fits the H100 TP4 rows and makes the Blackwell rows,
+    # already fast, faster -- open)
+    assert p["ape"].mean() <= 0.11, p[["id", "ape"]].round(3).to_string()
+    assert p.loc[p["gpu"] == "b200", "ape"].mean() <= 0.145
+    assert p.loc[p["gpu"] == "gb200", "ape"].mean() <= 0.10
+    assert p.loc[p["gpu"] == "h100-sxm-80gb", "ape"].mean() <= 0.08
 
 
 @pytest.mark.validation
