@@ -353,17 +353,15 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
     own pass ``t_prefill(max(q, 1))``."""
     case = attn_dp_case(rep)
     if eng.mixed_batches:
+        if case == "many" and not eng.bench_tuned_tokens:
+            # attention DP (whole prompts or mean load): the busiest rank's lattice, as the scalar path
+            return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
         if not eng.bench_tuned_tokens and not eng.whole_prompts:
-            if case == "many":
-                return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
             t = iteration_s(rep, eng, b, context, q * S, S)
             if case == "one":
                 return Cycle(t, t)
             mean, first = _rank_lattice(rep, eng, b, context, q, S)
             return Cycle(jnp.where(rep.dp > 1, mean, t), jnp.where(rep.dp > 1, first, t))
-        if case == "many" and not eng.bench_tuned_tokens:
-            # whole prompts under attention DP: the busiest rank's lattice, as the scalar path
-            return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
         share, w = prefill_share(rep, eng, b, q, S, O)
         t_mix = iteration_s(rep, eng, b, context, w, S)
         t_dec = iteration_s(rep, eng, b, context)
