@@ -521,22 +521,24 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     eng_code = np.asarray([uniq.index(e) for e in engines], np.int64)[grid.h_row]
     dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
     lay = ("tp", "pp", "ep", "attn_dp")
-    # one call per (engine, attention-DP group) that has rows
+    # one call per (engine, attention-DP group) that has rows; call_of_row: each row's call
     calls = []
+    call_of_row = np.empty(R, np.int64)
     for e, eng in enumerate(uniq):
         for g, in_group in (("one", dp_row <= 1), ("many", dp_row > 1)):
             rows = np.flatnonzero((eng_code == e) & in_group)
             if len(rows):
-                calls.append((e, eng, g, rows, int(_fast_compile(len(rows) * B)),
+                call_of_row[rows] = len(calls)
+                calls.append((eng, g, rows, int(_fast_compile(len(rows) * B)),
                               np.float32(kv_element_bytes(eng, precision))))
     # 1. per row: the KV slots and the tuned limit B*
     runs = [dispatch_chunked(
         lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")], eng=eng, g=g, kvb=kvb: fn(
             eng, g, model, *a, prec, kvb, S, O),
         lambda r, rows=rows: grid.row_args(hw_cols, rows[r], *lay), len(rows))
-        for _, eng, g, rows, _, kvb in calls]
+        for eng, g, rows, _, kvb in calls]
     sl = {f: np.empty(R, np.float32) for f in Slots._fields}
-    for (_, _, _, rows, _, _), pending in zip(calls, runs):
+    for (_, _, rows, _, _), pending in zip(calls, runs):
         out = collect_chunked(pending)
         for f in Slots._fields:
             sl[f][rows] = getattr(out, f)
@@ -559,8 +561,8 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     n = grid.bss.astype(np.float32)[None, :] / dp_row[:, None]      # requests per attention rank
     pr = distinct_batches(n, sl["tuned"], code)
     runs = []
-    for _, eng, g, rows, fast, kvb in calls:
-        sel = np.flatnonzero(np.isin(pr.row, rows))
+    for i, (eng, g, rows, fast, kvb) in enumerate(calls):
+        sel = np.flatnonzero(call_of_row[pr.row] == i)
         local = np.searchsorted(rows, pr.row[sel]).astype(np.int32)   # index into the call's rows
         table = pad_index(rows, chunk_size(len(rows)))    # padded as the runner pads (fixed shapes)
         tables = (*grid.row_args(hw_cols, table, *lay), Slots(**{f: v[table] for f, v in sl.items()}))
