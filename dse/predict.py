@@ -317,7 +317,9 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     Blank settings are chosen within ``(1 - mem_margin) x HBM`` (default the full HBM:
     a measured run's blanks are what it ran, :data:`dse.train.memory_parts.PREDICT_MEM_MARGIN`);
     when nothing fits the margin, the row's layout is judged against the full HBM (the
-    published run ran: ``mem_within_margin`` is then False)."""
+    published run ran: ``mem_within_margin`` is then False); when nothing fits that either
+    but the least-memory layout is within :data:`OVER_MEMORY_TOLERANCE` of it, that layout
+    is timed as if it fit (status ``ok (over memory: ...)``), else the row gets no time."""
     out = {"predicted_iter_time_s": np.nan, "predicted_mem_gib": np.nan, "predicted_mfu": np.nan}
     for c in REQUIRED:
         require(c in row or c in ARCH_REQUIRED, where, c, "column is required")
@@ -370,16 +372,53 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
         within = False
     ok = df[df["feasible"]]
     mem_cols = lambda b: {f"predicted_{c}": b[c] for c in MEM_COLUMNS}
+    status = "ok"
     if ok.empty:
-        best = df.nsmallest(1, "mem_gib").iloc[0]
-        return {**out, "predicted_mem_gib": best["mem_gib"], **mem_cols(best), "status": best["status"]}
+        least = df.nsmallest(1, "mem_gib").iloc[0]
+        if least["mem_gib"] > least["hbm_gib"] * (1.0 + OVER_MEMORY_TOLERANCE):
+            return {**out, "predicted_mem_gib": least["mem_gib"], **mem_cols(least),
+                    "status": least["status"]}
+        # over the full HBM, but within the memory model's own error: time the layout that
+        # needs the least memory as if it fit (over_memory_point), and say so
+        status = f"ok (over memory: {least['status'].removeprefix('out of memory: ')}, " \
+                 f"within the memory model's {OVER_MEMORY_TOLERANCE:.0%}; timed as if it fit)"
+        ok = over_memory_point(model, wl, hw, cols, int(least.name))
+        within = False
     best = ok.nsmallest(1, "step_time_s").iloc[0]
     res = {"predicted_iter_time_s": best["step_time_s"], "predicted_mem_gib": best["mem_gib"],
            "predicted_mfu": best["mfu"], **mem_cols(best), "mem_within_margin": within,
-           "model_arch": arch, "status": "ok"}
+           "model_arch": arch, "status": status}
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"):
         res[f"chosen_{f}"] = best[f]
     return res
+
+
+#: How far over the HBM a row's least-memory layout may be and still be timed (status
+#: ``ok (over memory: ...)``): the memory model's own error, the issue's memory bound of
+#: 10 % (calibration: 5.7 % mean, 8.2 % max on the measured peaks, docs/accuracy.md).  A
+#: published run the model puts a few percent over capacity did run; one far over is a
+#: layout that cannot, and gets no time.
+OVER_MEMORY_TOLERANCE = 0.10
+
+
+def over_memory_point(model: Model, wl, hw, cols: dict, index: int) -> pd.DataFrame:
+    """The sweep row of layout ``cols[...][index]`` costed on ``hw`` with its HBM raised to
+    the layout's own need, so that the memory mask passes it: a published run the memory
+    model calls over capacity (by a few percent, typically) still gets its time.  HBM
+    capacity enters the cost model only through block recompute, which picks the fewest
+    layers that fit (:mod:`dse.sweep.run`); at exactly the need it keeps the layers the
+    least-memory point had.  One row, its ``mem_gib`` the need."""
+    one = {k: v[index:index + 1] for k, v in cols.items()}
+    need = sweep_points(model, wl, [hw], one).mem_bytes[0]
+    roomy = dataclasses.replace(hw, hbm_bytes=float(need) * (1.0 + 1e-6))
+    row = to_dataframe(sweep_points(model, wl, [roomy], one))
+    return row[row["feasible"]]
+
+
+def has_prediction(status: pd.Series) -> pd.Series:
+    """Rows whose status starts with ``ok``: a prediction was made (plain ``ok``, or ``ok
+    (...)`` with a note such as an over-memory layout timed as if it fit)."""
+    return status.astype(str).str.startswith("ok")
 
 
 def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = PREDICT_MEM_MARGIN,
@@ -536,7 +575,7 @@ def mape_table(pred: pd.DataFrame) -> pd.DataFrame:
     """Per-source and overall MAPE, signed bias (mean of (predicted - measured) /
     measured: > 0 predicts slow) and max error of iteration time: rows with a prediction (status ok)
     and a measured time that is a finite number > 0 (others are excluded, never inf%)."""
-    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
+    d = pred[has_prediction(pred["status"]) & positive_measure(pred["measured_iter_time_s"])].copy()
     m = d["measured_iter_time_s"].astype(float)
     d["err"] = (d["predicted_iter_time_s"].astype(float) - m) / m
     d["ape"] = d["err"].abs()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.predict import mape_table, positive_measure, predict_frame, read_csv, unusable_measures
+from dse.predict import (has_prediction, mape_table, positive_measure, predict_frame, read_csv,
+                         unusable_measures)
 from dse.report.atomic import check_output_dir, write_csv
 
 
@@ -26,7 +27,7 @@ def memory_error(pred: pd.DataFrame) -> pd.DataFrame:
     """Rows with a prediction and a measured peak memory that is a finite number > 0."""
     if "measured_mem_gib" not in pred.columns:
         return pred.iloc[:0].assign(mem_err=pd.Series(dtype=float))
-    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_mem_gib"])].copy()
+    d = pred[has_prediction(pred["status"]) & positive_measure(pred["measured_mem_gib"])].copy()
     m = d["measured_mem_gib"].astype(float)
     d["mem_err"] = (d["predicted_mem_gib"].astype(float) - m).abs() / m
     return d
@@ -46,7 +47,7 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
     blank = src.isna() | (src.astype(str).str.strip() == "")
     ok_time = positive_measure(pred["measured_iter_time_s"])
     for i in pred.index:
-        if pred.at[i, "status"] != "ok":
+        if not str(pred.at[i, "status"]).startswith("ok"):
             continue
         if blank[i]:
             pred.at[i, "status"] = "invalid: source: must be a non-empty name"
@@ -63,7 +64,7 @@ def coverage_table(pred: pd.DataFrame) -> pd.DataFrame:
     """Per source and overall: rows with a band and a measurement, the share inside it,
     and the shares below / above it."""
     from dse.intervals import coverage
-    d = pred[(pred["status"] == "ok") & positive_measure(pred["measured_iter_time_s"])].copy()
+    d = pred[has_prediction(pred["status"]) & positive_measure(pred["measured_iter_time_s"])].copy()
     if "predicted_iter_time_lo_s" not in d or d.empty:
         return pd.DataFrame(columns=["rows", "inside", "below", "above"])
     m = d["measured_iter_time_s"].astype(float)
@@ -92,7 +93,7 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
     pred = predict_frame(df, path, mem_margin=mem_margin)
     bad_mem = unusable_measures(pred, "measured_mem_gib")   # named per row, before coercion
     pred = check_measurements(pred)
-    valid = pred["status"] == "ok"
+    valid = has_prediction(pred["status"])
     m = pred["measured_iter_time_s"]
     pred["error"] = (pred["predicted_iter_time_s"].astype(float) - m) / m
     pred.loc[~valid, "error"] = float("nan")
@@ -122,7 +123,7 @@ def run_validation(path: str, out: str | None, mem_margin: float | None = None) 
         print(f"  row id {r['id']}: {what}: {r['status']}")
     mem = memory_error(pred)
     if not valid.any() and not len(mem):
-        n_ok = int((pred["status"] == "ok").sum())
+        n_ok = int(has_prediction(pred["status"]).sum())
         raise InputError(path, "measured_iter_time_s", "at least one row must have a prediction "
                          "(status ok) and a measured time or memory that is a finite number > 0 "
                          f"to score, but got none ({n_ok} of {len(pred)} rows predicted; the "

@@ -1,4 +1,5 @@
 import pandas as pd
+import pytest
 
 from dse.predict import predict_frame
 
@@ -103,3 +104,30 @@ def test_deepspeed_rows_are_held_to_the_pipeline_engine_rules():
     assert out.loc[0, "status"] == "ok"
     assert out.loc[0, "chosen_zero"] <= 1 and out.loc[0, "chosen_vpp"] == 1
     assert out.loc[1, "status"].startswith("infeasible: zero: DeepSpeed's pipeline engine needs `zero <= 1`")
+
+
+def test_a_run_a_little_over_the_hbm_is_timed_as_if_it_fit(tmp_path):
+    """A published run the memory model puts just over the HBM (llm-foundry MPT-3B on 8x
+    H100 at 8192 tokens, micro-batch 3, no recompute: 81.1 > 79.7 GiB) still gets its time,
+    the same as on a GPU with room for it, and a status that says so; a layout far over
+    the HBM (above OVER_MEMORY_TOLERANCE) gets none."""
+    from pathlib import Path
+    from dse.predict import OVER_MEMORY_TOLERANCE, has_prediction, read_csv
+    csv = Path(__file__).parent / "data" / "published_fsdp.csv"
+    df = read_csv(str(csv))
+    row = df[df["id"] == "mpt3b_h100_8gpu_8192"]
+    out = predict_frame(row, "fsdp.csv").iloc[0]
+    assert out["status"].startswith("ok (over memory: needs") and "timed as if it fit" in out["status"]
+    assert bool(has_prediction(pd.Series([out["status"]]))[0]) and not out["mem_within_margin"]
+    from dse.spec.hardware import get_hardware
+    hbm = get_hardware("h100-sxm-80gb").hbm_bytes / 2**30
+    assert hbm < out["predicted_mem_gib"] <= hbm * (1 + OVER_MEMORY_TOLERANCE)
+    roomy = tmp_path / "roomy.toml"
+    roomy.write_text('[roomy]\nbase = "h100-sxm-80gb"\nhbm_gib = 96\n')
+    fit = predict_frame(row.assign(gpu=str(roomy)), "fsdp.csv").iloc[0]
+    assert fit["status"] == "ok"
+    assert out["predicted_iter_time_s"] == pytest.approx(fit["predicted_iter_time_s"], rel=1e-6)
+    far = predict_frame(pd.DataFrame([dict(ROW, tp=1, dp=128, micro_batch_size=4, recompute="none",
+                                           num_layers=96, hidden_size=12288, ffn_hidden_size=49152,
+                                           num_attention_heads=96, num_kv_heads=96)]), "t.csv").iloc[0]
+    assert far["status"].startswith("out of memory") and pd.isna(far["predicted_iter_time_s"])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.predict import predict_frame, read_csv
+from dse.predict import has_prediction, predict_frame, read_csv
 
 DATA = Path(__file__).parent / "data"
 
@@ -107,8 +107,8 @@ def test_nemo_mixture_of_experts_runs():
 def test_fsdp_runs_a100_and_h100():
     """PyTorch FSDP (ZeRO-3 / SHARD_GRAD_OP) training from llm-foundry and torchtitan."""
     p = _predict("published_fsdp.csv")
-    ok = p[p["status"] == "ok"]
-    assert len(ok) >= 0.95 * len(p)
+    ok = p[has_prediction(p["status"])]     # one H100 row is timed over memory (81.1 GiB)
+    assert len(ok) == len(p), p.loc[~has_prediction(p["status"]), ["id", "status"]].to_string()
     a100 = ok[ok["gpu"].str.startswith("a100")]
     h100 = ok[ok["gpu"].str.startswith("h100")]
     assert a100["ape"].mean() <= 0.06, a100[["id", "ape"]].round(3).to_string()

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dse.predict import has_prediction  # noqa: E402
 from dse.report.atomic import save_fig  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
     """Left: predicted vs measured iteration time (log-log: times span three decades) with
     each row's 80 % interval as an error bar; right: signed error (linear, %) against the
     measured time, with each row's interval in error space (grey)."""
-    d = pred[pred["status"] == "ok"]
+    d = pred[has_prediction(pred["status"])]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 6))
     lo = min(d["measured_iter_time_s"].min(), d["predicted_iter_time_s"].min()) * 0.7
     hi = max(d["measured_iter_time_s"].max(), d["predicted_iter_time_s"].max()) * 1.4
@@ -95,7 +96,7 @@ def scatter(pred: pd.DataFrame, path: Path) -> None:
 def bias_by_source(pred: pd.DataFrame, path: Path) -> None:
     """Signed error of every row per source (linear %), the source's mean (bias) and MAPE,
     each row's 80 % interval in error space, and the share of rows inside it."""
-    d = pred[pred["status"] == "ok"].copy()
+    d = pred[has_prediction(pred["status"])].copy()
     srcs = sorted(d["source"].astype(str).unique())
     elo, ehi = _band_err(d)
     d["elo"], d["ehi"], d["inside"] = elo, ehi, _inside(d)
@@ -138,7 +139,7 @@ def _size_bucket(n_params: float) -> str:
 
 
 def error_breakdown(pred: pd.DataFrame, path: Path) -> None:
-    d = pred[pred["status"] == "ok"].copy()
+    d = pred[has_prediction(pred["status"])].copy()
     d["generation"] = d["gpu"].str.extract(r"^([a-z]+\d+)")[0].str.upper()
     h, L, V = d["hidden_size"], d["num_layers"], d["vocab_size"]
     approx = 12 * L * h * h + 2 * V * h
