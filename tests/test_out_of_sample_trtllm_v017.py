@@ -1,0 +1,52 @@
+"""TensorRT-LLM's v0.17 throughput table, out of sample (tests/data/published_trtllm_v017.csv + .md):
+148 offline runs of Llama 3.1 8B / 70B / 405B on H200, H100, GH200 (96 GB HBM3) and A100, TP 1-8,
+nine ISL/OSL pairs from 128/128 to 20000/2000.  The sibling of the calibration's v0.13 rows, never
+used to choose a constant.  A regression guard a little above today's error, not the target (the
+issue's is <= 15 % on held-out serving runs)."""
+
+from pathlib import Path
+
+import pytest
+
+from dse.predict import predict_frame, read_csv
+
+CSV = Path(__file__).parent / "data" / "published_trtllm_v017.csv"
+
+
+@pytest.fixture(scope="module")
+def predictions():
+    p = predict_frame(read_csv(str(CSV)), CSV.name)
+    p["err"] = p["predicted_output_tok_s"] / p["measured_output_tok_s"] - 1.0
+    return p
+
+
+@pytest.mark.validation
+def test_every_row_predicted(predictions):
+    assert (predictions["status"] == "ok").all(), \
+        predictions.loc[predictions["status"] != "ok", ["id", "status"]].to_string()
+    assert len(predictions) == 148
+
+
+@pytest.mark.validation
+def test_trtllm_v017_throughput_regression_guard(predictions):
+    """Today (docs/accuracy.md): 9.0 % mean absolute error, bias -4.6 %; per GPU H200 7.5,
+    H100 9.6, GH200 8.0, A100 11.2 %; by model 8B 7.0, 70B 9.8, 405B 8.3 %."""
+    e = predictions["err"]
+    assert e.abs().mean() <= 0.10, predictions[["id", "err"]].round(3).to_string()
+    gpu = predictions["hardware"].str.extract(r"(h200|h100|gh200|a100)")[0]
+    by_gpu = e.abs().groupby(gpu).mean()
+    assert (by_gpu <= 0.13).all(), by_gpu.round(3).to_dict()
+
+
+@pytest.mark.validation
+def test_the_96_gb_gh200_is_the_one_that_ran(predictions):
+    """'GH200 480GB' is the 96 GB HBM3 part: Llama 3.1 70B FP8 at TP 1 (70 GB of weights) has
+    about 20 GB of KV cache there, against about 65 GB on the 144 GB HBM3e catalog entry, and
+    the measured throughput sits between the H100's and the H200's as the 96 GB part predicts."""
+    p = predictions
+    gh = p[p["hardware"].str.endswith("gh200_96gb.toml") & p["model"].str.endswith("70B")]
+    assert len(gh) == 8 and gh["err"].abs().mean() <= 0.12
+    raw = read_csv(str(CSV))
+    big = predict_frame(raw[raw["id"].isin(gh["id"])].assign(hardware="gh200"), CSV.name)
+    err_144 = (big["predicted_output_tok_s"] / big["measured_output_tok_s"] - 1.0).abs().mean()
+    assert err_144 > 2 * gh["err"].abs().mean()
