@@ -10,6 +10,7 @@ from dse.spec.model import get_model
 
 CARDS = [   # (catalog name or repo id, total parameters on the model card)
     ("Qwen/Qwen2.5-72B-Instruct", 72.7e9),
+    ("EleutherAI/gpt-j-6b", 6.05e9),          # model card: 6,053,381,344 parameters
     ("Qwen/Qwen2.5-32B-Instruct", 32.5e9),
     ("Qwen/QwQ-32B", 32.5e9),
     ("Qwen/Qwen2.5-14B-Instruct", 14.7e9),
