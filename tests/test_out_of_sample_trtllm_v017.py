@@ -1,6 +1,6 @@
 """TensorRT-LLM's v0.17 throughput table, out of sample (tests/data/published_trtllm_v017.csv + .md):
-148 offline runs of Llama 3.1 8B / 70B / 405B on H200, H100, GH200 (96 GB HBM3) and A100, TP 1-8,
-nine ISL/OSL pairs from 128/128 to 20000/2000.  The sibling of the calibration's v0.13 rows, never
+283 offline runs of Llama 3.1 8B / 70B / 405B and Mixtral 8x7B / 8x22B on H200, H100, GH200 (96 GB
+HBM3) and A100, TP 1-8, nine ISL/OSL pairs from 128/128 to 20000/2000.  The sibling of the calibration's v0.13 rows, never
 used to choose a constant.  A regression guard a little above today's error, not the target (the
 issue's is <= 15 % on held-out serving runs)."""
 
@@ -24,18 +24,23 @@ def predictions():
 def test_every_row_predicted(predictions):
     assert (predictions["status"] == "ok").all(), \
         predictions.loc[predictions["status"] != "ok", ["id", "status"]].to_string()
-    assert len(predictions) == 148
+    assert len(predictions) == 283
 
 
 @pytest.mark.validation
 def test_trtllm_v017_throughput_regression_guard(predictions):
-    """Today (docs/accuracy.md): 9.0 % mean absolute error, bias -4.6 %; per GPU H200 7.5,
-    H100 9.6, GH200 8.0, A100 11.2 %; by model 8B 7.0, 70B 9.8, 405B 8.3 %."""
+    """Today (docs/accuracy.md): 12.5 % mean absolute error, bias -9.0 %; dense (Llama, 148
+    rows) 9.0 %, Mixtral (135 rows) 16.4 % and 13.8 % too slow, most at the prefill-heavy
+    pairs (2048/128 -30 %, 5000/500 -23 %): the grouped-GEMM constant fitted on the
+    calibration's decode-heavy Mixtral rows; per GPU H200 11.9, H100 11.5, GH200 10.9, A100
+    15.3 %."""
     e = predictions["err"]
-    assert e.abs().mean() <= 0.10, predictions[["id", "err"]].round(3).to_string()
+    assert e.abs().mean() <= 0.135, predictions[["id", "err"]].round(3).to_string()
+    moe = predictions["model"].str.contains("Mixtral")
+    assert e[~moe].abs().mean() <= 0.10 and e[moe].abs().mean() <= 0.18
     gpu = predictions["hardware"].str.extract(r"(h200|h100|gh200|a100)")[0]
     by_gpu = e.abs().groupby(gpu).mean()
-    assert (by_gpu <= 0.13).all(), by_gpu.round(3).to_dict()
+    assert (by_gpu <= 0.17).all(), by_gpu.round(3).to_dict()
 
 
 @pytest.mark.validation
