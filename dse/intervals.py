@@ -53,7 +53,7 @@ def _blank(v) -> bool:
 
 def training_cell(row) -> str:
     fw = row.get("framework")
-    return f"{'megatron' if _blank(fw) else str(fw).strip()}/{generation_of(row.get('gpu'))}"
+    return f"{'megatron' if _blank(fw) else str(fw).strip().lower()}/{generation_of(row.get('gpu'))}"
 
 
 def serving_cell(row) -> str:

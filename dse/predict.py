@@ -213,8 +213,9 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
         fixed["sp"] = kw["sp"][0]
     rc = row.get("recompute")
     if not _blank(rc):
-        require(str(rc) in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc!r}")
-        kw["recompute"] = (RECOMPUTE[str(rc)],)
+        rc_ = str(rc).strip().lower()
+        require(rc_ in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc!r}")
+        kw["recompute"] = (RECOMPUTE[rc_],)
     z = row.get("zero_stage")
     if not _blank(z):
         zi = _int(row, "zero_stage", where, positive=False)
@@ -226,10 +227,10 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
 def _run_facts(row, where) -> tuple[str, str, str]:
     """The optional ``attention``, ``framework`` and ``tp_comm_overlap`` columns."""
     att = row.get("attention")
-    att = "flash" if _blank(att) else str(att).strip()
+    att = "flash" if _blank(att) else str(att).strip().lower()
     require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
     fw = row.get("framework")
-    fw = "megatron" if _blank(fw) else str(fw).strip()
+    fw = "megatron" if _blank(fw) else str(fw).strip().lower()
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
     ov = row.get("tp_comm_overlap")
     ov = "false" if _blank(ov) else str(ov).strip().lower()
@@ -327,7 +328,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
         hw = get_hardware(str(row["gpu"]).strip(), where=where)
     except InputError as e:
         raise InputError(where, "gpu", e.rule if e.field == "hardware" else f"{e.where}: {e.field}: {e.rule}") from None
-    prec = str(row["precision"]).strip()
+    prec = str(row["precision"]).strip().lower()
     require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
     # every column is validated before any early return
     model, arch = row_model(row, where)

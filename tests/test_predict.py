@@ -131,3 +131,23 @@ def test_a_run_a_little_over_the_hbm_is_timed_as_if_it_fit(tmp_path):
                                            num_layers=96, hidden_size=12288, ffn_hidden_size=49152,
                                            num_attention_heads=96, num_kv_heads=96)]), "t.csv").iloc[0]
     assert far["status"].startswith("out of memory") and pd.isna(far["predicted_iter_time_s"])
+
+
+def test_enum_columns_ignore_case_and_name_variants():
+    """``BF16`` is ``bf16``, ``Megatron`` is ``megatron``, ``Full`` is ``full`` (the same
+    prediction); a serving row's ``Concurrency`` is ``concurrency`` and ``TRT-LLM`` names
+    TensorRT-LLM as ``trtllm`` does.  A value outside the vocabulary is still refused."""
+    lower = dict(ROW, precision="fp16", framework="megatron", attention="flash", recompute="full")
+    upper = dict(ROW, id=2, precision="FP16", framework="Megatron", attention="Flash", recompute="Full")
+    bad = dict(ROW, id=3, precision="fp12")
+    out = predict_frame(pd.DataFrame([lower, upper, bad]), "t.csv")
+    assert out.loc[0, "status"] == out.loc[1, "status"] == "ok"
+    assert out.loc[0, "predicted_iter_time_s"] == out.loc[1, "predicted_iter_time_s"]
+    assert out.loc[2, "status"].startswith("invalid: precision")
+    srv = dict(id="s", model="llama3-8b", hardware="h100-sxm-80gb", gpus=1, tp=1, precision="fp8",
+               batch_or_concurrency=8, input_len=128, output_len=128)
+    rows = [dict(srv, id="a", engine="trtllm", scenario="concurrency"),
+            dict(srv, id="b", engine="TRT-LLM", scenario="Concurrency")]
+    s = predict_frame(pd.DataFrame(rows), "s.csv")
+    assert (s["status"] == "ok").all() and (s["chosen_engine"] == "trtllm").all()
+    assert s.loc[0, "predicted_output_tok_s"] == s.loc[1, "predicted_output_tok_s"]

@@ -643,6 +643,8 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+#: how an engine text may begin when it names TensorRT-LLM (besides containing "tensorrt-llm")
+TRTLLM_NAMES = ("trtllm", "trt-llm", "trt_llm", "tensorrt_llm", "tensorrtllm")
 #: the reason :func:`engine_profile` gives an engine text naming no known engine at all (as
 #: opposed to a known engine whose release or backend has no profile)
 UNKNOWN_ENGINE = "has no profile (known:"
@@ -982,7 +984,7 @@ def engine_profile(text: str) -> tuple[EngineProfile, str]:
     steps = flag_values(t, r"num[-_]scheduler[-_]steps", "row", "engine", dashes="(?:--)?")
     if t.startswith("nemo"):
         return PROFILES["nemo"], ""
-    if t.startswith("trtllm") or "tensorrt-llm" in t:
+    if t.startswith(TRTLLM_NAMES) or "tensorrt-llm" in t:
         if "gptsessionbenchmark" in t or "static" in t:
             return PROFILES["trtllm_static"], ""
         if "harness" in t:

@@ -268,7 +268,7 @@ def _note_unapplied_power(row, res: dict) -> dict:
 
 def predict_inference_row(row: dict) -> dict:
     out = {c: np.nan for c in OUTPUTS}
-    scen = str(row.get("scenario", "")).strip()
+    scen = str(row.get("scenario", "")).strip().lower()
     if scen not in SCENARIOS:
         raise InputError("row", "scenario", f"must be one of {list(SCENARIOS)}, but got {scen!r}")
     _check_latency_stat(row)
