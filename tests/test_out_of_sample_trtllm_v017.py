@@ -45,11 +45,11 @@ def test_trtllm_v017_throughput_regression_guard(predictions):
 
 @pytest.mark.validation
 def test_the_96_gb_gh200_is_the_one_that_ran(predictions):
-    """'GH200 480GB' is the 96 GB HBM3 part: Llama 3.1 70B FP8 at TP 1 (70 GB of weights) has
+    """'GH200 480GB' is the 96 GB HBM3 part (catalog ``gh200-96gb``): Llama 3.1 70B FP8 at TP 1 (70 GB of weights) has
     about 20 GB of KV cache there, against about 65 GB on the 144 GB HBM3e catalog entry, and
     the measured throughput sits between the H100's and the H200's as the 96 GB part predicts."""
     p = predictions
-    gh = p[p["hardware"].str.endswith("gh200_96gb.toml") & p["model"].str.endswith("70B")]
+    gh = p[(p["hardware"] == "gh200-96gb") & p["model"].str.endswith("70B")]
     assert len(gh) == 8 and gh["err"].abs().mean() <= 0.12
     raw = read_csv(str(CSV))
     big = predict_frame(raw[raw["id"].isin(gh["id"])].assign(hardware="gh200"), CSV.name)
