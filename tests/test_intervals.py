@@ -68,6 +68,10 @@ def test_residuals_match_a_fresh_prediction_of_a_sample(name):
 def test_band_math_and_fallback():
     q10, q90, basis = intervals.band_for("training", "megatron/hopper")
     assert basis.startswith("megatron/hopper (n=")
+    cell, overall = STORED["cells"]["training"]["megatron/hopper"], STORED["cells"]["training"]["overall"]
+    # never narrower than the overall spread (the cell's own is in sample)
+    assert q10 == min(cell["q10"], overall["q10"]) and q90 == max(cell["q90"], overall["q90"])
+    assert (q10, q90) != (cell["q10"], cell["q90"]) and "widened" in basis
     lo, hi = intervals.apply_band(10.0, q10, q90)
     assert lo == pytest.approx(10 * np.exp(-q90)) and hi == pytest.approx(10 * np.exp(-q10))
     assert lo < 10.0 < hi
