@@ -482,6 +482,7 @@ class EngineProfile:
     recv_interval: int = 1         # decode passes between polls for new requests (SGLang
     #                                --scheduler-recv-interval; module docstring)
     quant_kernels: float = 0.0     # 1: fp8 / fp4 activation quantization is a kernel of its own
+    full_window: bool = False      # attends the whole KV cache unless the launch sets a window (served_model)
     #                                before each linear (PyTorch model code), 0: fused
     #                                (dse.infer.forward.memory_pass_kernels)
 
@@ -549,9 +550,9 @@ class EngineProfile:
 
 PROFILES = {
     "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, True, 2048, 8192, False,
-                            fp8_kv_with_fp8=True),
+                            fp8_kv_with_fp8=True, full_window=True),
     "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
-                                   8192, False, fp8_kv_with_fp8=True),
+                                   8192, False, fp8_kv_with_fp8=True, full_window=True),
     "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,
                                           True, 2048, 8192, False, eager_op_s=EAGER_OP_S,
                                           python_host=True, quant_kernels=1.0),
@@ -561,7 +562,8 @@ PROFILES = {
                                     host_overlap=True, python_host=True, whole_prompts=True,
                                     quant_kernels=1.0),
     "trtllm_static": EngineProfile("trtllm_static", False, 0, 0.0, 1, 0.90, True, 64, True, 1 << 20,
-                                   1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3),
+                                   1 << 30, False, gqa_shared_kv=False, request_overhead_s=3.0e-3,
+                                   full_window=True),
     "nemo": EngineProfile("nemo", False, 0, 1.5e-3, 1, 0.90, True, 64, True, 1 << 20, 1 << 30,
                           False, python_host=True),
     "vllm": EngineProfile("vllm", True, 256, VLLM_STEP_S, 1, 0.90, False, 16, False, 256, 8192, False,
@@ -643,6 +645,27 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+def served_model(model, eng: "EngineProfile"):
+    """The model as engine ``eng`` serves it: a TensorRT-LLM C++ engine (``full_window``
+    profiles) attends the whole KV cache unless its launch sets ``max_attention_window``,
+    so a checkpoint whose config puts a sliding window on *every* layer (Mistral 7B
+    v0.1's 4096, Phi-3's 2047) runs full attention there: ``KvCacheConfig.max_attention_window``
+    defaults to None (``tensorrt_llm/llmapi/llm_args.py``: "Size of the attention window for
+    each sequence. Only the last tokens will be stored in the KV cache"), i.e. the whole
+    sequence, and TensorRT-LLM's own Mistral tests pass ``--max_attention_window_size=4096``
+    to ``run.py`` to get the window (``tests/integration/defs/examples/test_mistral.py``).
+    A launch that states ``max_attention_window`` keeps it
+    (:func:`dse.infer.launch_flags.launch_settings`).
+    Interleaved local / global layers (Gemma, gpt-oss) and chunked attention are the
+    checkpoint's own layer kinds and stay.  Measured out of sample: TensorRT-LLM v0.17's
+    Mistral 7B (v0.1) runs at 20000/2000 match Llama 3.1 8B's (the same layer shapes) within
+    1 %, as full attention does (tests/data/published_trtllm_v017.md)."""
+    every = model.window_layers == 0 or model.window_layers >= model.num_layers
+    if getattr(eng, "full_window", False) and model.sliding_window > 0 and every:
+        return replace(model, sliding_window=0, window_layers=0)
+    return model
+
+
 #: how an engine text may begin when it names TensorRT-LLM (besides containing "tensorrt-llm")
 TRTLLM_NAMES = ("trtllm", "trt-llm", "trt_llm", "tensorrt_llm", "tensorrtllm")
 #: the reason :func:`engine_profile` gives an engine text naming no known engine at all (as

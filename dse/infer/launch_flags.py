@@ -174,6 +174,11 @@ def stated_limit(row, key: str) -> int | None:
     return flag_value(launch_texts(row), _LAUNCH[key], "row")
 
 
+#: TensorRT-LLM's attention window set at launch (``--max_attention_window_size``,
+#: ``kv_cache_config: max_attention_window``)
+_WINDOW = re.compile(r"max[-_]attention[-_]window", re.IGNORECASE)
+
+
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
@@ -186,7 +191,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``timeout_iters`` iterations, :func:`_adp_balance_interval`) and batch waiting
     (``batch_wait_timeout_iters``, :func:`_batch_wait_interval`)
     and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
-    ``cuda_graph_config: null``), and the KV pool's memory share (:func:`stated_mem_fraction`)
+    ``cuda_graph_config: null``), TensorRT-LLM's ``max_attention_window`` (the checkpoint's
+    sliding window kept, :func:`dse.infer.engines.served_model`), and the KV pool's memory share (:func:`stated_mem_fraction`)
     in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
@@ -205,6 +211,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
         got["recv_interval"] = adp
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
+    if _WINDOW.search(text):              # the launch sets the window (dse.infer.engines.served_model)
+        got["full_window"] = False
     frac = stated_mem_fraction(row)
     if frac is not None and eng.name not in TGI_NAMES:     # TGI sizes its pool otherwise (dse.infer.tgi)
         got["mem_fraction"] = frac

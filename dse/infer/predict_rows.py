@@ -67,7 +67,7 @@ import pandas as pd
 from dse.errors import InputError
 from dse.na_cells import na_word_status
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults
+from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults, served_model
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
@@ -324,6 +324,7 @@ def predict_inference_row(row: dict) -> dict:
     eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp, pp,
                           model)
     eng, max_model_len = launch_settings(row, eng, model)
+    model = served_model(model, eng)        # the attention window the engine runs
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:
         return {**out, **chosen, "status": f"infeasible: {why}"}

@@ -91,6 +91,7 @@ from dse.errors import InputError, require
 from dse.infer.continuous import (Admitted, Replica, Slots, admitted_point,
                                   default_engine, launched_engine, kv_element_bytes, queued_point,
                                   slots)
+from dse.infer.engines import served_model
 from dse.infer.kv_reason import no_admission_reason
 from dse.infer.expert_parallel import experts_per_gpu, serving_layouts
 from dse.infer.memory import serving_memory
@@ -148,6 +149,7 @@ def _row_slots(eng, dp_group, model, hw, tp, pp, ep, dp, precision, kv_bytes, S,
     """The KV slots and tuned running-batch limit of a chunk of layout rows (one entry per
     row of ``hw``, ``tp``, ``pp``, ``ep``, ``dp``; attention-DP group ``dp_group``,
     :func:`_replica`): :func:`dse.infer.continuous.slots`."""
+    model = served_model(model, eng)
     return jax.vmap(lambda h, t, p, e, d: slots(
         _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, S, O))(hw, tp, pp, ep, dp)
 
@@ -159,6 +161,7 @@ def _admitted(eng, dp_group, model, hw, tp, pp, ep, dp, sl, row, B, precision, k
     :class:`dse.infer.continuous.Slots`), gathered here, on the device; every row of
     attention-DP group ``dp_group`` (:func:`_replica`)."""
     hw, tp, pp, ep, dp, sl = jax.tree_util.tree_map(lambda x: x[row], (hw, tp, pp, ep, dp, sl))
+    model = served_model(model, eng)
     return jax.vmap(lambda h, t, p, e, d, s, b: admitted_point(
         _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, b, S, O, s))(
             hw, tp, pp, ep, dp, sl, B)

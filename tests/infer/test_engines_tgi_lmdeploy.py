@@ -225,3 +225,23 @@ def test_attention_dp_and_ep_read_from_the_launch_flags_equal_the_explicit_colum
 def test_a_bad_launch_layout_flag_is_the_rows_invalid_status():
     p = predict_frame(pd.DataFrame([_r1(tp=8, engine="sglang 0.4.3 --enable-dp-attention --dp eight")]), "rows.csv")
     assert p.status[0].startswith("invalid: engine: --dp must be a positive integer")
+
+
+def test_tensorrt_llm_cpp_runs_full_attention_unless_the_launch_sets_a_window():
+    """dse.infer.engines.served_model: a window on every layer (Mistral 7B v0.1) is dropped
+    under the TensorRT-LLM C++ profiles and kept under vLLM, under TensorRT-LLM's PyTorch
+    backend and where the launch states ``max_attention_window``; interleaved windows
+    (gpt-oss) are the checkpoint's own layer kinds and stay everywhere."""
+    from dse.infer.engines import PROFILES, served_model
+    from dse.infer.launch_flags import launch_settings
+    from dse.spec.model import get_model
+    mis, oss = get_model("mistral-7b-v0.1"), get_model("gpt-oss-120b")
+    assert mis.sliding_window == 4096
+    for name in ("trtllm", "trtllm_mlperf", "trtllm_static"):
+        assert served_model(mis, PROFILES[name]).sliding_window == 0
+        assert served_model(oss, PROFILES[name]) == oss
+    for name in ("vllm_v1", "sglang", "trtllm_pytorch"):
+        assert served_model(mis, PROFILES[name]) == mis
+    stated, _ = launch_settings({"engine": "trtllm", "notes": "--max_attention_window_size 4096"},
+                                PROFILES["trtllm"], mis)
+    assert served_model(mis, stated) == mis
