@@ -39,7 +39,7 @@ import jax
 from dse.cost.rates import rates
 from dse.graph.ops import KVRead
 from dse.infer.continuous import kv_element_bytes
-from dse.infer.engines import PROFILES
+from dse.infer.engines import PROFILES, served_model
 from dse.infer.forward import OpTimes, stage_time
 from dse.infer.serving import (Deployment, _hw_for, decode_attention, iteration_s,
                                stage_micro_batches)
@@ -96,7 +96,7 @@ def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: floa
     get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
     eng = engine if engine is not None else PROFILES[get("engine")]
     dp = int(get("attn_dp"))
-    dep = Deployment(model, hw, eng, int(get("tp")), int(get("pp")), precision,
+    dep = Deployment(served_model(model, eng), hw, eng, int(get("tp")), int(get("pp")), precision,
                      kv_element_bytes(eng, precision), int(get("ep")), dp)
     return decode_breakdown(dep, float(get("admitted")) / dp, context)
 
