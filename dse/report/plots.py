@@ -33,8 +33,7 @@ def heatmap_tp_pp(df: pd.DataFrame, title: str, path: Path) -> None:
     best = best.reindex(index=tps, columns=pps)
     exists = df.groupby(["tp", "pp"]).size().unstack("pp").reindex(index=tps, columns=pps).notna()
     fig, ax = plt.subplots(figsize=(2.5 + 0.8 * len(pps), 1.6 + 0.6 * len(tps)))
-    cmap = plt.get_cmap("viridis_r").copy()
-    cmap.set_bad("0.85")
+    cmap = plt.get_cmap("viridis_r").with_extremes(bad="0.85")
     lo = np.nanmin(best.values) if np.isfinite(best.values).any() else 0.0
     hi = lo * 1.5 if lo > 0 else 1.0
     im = ax.imshow(np.ma.masked_invalid(best.values), cmap=cmap, aspect="auto", vmin=lo, vmax=hi)
