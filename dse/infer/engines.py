@@ -649,7 +649,8 @@ def served_model(model, eng: "EngineProfile"):
     """The model as engine ``eng`` serves it: a TensorRT-LLM C++ engine (``full_window``
     profiles) attends the whole KV cache unless its launch sets ``max_attention_window``,
     so a checkpoint whose config puts a sliding window on *every* layer (Mistral 7B
-    v0.1's 4096, Phi-3's 2047) runs full attention there: ``KvCacheConfig.max_attention_window``
+    v0.1's 4096; Phi-3's 2047 by the same rule, not checked against a measurement) runs full
+    attention there: ``KvCacheConfig.max_attention_window``
     defaults to None (``tensorrt_llm/llmapi/llm_args.py``: "Size of the attention window for
     each sequence. Only the last tokens will be stored in the KV cache"), i.e. the whole
     sequence, and TensorRT-LLM's own Mistral tests pass ``--max_attention_window_size=4096``
