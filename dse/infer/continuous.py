@@ -76,7 +76,8 @@ from dse.errors import InputError
 from dse.infer.engines import (LMDEPLOY_NAMES, PROFILES, UNKNOWN_ENGINE, EngineProfile, graph_kernel_s,
                                engine_profile, launch_defaults)
 from dse.infer.launch_flags import launch_settings
-from dse.infer.forward import host_bound_s, prompt_attention_s, stage_kernels, stage_time
+from dse.infer.forward import (context_attention_rates, host_bound_s, prompt_attention_s,
+                               stage_kernels, stage_time)
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
 from dse.infer.pipeline import pipelined_iteration_s
@@ -260,13 +261,14 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
     moe = None if group_p is None else (rep.dp * b + group_p) / micro
+    r_att = context_attention_rates(r, rep.precision, eng.fp8_context_attn)
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
-                   rep.ep, rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels).total_s
+                   rep.ep, rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels, r_att).total_s
     prompt_layers = 0.0
     if not decode_only:
         fa = prefill_attention(m, ps / S, S, rep.tp)
         prompt_layers = jnp.where(p > 0, jnp.ceil(m.num_layers / rep.pp), 0.0)
-        t = t + prompt_layers * prompt_attention_s(m, fa, hw, r)
+        t = t + prompt_layers * prompt_attention_s(m, fa, hw, r_att)
     kernels = stage_kernels(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision,
                             r.act_bytes, rep.ep, rep.dp, prompt_layers, moe, eng.quant_kernels)
     t = host_bound_s(t, kernels, jnp.where(graphs, 0.0, eng.eager_floor_s(rep.hw)))
@@ -287,7 +289,8 @@ def prefill_s(rep: Replica, eng: EngineProfile, batch, S, overhead=True, group=N
     moe = None if group is None else group * S / micro
     att = prefill_attention(m, b, S * 1.0, rep.tp)
     t = stage_time(m, b * S, b, att, rep.tp, rep.pp, rep.precision, rep.hw, r, rep.ep,
-                   rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels).total_s
+                   rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels,
+                   context_attention_rates(r, rep.precision, eng.fp8_context_attn)).total_s
     kernels = stage_kernels(m, b * S, b, att, rep.tp, rep.pp, rep.precision, r.act_bytes,
                             rep.ep, rep.dp, 0.0, moe, eng.quant_kernels)
     t = host_bound_s(t, kernels, eng.eager_floor_s(rep.hw)) * (micro + rep.pp - 1.0)

@@ -483,6 +483,7 @@ class EngineProfile:
     #                                --scheduler-recv-interval; module docstring)
     quant_kernels: float = 0.0     # 1: fp8 / fp4 activation quantization is a kernel of its own
     full_window: bool = False      # attends the whole KV cache unless the launch sets a window (served_model)
+    fp8_context_attn: float = 0.0  # 1: FP8 prompt attention on quantized models (forward.context_attention_rates)
     #                                before each linear (PyTorch model code), 0: fused
     #                                (dse.infer.forward.memory_pass_kernels)
 
@@ -550,7 +551,7 @@ class EngineProfile:
 
 PROFILES = {
     "trtllm": EngineProfile("trtllm", False, 0, 0.5e-3, 1, 0.90, True, 64, True, 2048, 8192, False,
-                            fp8_kv_with_fp8=True, full_window=True),
+                            fp8_kv_with_fp8=True, full_window=True, fp8_context_attn=1.0),
     "trtllm_mlperf": EngineProfile("trtllm_mlperf", False, 0, 0.5e-3, 1, 0.90, True, 64, False, 2048,
                                    8192, False, fp8_kv_with_fp8=True, full_window=True),
     "trtllm_pytorch_eager": EngineProfile("trtllm_pytorch_eager", False, 0, 0.5e-3, 1, 0.90, True, 64,

@@ -185,6 +185,14 @@ NCCL_BASE_LATENCY_S = 6.6e-6
 # 0.55 -> 26.9 / 4.1 %.
 MOE_GROUPED_GEMM_EFF = 0.5
 LOGIT_BYTES = 4.0        # logits are computed and sampled in fp32
+# FP8 context attention (TensorRT-LLM ``use_fp8_context_fmha``, which ``trtllm-bench build``
+# sets for FP8 quantization: its build log in docs/source/performance/perf-benchmarking.md,
+# "Set use_fp8_context_fmha to True"): the prompt's Q K^T and P V run on FP8 tensor cores.
+# Speed-up over the 16-bit kernel: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608,
+# abstract) reaches 740 TFLOP/s with FP16 and "close to 1.2 PFLOP/s with FP8" on H100,
+# 1200 / 740 = 1.62, applied to the attention's tensor rate (the exponentials keep their
+# own unit, dse.cost.attention).  Not fitted; the same ratio taken for Blackwell.
+FP8_CONTEXT_ATTN_SPEEDUP = 1200.0 / 740.0
 
 
 class OpTimes(NamedTuple):
@@ -498,6 +506,15 @@ def mlp_kind_serving_linears(model: Model, tokens, tp) -> tuple:
     return out
 
 
+def context_attention_rates(r: Rates, precision, fp8_attn) -> Rates:
+    """The rates the prompt's attention core runs at: the 16-bit tensor rate, times
+    :data:`FP8_CONTEXT_ATTN_SPEEDUP` where the engine runs FP8 context attention
+    (``fp8_attn`` > 0, ``EngineProfile.fp8_context_attn``) on a quantized (fp8 / fp4) model."""
+    on = (jnp.asarray(fp8_attn) > 0) & (precision >= PRECISION_FP8)
+    return r._replace(peak_16_flops_per_s=r.peak_16_flops_per_s
+                      * jnp.where(on, FP8_CONTEXT_ATTN_SPEEDUP, 1.0))
+
+
 def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
     """Reduce an operator list to :class:`OpTimes` by kind (sum: one stream); collectives
     add :func:`collective_fixed_s`."""
@@ -512,14 +529,16 @@ def op_times(ops, hw: Hardware, r: Rates) -> OpTimes:
 
 def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw: Hardware,
                r: Rates, ep=1.0, dp=1.0, linear_bw_scale=1.0, moe_tokens=None,
-               quant_kernels=0.0) -> OpTimes:
+               quant_kernels=0.0, attn_rates: Rates | None = None) -> OpTimes:
     """One micro-batch through the heaviest stage: ``ceil(L/pp)`` layers, the LM head
     (last stage), the embedding (only when pp = 1: with pp > 1 it sits on the first,
     lighter stage) and, with pp > 1, the hand-off of ``T h`` activations to the next
     stage (stages ``tp`` ranks apart).  ``linear_bw_scale`` multiplies the HBM bandwidth
     the linears (and the LM head) stream their weights at: the engine's GEMM path
     (``EngineProfile.linear_bw_eff``, :mod:`dse.infer.engines`); 1 leaves the rates
-    untouched.  ``moe_tokens``, ``quant_kernels``: :func:`forward_ops`."""
+    untouched.  ``moe_tokens``, ``quant_kernels``: :func:`forward_ops`.  ``attn_rates``: the
+    rates a prompt's attention core (an :class:`Attention` operator) runs at
+    (:func:`context_attention_rates`); None: ``r``."""
     g = forward_ops(model, tokens, sequences, attention, tp, pp, precision, r.act_bytes, ep, dp,
                     moe_tokens, quant_kernels)
     layers = jnp.ceil(model.num_layers / pp)
@@ -537,8 +556,13 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
         r_exp = r_lin
     r_exp = r_exp._replace(eff_linear=r_exp.eff_linear * jnp.where(model.num_experts > 1,
                                                                    MOE_GROUPED_GEMM_EFF, 1.0))
+    if attn_rates is not None:       # the prompt's attention core (context_attention_rates)
+        cores = tuple(op for op in rest if isinstance(op, Attention))
+        rest = tuple(op for op in rest if not isinstance(op, Attention))
     per_layer = (op_times(dense, hw, r_lin).plus(op_times(rest, hw, r))
                  .plus(op_times(experts, hw, r_exp)))
+    if attn_rates is not None:
+        per_layer = per_layer.plus(op_times(cores, hw, attn_rates))
     head = op_times(g.head[:1], hw, r_lin).plus(op_times(g.head[1:], hw, r))
     return (per_layer.scale(layers).plus(head)
             .plus(op_times(g.embedding, hw, r).scale(single)).plus(op_times(g.hand_off, hw, r)))

@@ -143,7 +143,8 @@ import numpy as np
 from dse.graph.ops import KVRead
 from dse.infer.attention_dp import RankCase, lattice_pmf, most_loaded_cases
 from dse.infer.engines import EngineProfile, graph_kernel_s
-from dse.infer.forward import host_bound_s, prompt_attention_s, stage_kernels, stage_time
+from dse.infer.forward import (context_attention_rates, host_bound_s, prompt_attention_s,
+                               stage_kernels, stage_time)
 from dse.infer.kv_cache import kv_cache_bytes
 from dse.infer.memory import (activation_workspace_bytes, engine_weight_bytes, kv_pool_from,
                               profiling_tokens)
@@ -197,7 +198,7 @@ def _hw_for(dep: Deployment, graphs: bool) -> Hardware:
 @jax.jit
 def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention, prompt_att,
             prompt_layers, tp, pp, ep, dp, host_op_s=0.0, linear_bw_scale=1.0, moe_tokens=None,
-            quant_kernels=0.0):
+            quant_kernels=0.0, fp8_attn=0.0):
     """One stage pass of the operator graph (:func:`dse.infer.forward.stage_time`) over
     ``tokens`` tokens with the decode ``attention``, plus ``prompt_layers`` causal
     FlashAttention calls ``prompt_att`` of the prompt tokens; seconds.  ``moe_tokens``:
@@ -207,9 +208,10 @@ def _pass_s(model: Model, hw: Hardware, precision, tokens, sequences, attention,
     scalar scenario code below costs a dispatch per pass instead of a few hundred eager
     JAX ops."""
     r = rates(hw, precision)
+    r_att = context_attention_rates(r, precision, fp8_attn)
     t = stage_time(model, tokens, sequences, attention, tp, pp, precision, hw, r, ep, dp,
-                   linear_bw_scale, moe_tokens, quant_kernels).total_s
-    t = t + prompt_layers * prompt_attention_s(model, prompt_att, hw, r)
+                   linear_bw_scale, moe_tokens, quant_kernels, r_att).total_s
+    t = t + prompt_layers * prompt_attention_s(model, prompt_att, hw, r_att)
     kernels = stage_kernels(model, tokens, sequences, attention, tp, pp, precision,
                             r.act_bytes, ep, dp, prompt_layers, moe_tokens, quant_kernels)
     return host_bound_s(t, kernels, host_op_s)
@@ -259,7 +261,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     moe = None if group_prompt_tokens is None else (dep.dp * b + group_prompt_tokens) / micro
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_floor_s(dep.hw),
-                      dep.engine.linear_bw_eff, moe, dep.engine.quant_kernels))
+                      dep.engine.linear_bw_eff, moe, dep.engine.quant_kernels,
+                      dep.engine.fp8_context_attn))
     if not overhead:
         return t * dep.pp
     # host time per pipeline stage pass (dse.infer.pipeline: serial with pp > 1)
@@ -280,7 +283,7 @@ def prefill_s(dep: Deployment, batch: float, prompt_len: float, overhead: bool =
     moe = None if group_prompts is None else group_prompts * prompt_len / micro
     t = float(_pass_s(m, hw, dep.precision, b * prompt_len, b, att, att, 0.0, dep.tp, dep.pp,
                       dep.ep, dep.dp, dep.engine.eager_floor_s(dep.hw), dep.engine.linear_bw_eff,
-                      moe, dep.engine.quant_kernels))
+                      moe, dep.engine.quant_kernels, dep.engine.fp8_context_attn))
     t = t * (micro + dep.pp - 1.0)
     return dep.engine.with_host_s(t, 0.0, dep.engine.host_scale(dep.hw)) if overhead else t
 

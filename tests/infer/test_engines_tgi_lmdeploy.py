@@ -245,3 +245,30 @@ def test_tensorrt_llm_cpp_runs_full_attention_unless_the_launch_sets_a_window():
     stated, _ = launch_settings({"engine": "trtllm", "notes": "--max_attention_window_size 4096"},
                                 PROFILES["trtllm"], mis)
     assert served_model(mis, stated) == mis
+
+
+def test_fp8_context_attention_speeds_only_the_prompt_attention_of_quantized_trtllm():
+    """forward.context_attention_rates: a TensorRT-LLM C++ engine (``fp8_context_attn``) runs
+    a quantized model's prompt attention at FP8_CONTEXT_ATTN_SPEEDUP x the 16-bit tensor rate:
+    a long-prompt prefill gets faster, by less than the speed-up (the linears do not change);
+    bf16, an engine without the flag, and a decode-only pass (no prompt attention) are
+    untouched."""
+    from dse.cost.rates import rates
+    from dse.infer.engines import PROFILES
+    from dse.infer.forward import FP8_CONTEXT_ATTN_SPEEDUP, context_attention_rates, stage_time
+    from dse.infer.prefill import prefill_attention
+    from dse.spec.hardware import get_hardware
+    from dse.spec.layout import PRECISION_FP8
+    from dse.spec.model import get_model
+    m, hw = get_model("llama3-8b"), get_hardware("h100-sxm-80gb")
+    r = rates(hw, PRECISION_FP8)
+    assert PROFILES["trtllm"].fp8_context_attn > 0 and PROFILES["vllm_v1"].fp8_context_attn == 0
+    fast = context_attention_rates(r, PRECISION_FP8, PROFILES["trtllm"].fp8_context_attn)
+    assert float(fast.peak_16_flops_per_s) == pytest.approx(float(r.peak_16_flops_per_s) * FP8_CONTEXT_ATTN_SPEEDUP)
+    assert float(context_attention_rates(r, 1, 1.0).peak_16_flops_per_s) == float(r.peak_16_flops_per_s)
+    att = prefill_attention(m, 1.0, 16384.0, 1.0)
+    base = stage_time(m, 16384.0, 1.0, att, 1.0, 1.0, PRECISION_FP8, hw, r)
+    quick = stage_time(m, 16384.0, 1.0, att, 1.0, 1.0, PRECISION_FP8, hw, r, attn_rates=fast)
+    assert float(quick.gemm_s) == pytest.approx(float(base.gemm_s))
+    assert float(base.total_s) / FP8_CONTEXT_ATTN_SPEEDUP < float(quick.total_s) < float(base.total_s)
+    assert float(quick.attention_s) < float(base.attention_s)
