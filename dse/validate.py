@@ -46,9 +46,8 @@ def check_measurements(pred: pd.DataFrame) -> pd.DataFrame:
     src = pred["source"]
     blank = src.isna() | (src.astype(str).str.strip() == "")
     ok_time = positive_measure(pred["measured_iter_time_s"])
-    for i in pred.index:
-        if not str(pred.at[i, "status"]).startswith("ok"):
-            continue
+    predicted = has_prediction(pred["status"])
+    for i in pred.index[predicted]:
         if blank[i]:
             pred.at[i, "status"] = "invalid: source: must be a non-empty name"
         elif not ok_time[i]:

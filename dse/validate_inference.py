@@ -16,7 +16,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.infer.predict_rows import MEASURED, error_long, error_tables, predict_inference_frame
-from dse.predict import unusable_measures
+from dse.predict import has_prediction, unusable_measures
 from dse.report.atomic import check_output_dir, make_output_dir, write_csv
 
 
@@ -59,12 +59,11 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
         o = check_output_dir(out, "--out", create=False)   # made once there is something to write
     pred = predict_inference_frame(df, path)
     src = pred["source_id"]
-    for i in pred.index[src.isna() | (src.astype(str).str.strip() == "")]:
-        if str(pred.at[i, "status"]).startswith("ok"):
-            pred.at[i, "status"] = "invalid: source_id: must be a non-empty name"
+    blank = src.isna() | (src.astype(str).str.strip() == "")
+    pred.loc[blank & has_prediction(pred["status"]), "status"] = "invalid: source_id: must be a non-empty name"
     by_sm, by_m, by_s, overall = error_tables(pred)
     if overall["figures"] == 0:
-        n_ok = int(pred["status"].astype(str).str.startswith("ok").sum())
+        n_ok = int(has_prediction(pred["status"]).sum())
         raise InputError(path, "measured_*", "at least one row must have a prediction (status ok) "
                          "and a measured figure that is a finite number > 0 to score, but got "
                          f"none ({n_ok} of {len(pred)} rows predicted; dse predict shows their status)")
@@ -90,7 +89,7 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
               "finite numbers > 0")
         for rid, col, raw in given_bad:
             print(f"  row id {rid}: {col}: must be a finite number > 0 or blank, but got {raw!r}")
-    bad = pred[~pred["status"].astype(str).str.startswith("ok")]
+    bad = pred[~has_prediction(pred["status"])]
     if len(bad):
         print(f"not predicted: {len(bad)} of {len(pred)} rows")
         for _, r in bad.iterrows():
