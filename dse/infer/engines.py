@@ -646,7 +646,7 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
-def served_model(model, eng: "EngineProfile"):
+def served_model(model, eng: EngineProfile):
     """The model as engine ``eng`` serves it: a TensorRT-LLM C++ engine (``full_window``
     profiles) attends the whole KV cache unless its launch sets ``max_attention_window``,
     so a checkpoint whose config puts a sliding window on *every* layer (Mistral 7B
@@ -663,7 +663,7 @@ def served_model(model, eng: "EngineProfile"):
     Mistral 7B (v0.1) runs at 20000/2000 match Llama 3.1 8B's (the same layer shapes) within
     1 %, as full attention does (tests/data/published_trtllm_v017.md)."""
     every = model.window_layers == 0 or model.window_layers >= model.num_layers
-    if getattr(eng, "full_window", False) and model.sliding_window > 0 and every:
+    if eng.full_window and model.sliding_window > 0 and every:
         return replace(model, sliding_window=0, window_layers=0)
     return model
 

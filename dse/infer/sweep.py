@@ -149,7 +149,6 @@ def _row_slots(eng, dp_group, model, hw, tp, pp, ep, dp, precision, kv_bytes, S,
     """The KV slots and tuned running-batch limit of a chunk of layout rows (one entry per
     row of ``hw``, ``tp``, ``pp``, ``ep``, ``dp``; attention-DP group ``dp_group``,
     :func:`_replica`): :func:`dse.infer.continuous.slots`."""
-    model = served_model(model, eng)
     return jax.vmap(lambda h, t, p, e, d: slots(
         _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, S, O))(hw, tp, pp, ep, dp)
 
@@ -161,7 +160,6 @@ def _admitted(eng, dp_group, model, hw, tp, pp, ep, dp, sl, row, B, precision, k
     :class:`dse.infer.continuous.Slots`), gathered here, on the device; every row of
     attention-DP group ``dp_group`` (:func:`_replica`)."""
     hw, tp, pp, ep, dp, sl = jax.tree_util.tree_map(lambda x: x[row], (hw, tp, pp, ep, dp, sl))
-    model = served_model(model, eng)
     return jax.vmap(lambda h, t, p, e, d, s, b: admitted_point(
         _replica(model, precision, kv_bytes, dp_group, h, t, p, e, d), eng, b, S, O, s))(
             hw, tp, pp, ep, dp, sl, B)
@@ -524,7 +522,9 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     eng_code = np.asarray([uniq.index(e) for e in engines], np.int64)[grid.h_row]
     dp_row = grid.lays["attn_dp"][grid.l_row].astype(np.float32)
     lay = ("tp", "pp", "ep", "attn_dp")
-    # one call per (engine, attention-DP group) that has rows; call_of_row: each row's call
+    # one call per (engine, attention-DP group) that has rows; call_of_row: each row's call;
+    # each engine costs the model as it serves it (dse.infer.engines.served_model)
+    served = {eng: served_model(model, eng) for eng in uniq}
     calls = []
     call_of_row = np.empty(R, np.int64)
     for e, eng in enumerate(uniq):
@@ -537,7 +537,7 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
     # 1. per row: the KV slots and the tuned limit B*
     runs = [dispatch_chunked(
         lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")], eng=eng, g=g, kvb=kvb: fn(
-            eng, g, model, *a, prec, kvb, S, O),
+            eng, g, served[eng], *a, prec, kvb, S, O),
         lambda r, rows=rows: grid.row_args(hw_cols, rows[r], *lay), len(rows))
         for eng, g, rows, _, kvb in calls]
     sl = {f: np.empty(R, np.float32) for f in Slots._fields}
@@ -571,7 +571,7 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
         tables = (*grid.row_args(hw_cols, table, *lay), Slots(**{f: v[table] for f, v in sl.items()}))
         runs.append((sel, dispatch_chunked(
             lambda *a, fn=_ADMITTED[fast], eng=eng, g=g, kvb=kvb, tables=tables: fn(
-                eng, g, model, *tables, *a, prec, kvb, S, O),
+                eng, g, served[eng], *tables, *a, prec, kvb, S, O),
             lambda i, local=local, p_B=pr.batch[sel]: (local[i], p_B[i]),
             len(sel), chunk=FAST_COMPILE_POINTS if fast else None)))
     adm = {f: np.empty(len(pr.row), np.float32) for f in Admitted._fields}
