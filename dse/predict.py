@@ -59,7 +59,7 @@ import pandas as pd
 
 from dse.na_cells import NA_CELLS, na_word_cells, na_word_status
 from dse.errors import InputError, require
-from dse.spec.hardware import get_hardware, missing_tensor_cores
+from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                               Workload)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
@@ -383,7 +383,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
         # needs the least memory as if it fit (over_memory_point), and say so
         status = f"ok (over memory: {least['status'].removeprefix('out of memory: ')}, " \
                  f"within the memory model's {OVER_MEMORY_TOLERANCE:.0%}; timed as if it fit)"
-        ok = over_memory_point(model, wl, hw, cols, int(least.name))
+        ok = over_memory_point(model, wl, hw, cols, int(least.name), least["mem_gib"] * GIB)
         within = False
     best = ok.nsmallest(1, "step_time_s").iloc[0]
     res = {"predicted_iter_time_s": best["step_time_s"], "predicted_mem_gib": best["mem_gib"],
@@ -402,16 +402,16 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
 OVER_MEMORY_TOLERANCE = 0.10
 
 
-def over_memory_point(model: Model, wl, hw, cols: dict, index: int) -> pd.DataFrame:
+def over_memory_point(model: Model, wl, hw, cols: dict, index: int, need_bytes: float) -> pd.DataFrame:
     """The sweep row of layout ``cols[...][index]`` costed on ``hw`` with its HBM raised to
-    the layout's own need, so that the memory mask passes it: a published run the memory
+    the layout's own need ``need_bytes`` (its memory on ``hw``, as the caller's sweep found
+    it), so that the memory mask passes it: a published run the memory
     model calls over capacity (by a few percent, typically) still gets its time.  HBM
     capacity enters the cost model only through block recompute, which picks the fewest
     layers that fit (:mod:`dse.sweep.run`); at exactly the need it keeps the layers the
     least-memory point had.  One row, its ``mem_gib`` the need."""
     one = {k: v[index:index + 1] for k, v in cols.items()}
-    need = sweep_points(model, wl, [hw], one).mem_bytes[0]
-    roomy = dataclasses.replace(hw, hbm_bytes=float(need) * (1.0 + 1e-6))
+    roomy = dataclasses.replace(hw, hbm_bytes=float(need_bytes) * (1.0 + 1e-6))
     row = to_dataframe(sweep_points(model, wl, [roomy], one))
     return row[row["feasible"]]
 
