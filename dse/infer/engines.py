@@ -482,10 +482,12 @@ class EngineProfile:
     recv_interval: int = 1         # decode passes between polls for new requests (SGLang
     #                                --scheduler-recv-interval; module docstring)
     quant_kernels: float = 0.0     # 1: fp8 / fp4 activation quantization is a kernel of its own
-    full_window: bool = False      # attends the whole KV cache unless the launch sets a window (served_model)
-    fp8_context_attn: float = 0.0  # 1: FP8 prompt attention on quantized models (forward.context_attention_rates)
     #                                before each linear (PyTorch model code), 0: fused
     #                                (dse.infer.forward.memory_pass_kernels)
+    full_window: bool = False      # attends the whole KV cache unless the launch sets a window (served_model)
+    attention_window: int = 0      # tokens of TensorRT-LLM's max_attention_window as the launch
+    #                                states it for every layer; 0 = unstated (served_model)
+    fp8_context_attn: float = 0.0  # 1: FP8 prompt attention on quantized models (forward.context_attention_rates)
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -656,14 +658,25 @@ def served_model(model, eng: EngineProfile):
     each sequence. Only the last tokens will be stored in the KV cache"), i.e. the whole
     sequence, and TensorRT-LLM's own Mistral tests pass ``--max_attention_window_size=4096``
     to ``run.py`` to get the window (``tests/integration/defs/examples/test_mistral.py``).
-    A launch that states ``max_attention_window`` keeps it
-    (:func:`dse.infer.launch_flags.launch_settings`).
-    Interleaved local / global layers (Gemma, gpt-oss) and chunked attention are the
-    checkpoint's own layer kinds and stay.  Measured out of sample: TensorRT-LLM v0.17's
+    A launch that states one ``max_attention_window`` W for every layer
+    (``attention_window``, :func:`dse.infer.launch_flags.stated_window`) gets it: the
+    KV cache keeps the last W tokens of each sequence and every layer attends them
+    (``KvCacheConfig.max_attention_window``, the same docstring), so a full-attention
+    model served with W is costed as a W-token sliding window on all its layers, and
+    Mistral 7B v0.1 with its own 4096 is the checkpoint again.
+    Interleaved local / global layers (Gemma, gpt-oss), chunked and sparse attention are
+    the checkpoint's own layer kinds and stay whatever the launch says (dse holds one
+    window kind per model).  Measured out of sample: TensorRT-LLM v0.17's
     Mistral 7B (v0.1) runs at 20000/2000 match Llama 3.1 8B's (the same layer shapes) within
     1 %, as full attention does (tests/data/published_trtllm_v017.md)."""
     every = model.window_layers == 0 or model.window_layers >= model.num_layers
-    if eng.full_window and model.sliding_window > 0 and every:
+    own_kinds = (model.attention_chunk_size > 0 or model.index_topk > 0
+                 or (model.sliding_window > 0 and not every))
+    if own_kinds:
+        return model
+    if eng.attention_window > 0:
+        return replace(model, sliding_window=int(eng.attention_window), window_layers=model.num_layers)
+    if eng.full_window and model.sliding_window > 0:
         return replace(model, sliding_window=0, window_layers=0)
     return model
 

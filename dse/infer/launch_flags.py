@@ -174,9 +174,34 @@ def stated_limit(row, key: str) -> int | None:
     return flag_value(launch_texts(row), _LAUNCH[key], "row")
 
 
-#: TensorRT-LLM's attention window set at launch (``--max_attention_window_size``,
-#: ``kv_cache_config: max_attention_window``)
-_WINDOW = re.compile(r"max[-_]attention[-_]window", re.IGNORECASE)
+#: TensorRT-LLM's attention window set at launch: ``run.py --max_attention_window_size N``,
+#: the LLM API's ``kv_cache_config: max_attention_window: [N, ...]`` (a list, repeated over
+#: the layers) or ``kv_cache_config.max_attention_window: N``; group 1 the value as written
+_WINDOW = re.compile(r"(?<![-\w])(?:--)?(?:kv_cache_config\.)?max[-_]attention[-_]window(?:[-_]size)?"
+                     r"(?![-\w])\s*(?:[:=]\s*|[ \t]+)?(\[[^\]\n]*\]?|[^\s,;}]*)", re.IGNORECASE)
+
+
+def stated_window(row) -> int | None:
+    """The one attention window (tokens) a row's launch states for every layer through
+    TensorRT-LLM's ``max_attention_window`` (``_WINDOW``); 0 where it states a per-layer
+    list of several windows (``[128, 131072]``, gpt-oss's local / global pattern: a kind
+    dse takes from the checkpoint, not from a launch, :func:`dse.infer.engines.served_model`);
+    None where it states none.  Each value must be a positive integer <= FLAG_MAX and the
+    flag stated twice must agree -- otherwise :class:`InputError` naming the column."""
+    got = set()
+    for field, text in launch_texts(row).items():
+        for m in _WINDOW.finditer(text):
+            raw = m.group(1).rstrip(".,;:)")
+            items = [x.strip() for x in raw.strip("[]").split(",")] if raw.startswith("[") else [raw]
+            bad = [x for x in items if not (x.isdigit() and 0 < int(x) <= FLAG_MAX)]
+            if bad or not raw:
+                raise InputError("row", field, f"max_attention_window must be a positive integer "
+                                 f"<= {FLAG_MAX} (or a list of them), but got {raw or 'no value'!r}")
+            vals = {int(x) for x in items}
+            got.add(vals.pop() if len(vals) == 1 else 0)
+    if len(got) > 1:
+        raise InputError("row", "notes", f"max_attention_window must be stated once, but got {sorted(got)}")
+    return got.pop() if got else None
 
 
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
@@ -191,8 +216,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``timeout_iters`` iterations, :func:`_adp_balance_interval`) and batch waiting
     (``batch_wait_timeout_iters``, :func:`_batch_wait_interval`)
     and graphs switched off (``--disable-cuda-graph``, ``--enforce-eager``,
-    ``cuda_graph_config: null``), TensorRT-LLM's ``max_attention_window`` (the checkpoint's
-    sliding window kept, :func:`dse.infer.engines.served_model`), and the KV pool's memory share (:func:`stated_mem_fraction`)
+    ``cuda_graph_config: null``), TensorRT-LLM's ``max_attention_window`` (one window for every
+    layer, :func:`stated_window`, served by :func:`dse.infer.engines.served_model`), and the KV pool's memory share (:func:`stated_mem_fraction`)
     in ``engine`` or ``notes``) replace the profile's defaults; TGI before 3.0 derives its prefill budget
     from ``--max-input-tokens`` (:func:`dse.infer.tgi.tgi_v2_prefill_tokens`);
     also ``--max-model-len`` (``None`` if not stated; :func:`dse.infer.lockstep.pass_tokens`).
@@ -211,8 +236,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
         got["recv_interval"] = adp
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
-    if _WINDOW.search(text):              # the launch sets the window (dse.infer.engines.served_model)
-        got["full_window"] = False
+    window = stated_window(row)
+    if window is not None and eng.name.startswith("trtllm"):   # TensorRT-LLM's flag (served_model)
+        got["full_window"], got["attention_window"] = False, window   # 0: per-layer, the checkpoint's
     frac = stated_mem_fraction(row)
     if frac is not None and eng.name not in TGI_NAMES:     # TGI sizes its pool otherwise (dse.infer.tgi)
         got["mem_fraction"] = frac

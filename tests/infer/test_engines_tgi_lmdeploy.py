@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from dse.errors import InputError
 from dse.infer.engines import PROFILES, engine_profile, launch_defaults, lmdeploy_max_batch
 from dse.infer.memory import kv_pool_from
 from dse.infer.tgi import (TGI_V3_DEFAULT_PREFILL, tgi_flop_per_token, tgi_pool, tgi_prefill_tokens,
@@ -245,6 +246,46 @@ def test_tensorrt_llm_cpp_runs_full_attention_unless_the_launch_sets_a_window():
     stated, _ = launch_settings({"engine": "trtllm", "notes": "--max_attention_window_size 4096"},
                                 PROFILES["trtllm"], mis)
     assert served_model(mis, stated) == mis
+
+
+def test_a_stated_max_attention_window_is_served_on_every_layer():
+    """launch_flags.stated_window + engines.served_model: TensorRT-LLM's
+    ``max_attention_window`` W (run.py flag, LLM-API option, a one-value list) makes a
+    full-attention model a W-token sliding window on all its layers; a per-layer list of
+    several windows, and interleaved / chunked checkpoints, keep the checkpoint's kinds;
+    engines other than TensorRT-LLM ignore the flag.  A bad value is the row's invalid
+    status, naming the flag; a long prompt decodes faster windowed."""
+    from dse.infer.engines import PROFILES, served_model
+    from dse.infer.launch_flags import launch_settings, stated_window
+    from dse.spec.model import get_model
+    ll, oss, mav = get_model("llama3-8b"), get_model("gpt-oss-120b"), get_model("llama4-maverick")
+    say = lambda notes: {"engine": "trtllm", "notes": notes}
+    assert stated_window(say("--max_attention_window_size 2048.")) == 2048
+    assert stated_window(say("kv_cache_config: {max_attention_window: [2048, 2048]}")) == 2048
+    assert stated_window(say("kv_cache_config.max_attention_window: [128, 131072]")) == 0
+    assert stated_window(say("no flag here")) is None
+    for bad in ("--max_attention_window abc", "--max_attention_window_size -5", "max_attention_window: [0]",
+                "--max_attention_window 4096 --max_attention_window 2048"):
+        with pytest.raises(InputError, match="max_attention_window"):
+            stated_window(say(bad))
+    for name in ("trtllm", "trtllm_pytorch"):
+        eng, _ = launch_settings(say("--max_attention_window 2048"), PROFILES[name], ll)
+        m = served_model(ll, eng)
+        assert (m.sliding_window, m.window_layers) == (2048, ll.num_layers)
+        assert served_model(oss, eng) == oss and served_model(mav, eng) == mav
+        per_layer, _ = launch_settings(say("max_attention_window: [128, 131072]"), PROFILES[name], ll)
+        assert served_model(ll, per_layer) == ll
+    eng, _ = launch_settings(say("--max_attention_window 2048"), PROFILES["vllm_v1"], ll)
+    assert served_model(ll, eng) == ll
+    row = dict(id="w", model="meta-llama/Llama-3.1-8B", hardware="h100-sxm-80gb", gpus=1, tp=1, pp=1,
+               precision="fp8", scenario="offline_throughput", input_len=20000, output_len=2000,
+               engine="trtllm (v0.17, trtllm-bench)")
+    p = predict_frame(pd.DataFrame([row, {**row, "id": "w2", "notes": "--max_attention_window 2048"},
+                                    {**row, "id": "w3", "notes": "--max_attention_window_size=twelve"}]),
+                      "rows.csv")
+    assert p.status[0] == "ok" and p.status[1] == "ok"
+    assert p.predicted_output_tok_s[1] > p.predicted_output_tok_s[0]
+    assert p.status[2].startswith("invalid: notes: max_attention_window must be a positive integer")
 
 
 def test_fp8_context_attention_speeds_only_the_prompt_attention_of_quantized_trtllm():
