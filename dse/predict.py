@@ -313,6 +313,28 @@ def _framework_conflict(model: Model, gpus: int, gbs: int, seq: int, opt: GridOp
     return next((str(r) for r in reason if r), "")
 
 
+#: a layout rule's field (dse.spec.layout_rules) as the column a row states it in
+RULE_COLUMN = {**{f: c for c, f in LAYOUT_COLS.items()}, "sp": "sequence_parallel", "zero": "zero_stage",
+               "gpus": "num_gpus"}
+
+
+def _grid_conflict(model: Model, gpus: int, gbs: int, seq: int, opt: GridOptions, framework: int) -> str:
+    """When the row's fields leave no valid layout, the rule its candidates break most
+    often ("column: rule", the column as the row names it), else "" (no candidate at all:
+    no tp x pp x cp x dp split of the GPUs divides the global batch)."""
+    from dse.spec.layout_rules import layout_violations
+    from dse.sweep.grid import candidate_layouts
+    cols = candidate_layouts(model, gpus, gbs, opt)
+    if len(cols["tp"]) == 0:
+        return ""
+    _, reason = layout_violations(model, gpus, gbs, seq, cols, framework)
+    said = pd.Series([r for r in reason if r])
+    if said.empty:
+        return ""
+    field, rule = said.value_counts().index[0].split(": ", 1)
+    return f"{RULE_COLUMN.get(field, field)}: {rule}"
+
+
 def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -> dict:
     """Prediction for one row: the fastest feasible layout consistent with its fields.
     Blank settings are chosen within ``(1 - mem_margin) x HBM`` (default the full HBM:
@@ -358,7 +380,8 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
         return {**out, "status": "infeasible: ep > 1 needs a mixture-of-experts model "
                                  "(give num_experts and top_k columns)"}
     if len(cols["tp"]) == 0:
-        why = _framework_conflict(model, gpus, gbs, seq, opt, fixed, framework)
+        why = (_framework_conflict(model, gpus, gbs, seq, opt, fixed, framework)
+               or _grid_conflict(model, gpus, gbs, seq, opt, framework))
         return {**out, "status": "infeasible: " + (why or "no valid layout matches the given fields "
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)")}

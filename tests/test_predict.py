@@ -32,6 +32,18 @@ def test_infeasible_row_kept_with_reason():
     assert "fp8" in out.loc[2, "status"]
 
 
+def test_a_row_with_no_valid_layout_names_the_rule_and_column_it_breaks():
+    """dse.predict._grid_conflict: fixed fields that no layout satisfies get the broken
+    rule under the row's own column name (sequence_parallel, not the sweep's sp)."""
+    rows = [dict(ROW, id=1, tp=1, dp=128, micro_batch_size=4, sequence_parallel="TRUE"),
+            dict(ROW, id=2, pp=1, vpp=4),
+            dict(ROW, id=3, tp=4, dp=32, cp=1, sequence_parallel="true")]
+    out = predict_frame(pd.DataFrame(rows), "t.csv")
+    assert out.loc[0, "status"] == "infeasible: sequence_parallel: sequence parallelism needs tp > 1"
+    assert out.loc[1, "status"].startswith("infeasible: vpp: `pp > 1 and pp*vpp <= num_layers + 2`")
+    assert out.loc[2, "status"] == "ok"
+
+
 def test_embeddings_tied_for_gpt_style_untied_for_swiglu():
     """Megatron ties input and output embeddings unless told not to; Llama-style (SwiGLU)
     recipes pass --untie-embeddings-and-output-weights."""

@@ -64,6 +64,22 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
     """All valid layouts (:func:`dse.spec.layout_rules.layout_mask`, under the framework
     profile ``framework``) within the options, as a dict of int32 arrays (one entry per
     FIELDS name)."""
+    cols = candidate_layouts(model, gpus, global_batch, opt)
+    keep = layout_mask(model, gpus, global_batch, seq_len, cols, framework)
+    return {f: cols[f][keep].astype(np.int32) for f in FIELDS}
+
+
+def candidate_layouts(model: Model, gpus: int, global_batch: int,
+                      opt: GridOptions = GridOptions()) -> dict[str, np.ndarray]:
+    """The options' product grid before the layout rules: every tp x pp x cp that divides
+    the GPUs (dp the rest, dividing the global batch), with the options' ep, mbs, vpp,
+    recompute, zero and sp (int64 arrays, one per FIELDS name).  :func:`enumerate_layouts`
+    keeps the valid ones; :func:`dse.spec.layout_rules.layout_violations` on it says which
+    rule a set of fixed fields breaks, so a value the options fix (``opt.pp``, ``opt.ep``,
+    ``opt.mbs``, ``opt.vpp``) enters even where it breaks a rule the loops would otherwise
+    skip it by (pp above the layers, ep not dividing the experts, mbs not dividing the
+    batch share) or lies above the search caps (``max_mbs``, ``max_vpp``: caps on what a
+    blank field is searched over, not limits on a stated value)."""
     p2 = lambda x: (x & (x - 1)) == 0
     inner = [list(opt.recompute), list(opt.zero), list(opt.sp)]
     blocks = []
@@ -72,26 +88,26 @@ def enumerate_layouts(model: Model, gpus: int, global_batch: int, seq_len: int,
             continue
         rest = gpus // tp
         for pp in divisors(rest):
-            if pp > model.num_layers or not _allowed(pp, opt.pp):
+            if (pp > model.num_layers and opt.pp is None) or not _allowed(pp, opt.pp):
                 continue
             for cp in divisors(rest // pp):
                 if cp > opt.max_cp or not _allowed(cp, opt.cp):
                     continue
                 dp = rest // (pp * cp)
-                if global_batch % dp:
+                if global_batch % dp and opt.mbs is None:
                     continue
-                eps = [e for e in divisors(int(model.num_experts)) if _allowed(e, opt.ep)]
-                mbss = [b for b in divisors(global_batch // dp) if b <= opt.max_mbs and _allowed(b, opt.mbs)]
-                vpps = [v for v in range(1, opt.max_vpp + 1) if _allowed(v, opt.vpp)]
+                eps = (list(opt.ep) if opt.ep is not None
+                       else divisors(int(model.num_experts)))
+                mbss = (list(opt.mbs) if opt.mbs is not None
+                        else [b for b in divisors(global_batch // dp) if b <= opt.max_mbs])
+                vpps = list(opt.vpp) if opt.vpp is not None else list(range(1, opt.max_vpp + 1))
                 if not (eps and mbss and vpps and all(inner)):
                     continue
                 grid = np.array(list(itertools.product([tp], [pp], [dp], [cp], eps, mbss, vpps, *inner)),
                                 dtype=np.int64)
                 blocks.append(grid)
     arr = np.concatenate(blocks) if blocks else np.zeros((0, len(FIELDS)), dtype=np.int64)
-    cols = {f: arr[:, i] for i, f in enumerate(FIELDS)}
-    keep = layout_mask(model, gpus, global_batch, seq_len, cols, framework)
-    return {f: cols[f][keep].astype(np.int32) for f in FIELDS}
+    return {f: arr[:, i] for i, f in enumerate(FIELDS)}
 
 
 def check_layout(model: Model, gpus: int, global_batch: int, seq_len: int, lay: Layout,
