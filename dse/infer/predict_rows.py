@@ -131,6 +131,26 @@ def _num(row, col, default=None):
     return f
 
 
+def scenario_load(row, scen: str) -> tuple[int | None, float | None]:
+    """``(batch_or_concurrency, request_rate)`` as the row's scenario needs them, checked:
+    ``fixed_batch`` and ``concurrency`` need the count; ``latency`` is batch 1 by
+    definition, so a stated count must be 1; ``poisson_rate`` needs a rate (its value,
+    > 0 or inf for every request at once, is checked with the row's other fields in
+    :func:`predict_inference_row`).  :class:`InputError` naming the column otherwise."""
+    n = _posint(row, "batch_or_concurrency")
+    if scen in ("fixed_batch", "concurrency") and n is None:
+        raise InputError("row", "batch_or_concurrency", f"is required for {scen}")
+    if scen == "latency" and n not in (None, 1):
+        raise InputError("row", "batch_or_concurrency", f"must be 1 (or blank) for latency, which "
+                         f"is batch 1; a batch of {n} is the fixed_batch scenario")
+    rate = None
+    if scen == "poisson_rate":
+        rate = _num(row, "request_rate")
+        if rate is None:
+            raise InputError("row", "request_rate", "is required for poisson_rate")
+    return n, rate
+
+
 #: upper bounds of the integer columns (dse.predict's training bounds): GPU counts and
 #: parallel degrees as `dse sweep --gpus`, requests in flight, tokens per request
 MAX_POSINT = {"batch_or_concurrency": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24}
@@ -367,13 +387,11 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, **chosen, "status": f"infeasible: `replicas * tp * attn_dp * pp == gpus` "
                 f"must hold, but got (replicas={replicas}, tp={tp}, attn_dp={dp}, pp={pp}, gpus={gpus})"}
     dep = Deployment(model, hw, eng, tp, pp, code, kvb, ep, dp)
-    n = _posint(row, "batch_or_concurrency")
+    n, rate = scenario_load(row, scen)
     stat = str(row.get("latency_stat", "") or "")
     if scen == "latency":
         res = fixed_batch(dep, 1.0, S, O, replicas)
     elif scen == "fixed_batch":
-        if n is None:
-            raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
         res = fixed_batch(dep, n, S, O, replicas)
     elif scen == "offline_throughput":
         if n is not None:          # the row states the running-batch limit it was run with
@@ -382,8 +400,6 @@ def predict_inference_row(row: dict) -> dict:
                          replicas, max_model_len, stat)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
-        if n is None:
-            raise InputError("row", "batch_or_concurrency", "is required for concurrency")
         if not fixed_lengths:
             res = concurrency(dep, n, S, O, replicas, spread=True, o2=o2)
         elif eng.mixed_batches:
@@ -393,10 +409,6 @@ def predict_inference_row(row: dict) -> dict:
         res = closed_loop_run(res, dep, n, num_prompts(row), S, O, replicas, max_model_len, stat,
                               o2)
     else:
-        rate = _num(row, "request_rate")
-        if rate is None or rate <= 0:
-            raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
-                             f"but got {row.get('request_rate')!r}")
         P = num_prompts(row)
         res = (queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
                           max_model_len, stat) if math.isinf(rate)
@@ -497,23 +509,15 @@ def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, d
     dis = D.Disaggregated(Deployment(model, hw, eng, tps["prefill"], pp, code, kvb, ep, 1),
                           Deployment(model, hw, eng, tps["decode"], pp, code, kvb, ep, 1), x, y)
     chosen["chosen_disagg"] = f"{x}P{y}D"
-    n = _posint(row, "batch_or_concurrency")
+    n, rate = scenario_load(row, scen)
     if scen in ("latency", "fixed_batch"):
-        if scen == "fixed_batch" and n is None:
-            raise InputError("row", "batch_or_concurrency", "is required for fixed_batch")
         res = D.fixed_batch(dis, 1.0 if scen == "latency" else n, S, O)
     elif scen == "offline_throughput":
         res = D.offline(dis, S, O)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
-        if n is None:
-            raise InputError("row", "batch_or_concurrency", "is required for concurrency")
         res = D.concurrency(dis, n, S, O)
     else:
-        rate = _num(row, "request_rate")
-        if rate is None or rate <= 0:
-            raise InputError("row", "request_rate", f"must be a number > 0 for poisson_rate, "
-                             f"but got {row.get('request_rate')!r}")
         res = D.offline(dis, S, O) if math.isinf(rate) else D.poisson(dis, rate, S, O)
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dis.decode, row, S, O, med_O)

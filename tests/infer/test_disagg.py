@@ -83,3 +83,26 @@ def test_disagg_rows():
     assert r["status"].startswith("ok")
     bad = predict_inference_row({**base, "disagg": "1P1D"})
     assert bad["status"].startswith("infeasible") and "gpus" in bad["status"]
+
+
+@pytest.mark.parametrize("scen, load, needle", [
+    ("fixed_batch", {}, "invalid: batch_or_concurrency: is required for fixed_batch"),
+    ("concurrency", {}, "invalid: batch_or_concurrency: is required for concurrency"),
+    ("latency", {"batch_or_concurrency": 4}, "invalid: batch_or_concurrency: must be 1 (or blank) for latency"),
+    ("poisson_rate", {}, "invalid: request_rate: is required for poisson_rate"),
+    ("poisson_rate", {"request_rate": -3}, "invalid: request_rate: must be a number > 0")])
+@pytest.mark.parametrize("disagg", [None, "2P2D"])
+def test_a_scenario_without_its_load_is_refused_on_both_paths(scen, load, needle, disagg):
+    """predict_rows.scenario_load: one check of the count or rate each scenario needs, for
+    a colocated and a disaggregated deployment alike; latency with a stated batch of 1
+    is accepted."""
+    from dse.predict import predict_frame
+    import pandas as pd
+    base = dict(id="x", model="meta-llama/Llama-3.1-70B", hardware="h100-sxm-80gb", gpus=16,
+                tp=4, pp=1, precision="fp8", engine="sglang", scenario=scen, input_len=2000,
+                output_len=200, **({"disagg": disagg} if disagg else {}))
+    ok = dict(base, id="ok", scenario="latency", batch_or_concurrency=1)
+    p = predict_frame(pd.DataFrame([ok, dict(base, **load)]), "rows.csv")
+    assert p.status[0].startswith("ok"), p.status[0]
+    assert p.status[1].startswith(needle), p.status[1]
+
