@@ -257,14 +257,12 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
         >>> print(e)                      # a summary; e.fits, e.step_time_s, e.breakdown
         >>> e.ops.sort_values("exposed_s", ascending=False).head()
     """
-    import jax
-
     from dse.cost.energy import add_energy_columns
     from dse.spec.hardware import GIB
     from dse.spec.layout import Layout, Workload, recompute_code
     from dse.sweep.grid import check_layout
     from dse.sweep.run import oom_status
-    from dse.train.step import BREAKDOWN, train_step
+    from dse.train.step import BREAKDOWN
     where = "dse.estimate"
     m = _model(model, where)
     hws, _ = _hardware_list(hardware, where)
@@ -288,10 +286,11 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
                   framework=fw, tp_overlap=int(bool(tp_overlap)),
                   **_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where))
     from dse.intervals import apply_band, band_for
-    from dse.train.memory_parts import check_margin, gib_columns, memory_parts
+    from dse.trace.host_eval import host_design_point
+    from dse.train.memory_parts import check_margin, gib_columns, step_and_memory
     margin = check_margin(mem_margin, where)
-    r = jax.jit(train_step)(m, wl, lay, hw)
-    memory = {k: float(v) for k, v in gib_columns(jax.jit(memory_parts)(m, wl, lay, hw)).items()}
+    r, parts = host_design_point(step_and_memory, m, wl, lay, hw)   # one point: no XLA compile
+    memory = {k: float(v) for k, v in gib_columns(parts).items()}
     mem, cap = float(r.mem_bytes), float(hw.hbm_bytes)
     fits = mem <= cap
     t = (lambda x: float(x)) if fits else (lambda x: math.nan)

@@ -144,15 +144,14 @@ def print_ops_table(model, wl, lay, hw, csv_path=None) -> None:
 
 
 def cmd_estimate(a) -> int:
-    import jax
-    from dse.train.step import train_step
     if a.ops_csv is not None:
         check_output_file(a.ops_csv, "--ops-csv")
     model, hw, wl, lay = resolve_layout(a)
     print_assumptions(a, model)
-    from dse.train.memory_parts import memory_parts
-    # one compile: XLA shares the memory model between the step and the breakdown
-    r, parts = jax.jit(lambda *x: (train_step(*x), memory_parts(*x)))(model, wl, lay, hw)
+    from dse.trace.host_eval import host_design_point
+    from dse.train.memory_parts import step_and_memory
+    # one design point: run on the host, no XLA compile (dse.trace.host_eval)
+    r, parts = host_design_point(step_and_memory, model, wl, lay, hw)
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
           f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")

@@ -81,9 +81,6 @@ by it.  Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
-import jax
-import numpy as np
-
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import map_ops, time_s
@@ -94,7 +91,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
-from dse.trace.host_eval import host_call
+from dse.trace.host_eval import host_design_point
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage
 from dse.train.outer_ops import p2p_bytes
@@ -161,20 +158,17 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
 
 
 def _host_costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
-    """:func:`_costs` of the design point on the host (:func:`dse.trace.host_eval.host_call`),
-    the hardware's Python floats entering as float32 scalars: the value every cost
-    formula computes with either way (x64 is off), without a weak-to-strong conversion
-    equation wherever a hardware rate meets a (float32) model or layout number (~300 of
-    the README trace's ~4,800 equations) -- the program the sweep runs on its float32
-    hardware arrays.  The result of the last design point is kept (the CLI asks twice)."""
+    """:func:`_costs` of the design point on the host
+    (:func:`dse.trace.host_eval.host_design_point`: float32 hardware scalars, which saves a
+    weak-to-strong conversion equation in ~300 of the README trace's ~4,800 equations).
+    The result of the last design point is kept (the CLI asks twice)."""
     key = (model, wl, lay, hw)
     try:
         hit = _LAST.get(key)       # generate_trace_set, then model_step_time_s: run once
     except TypeError:              # array leaves: not hashable, not kept
         hit = key = None
     if hit is None:
-        hw32 = jax.tree_util.tree_map(lambda x: np.float32(x) if isinstance(x, float) else x, hw)
-        hit = host_call(_costs, model, wl, lay, hw32)
+        hit = host_design_point(_costs, model, wl, lay, hw)
         if key is not None:
             _LAST.clear()
             _LAST[key] = hit

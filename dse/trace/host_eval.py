@@ -260,3 +260,14 @@ def host_call(fn, *args):
         hit = _PLANS[key] = (Plan(closed), jax.tree_util.tree_structure(out_shape))
     plan, out_tree = hit
     return jax.tree_util.tree_unflatten(out_tree, plan(leaves))
+
+
+def host_design_point(fn, model, wl, lay, hw):
+    """``fn(model, wl, lay, hw)`` of one design point by :func:`host_call`, the hardware's
+    Python floats entering as float32 scalars: the value every cost formula computes with
+    either way (x64 is off), without a weak-to-strong conversion equation wherever a
+    hardware rate meets a (float32) model or layout number -- the program the sweep runs on
+    its float32 hardware arrays."""
+    hw32 = jax.tree_util.tree_map(lambda x: np.float32(x) if isinstance(x, float) else x, hw)
+    return host_call(fn, model, wl, lay, hw32)
+

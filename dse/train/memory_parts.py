@@ -64,6 +64,13 @@ def memory_parts(model, wl, lay, hw) -> MemoryParts:
                        m.total_bytes - allocated, m.total_bytes)
 
 
+def step_and_memory(model, wl, lay, hw):
+    """``(StepResult, MemoryParts)`` of one design point, one program (``dse estimate``
+    and :func:`dse.api.estimate` run it on the host, :mod:`dse.trace.host_eval`)."""
+    from dse.train.step import train_step
+    return train_step(model, wl, lay, hw), memory_parts(model, wl, lay, hw)
+
+
 def gib_columns(parts) -> dict:
     """``{mem_weights_gib: ..., ...}`` of a :class:`MemoryParts` (arrays or scalars)."""
     return {c: getattr(parts, f"{p}_bytes") / GIB for c, p in zip(MEM_COLUMNS, PARTS)}

@@ -14,9 +14,7 @@ the step's, spread over the group's operators in proportion to their time.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import pandas as pd
 
 from dse.graph.ops import (BOUNDS, P2P, Attention, Collective, Gemm, MemPass, bound_terms,
@@ -27,7 +25,7 @@ from dse.cost.attention_kernel import with_attention_kernel
 from dse.cost.rates import rates
 from dse.train.layer import reduce_layer
 from dse.train.step import step_and_schedule
-from dse.trace.host_eval import host_call
+from dse.trace.host_eval import host_design_point
 
 COLUMNS = ("op", "phase", "kind", "count", "flops", "bytes", "time_s", "exposed_s", "term", "bound")
 
@@ -120,12 +118,10 @@ def _rows(model, wl, lay, hw) -> tuple:
 def ops_table(model, wl, lay, hw) -> tuple[pd.DataFrame, object]:
     """(the per-operator DataFrame, the :class:`~dse.train.step.StepResult`) of one
     design point; rows that never run (count 0) are left out.  One design point is run
-    on the host without an XLA compile (:func:`dse.trace.host_eval.host_call`, as the
+    on the host without an XLA compile (as the
     trace generator runs its costs: the same program, ~0.1 s instead of a 5-20 s compile
-    of a large model's graph), the hardware's floats entering as float32 as the sweep's
-    arrays do."""
-    hw32 = jax.tree_util.tree_map(lambda x: np.float32(x) if isinstance(x, float) else x, hw)
-    rows, res = host_call(_rows, model, wl, lay, hw32)
+    of a large model's graph; :func:`~dse.trace.host_eval.host_design_point`)."""
+    rows, res = host_design_point(_rows, model, wl, lay, hw)
     recs = []
     for row in rows:
         count = float(row.count)
