@@ -251,8 +251,8 @@ def host_call(fn, *args):
     docstring); the plan is kept per (``fn``, argument structure and types), so later
     design points of the same shape only run it."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
-    avals = tuple((np.shape(x), np.result_type(x).str, isinstance(x, (int, float, bool)))
-                  for x in leaves)
+    avals = tuple((np.shape(x), np.dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x)).str,
+                   isinstance(x, (int, float, bool))) for x in leaves)
     key = (fn, treedef, avals)
     hit = _PLANS.get(key)
     if hit is None:
