@@ -91,7 +91,7 @@ def _pinned_rows(pinned: list[dict], model, wl, hw, gpus: int, where: str) -> pd
         lay = _layout(row)
         check_layout(model, gpus, int(wl.global_batch), int(wl.seq_len), lay,
                      where=f"{where}: study.layouts[{i}]")
-        res = jax.jit(train_step)(model, wl, lay, hw)      # as `dse estimate`
+        res = jax.jit(train_step)(model, wl, lay, hw)      # `dse estimate`'s step (which runs it on the host)
         fits = float(res.mem_bytes) <= float(hw.hbm_bytes)
         require(fits, where, f"study.layouts[{i}]", "must fit in memory "
                 f"({float(res.mem_bytes) / 2**30:.1f} GiB per GPU of "
