@@ -163,3 +163,26 @@ def test_enum_columns_ignore_case_and_name_variants():
     s = predict_frame(pd.DataFrame(rows), "s.csv")
     assert (s["status"] == "ok").all() and (s["chosen_engine"] == "trtllm").all()
     assert s.loc[0, "predicted_output_tok_s"] == s.loc[1, "predicted_output_tok_s"]
+
+
+def test_achieved_fraction_rescales_the_predicted_flops_to_the_measured_time():
+    """scripts/achieved_fraction.py: model FLOP/s = predicted_mfu x the 16-bit peak at the
+    predicted time, rescaled to the measured time, over the peak of the row's GEMM precision
+    (fp8: the fp8 peak); rows without a prediction are not scored."""
+    import runpy
+    from pathlib import Path
+
+    from dse.spec.hardware import get_hardware
+    fractions = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "achieved_fraction.py"))["fractions"]
+    hw = get_hardware("h100-sxm-80gb")
+    rows = pd.DataFrame([dict(gpu="h100-sxm-80gb", precision="FP8", predicted_mfu=0.5, predicted_iter_time_s=10.0,
+                              measured_iter_time_s=12.5, status="ok"),
+                         dict(gpu="h100-sxm-80gb", precision="bf16", predicted_mfu=0.4, predicted_iter_time_s=1.0,
+                              measured_iter_time_s=1.0, status="ok (over memory: ...)"),
+                         dict(gpu="h100-sxm-80gb", precision="bf16", predicted_mfu=None, predicted_iter_time_s=None,
+                              measured_iter_time_s=3.0, status="out of memory")])
+    f = fractions(rows)
+    assert len(f) == 2
+    fp8 = 0.5 * hw.peak_bf16_flops_per_s / hw.peak_fp8_flops_per_s
+    assert f.loc[0, "predicted"] == pytest.approx(fp8) and f.loc[0, "measured"] == pytest.approx(fp8 * 0.8)
+    assert f.loc[0, "error"] == pytest.approx(-0.2) and f.loc[1, "measured"] == pytest.approx(0.4)

@@ -78,7 +78,7 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int,
     rule a set of fixed fields breaks, so a value the options fix (``opt.pp``, ``opt.ep``,
     ``opt.mbs``, ``opt.vpp``) enters even where it breaks a rule the loops would otherwise
     skip it by (pp above the layers, ep not dividing the experts, mbs not dividing the
-    batch share) or lies above the search caps (``max_mbs``, ``max_vpp``: caps on what a
+    batch share; a dp not dividing the batch enters with mbs 1) or lies above the search caps (``max_mbs``, ``max_vpp``: caps on what a
     blank field is searched over, not limits on a stated value)."""
     p2 = lambda x: (x & (x - 1)) == 0
     inner = [list(opt.recompute), list(opt.zero), list(opt.sp)]
@@ -94,11 +94,10 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int,
                 if cp > opt.max_cp or not _allowed(cp, opt.cp):
                     continue
                 dp = rest // (pp * cp)
-                if global_batch % dp and opt.mbs is None:
-                    continue
                 eps = (list(opt.ep) if opt.ep is not None
                        else divisors(int(model.num_experts)))
-                mbss = (list(opt.mbs) if opt.mbs is not None
+                # a dp that does not divide the batch enters once (mbs 1), for the rule to name
+                mbss = (list(opt.mbs) if opt.mbs is not None else [1] if global_batch % dp
                         else [b for b in divisors(global_batch // dp) if b <= opt.max_mbs])
                 vpps = list(opt.vpp) if opt.vpp is not None else list(range(1, opt.max_vpp + 1))
                 if not (eps and mbss and vpps and all(inner)):
