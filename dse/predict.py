@@ -59,6 +59,7 @@ import pandas as pd
 
 from dse.na_cells import NA_CELLS, na_word_cells, na_word_status
 from dse.errors import InputError, require
+from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predict.has_prediction)
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                               Workload)
@@ -437,12 +438,6 @@ def over_memory_point(model: Model, wl, hw, cols: dict, index: int, need_bytes: 
     roomy = dataclasses.replace(hw, hbm_bytes=float(need_bytes) * (1.0 + 1e-6))
     row = to_dataframe(sweep_points(model, wl, [roomy], one))
     return row[row["feasible"]]
-
-
-def has_prediction(status: pd.Series) -> pd.Series:
-    """Rows whose status starts with ``ok``: a prediction was made (plain ``ok``, or ``ok
-    (...)`` with a note such as an over-memory layout timed as if it fit)."""
-    return status.astype(str).str.startswith("ok")
 
 
 def predict_frame(df: pd.DataFrame, where: str, mem_margin: float = PREDICT_MEM_MARGIN,

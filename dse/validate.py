@@ -15,8 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dse.errors import InputError, require
-from dse.predict import (has_prediction, mape_table, positive_measure, predict_frame, read_csv,
-                         unusable_measures)
+from dse.predict import mape_table, positive_measure, predict_frame, read_csv, unusable_measures
+from dse.row_status import has_prediction
 from dse.report.atomic import check_output_dir, write_csv
 
 

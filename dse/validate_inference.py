@@ -16,7 +16,8 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.infer.predict_rows import MEASURED, error_long, error_tables, predict_inference_frame
-from dse.predict import has_prediction, unusable_measures
+from dse.predict import unusable_measures
+from dse.row_status import has_prediction
 from dse.report.atomic import check_output_dir, make_output_dir, write_csv
 
 

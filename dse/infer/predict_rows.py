@@ -66,6 +66,7 @@ import pandas as pd
 
 from dse.errors import InputError
 from dse.na_cells import na_word_status
+from dse.row_status import has_prediction, is_prediction
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults, served_model
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
@@ -276,7 +277,7 @@ def _note_unapplied_power(row, res: dict) -> dict:
     (:data:`dse.spec.power.REFERENCE`: B200, MI300X) says in its status that it was not applied."""
     from dse.spec.power import REFERENCE
     stated = not _blank(row.get("power_w")) or _POWER.search(str(row.get("hardware_as_written", "")))
-    if not (stated and str(res.get("status", "")).startswith("ok")):
+    if not (stated and is_prediction(res.get("status", ""))):
         return res
     gen = get_hardware(str(row.get("hardware", "")).strip(), where="hardware").generation
     if str(gen) in REFERENCE:
@@ -604,7 +605,7 @@ def error_long(pred: pd.DataFrame) -> pd.DataFrame:
     for k in ("ttft_ms", "tpot_ms", "e2e_latency_ms"):
         if MEASURED[k] in pred.columns:
             meas[k] = pd.to_numeric(pred[MEASURED[k]], errors="coerce")
-    ok = pred["status"].astype(str).str.startswith("ok")
+    ok = has_prediction(pred["status"])
     for k, m in meas.items():
         p = pd.to_numeric(pred[f"predicted_{k}"], errors="coerce")
         use = ok & np.isfinite(m.astype(float)) & (m > 0) & p.notna()   # as validate's count

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dse.predict import has_prediction  # noqa: E402
+from dse.row_status import has_prediction  # noqa: E402
 from dse.report.atomic import save_fig  # noqa: E402
 
 
