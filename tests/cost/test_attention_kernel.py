@@ -1,7 +1,6 @@
 """The fused attention kernel as a property of (framework profile x GPU generation)
 (dse.cost.attention_kernel) and Blackwell's fp8 transpose flag (dse.spec.efficiency)."""
 
-import jax
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -13,10 +12,9 @@ from dse.spec.layout import (ATTENTION, ATTENTION_FA2, ATTENTION_NATIVE, FRAMEWO
                              Workload)
 from dse.spec.model import get_model
 from dse.train.memory import FRAGMENTATION, memory_per_gpu
-from dse.train.step import train_step
-from tests.helpers import a100, h100
+from tests.helpers import a100, h100, host_step
 
-STEP = jax.jit(train_step)
+STEP = host_step          # one point each: no XLA compile (tests.helpers.host_step)
 SET = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODEL = get_model("llama3-8b")
 LAY = Layout(tp=1, pp=1, dp=8, mbs=1, zero=3)
