@@ -286,7 +286,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
                   framework=fw, tp_overlap=int(bool(tp_overlap)),
                   **_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where))
     from dse.intervals import apply_band, band_for
-    from dse.trace.host_eval import host_design_point
+    from dse.host_eval import host_design_point
     from dse.train.memory_parts import check_margin, gib_columns, step_and_memory
     margin = check_margin(mem_margin, where)
     r, parts = host_design_point(step_and_memory, m, wl, lay, hw)   # one point: no XLA compile

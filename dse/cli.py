@@ -148,9 +148,9 @@ def cmd_estimate(a) -> int:
         check_output_file(a.ops_csv, "--ops-csv")
     model, hw, wl, lay = resolve_layout(a)
     print_assumptions(a, model)
-    from dse.trace.host_eval import host_design_point
+    from dse.host_eval import host_design_point
     from dse.train.memory_parts import step_and_memory
-    # one design point: run on the host, no XLA compile (dse.trace.host_eval)
+    # one design point: run on the host, no XLA compile (dse.host_eval)
     r, parts = host_design_point(step_and_memory, model, wl, lay, hw)
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "

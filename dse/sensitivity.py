@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import require
-from dse.trace.host_eval import host_call
+from dse.host_eval import host_call
 from dse.report.atomic import write_csv
 from dse.spec.hardware import GIB, KIB, MIB, Hardware
 
@@ -154,7 +154,7 @@ def elasticities(time_fn, hw: Hardware, knobs=KNOBS, h: float = FD_STEP) -> pd.D
     log_t = lambda u: jnp.log(time_fn(perturb(hw, u, knobs)))
     u0 = jnp.zeros(k, jnp.float32)
     # one design point and 2k perturbations of it: run on the host, no XLA compile
-    # (dse.trace.host_eval: the same programs jax.jit would compile, a few seconds cold
+    # (dse.host_eval: the same programs jax.jit would compile, a few seconds cold
     # instead of ~30 s for a large model)
     lt0, g = host_call(jax.value_and_grad(log_t), u0)
     steps = jnp.concatenate([h * jnp.eye(k), -h * jnp.eye(k)]).astype(jnp.float32)

@@ -18,9 +18,9 @@ def llama70b():
 
 def host_step(model, wl, lay, hw):
     """``train_step`` of one design point run on the host without an XLA compile
-    (dse.trace.host_eval.host_design_point, as ``dse estimate`` runs it): for tests that
+    (dse.host_eval.host_design_point, as ``dse estimate`` runs it): for tests that
     check the model's figures at a few points, not the compiled or vectorized path."""
-    from dse.trace.host_eval import host_design_point
+    from dse.host_eval import host_design_point
     from dse.train.step import train_step
     return host_design_point(train_step, model, wl, lay, hw)
 

@@ -390,7 +390,7 @@ def map_ops(fn, ops, *args) -> list:
     the same float operations as its op alone, so the traced program is a fraction of
     the size (the trace generator traces it once per design point) and its values are
     the per-op ones under IEEE arithmetic (bit for bit on the host,
-    :mod:`dse.trace.host_eval`; ``tests/graph/test_map_ops.py``).  XLA itself may differ
+    :mod:`dse.host_eval`; ``tests/graph/test_map_ops.py``).  XLA itself may differ
     in the last bits: it rewrites a vector divided by a broadcast scalar as a multiply by
     the reciprocal (~1e-7 relative, as it already does for the sweep's design-point
     axis).  Outside a trace (eager values) it is the plain loop."""

@@ -7,7 +7,7 @@ only in their TP/CP/DP coordinates run the same program; each role a
 writer and turned into :class:`~dse.trace.graph.TraceNode` objects only when read), every
 duration from one program (:func:`_costs`: reductions of the operator graph
 :func:`dse.train.step.train_step` reduces, traced once and run on the host by
-:mod:`dse.trace.host_eval`, bit for bit what ``jax.jit`` of it gives, without its
+:mod:`dse.host_eval`, bit for bit what ``jax.jit`` of it gives, without its
 multi-second XLA compile) -- no cost arithmetic here.  Ops per micro-batch and stage
 (Megatron-LM, Narayanan et al. SC'21):
 
@@ -91,7 +91,7 @@ from dse.spec.layout import RECOMPUTE_NAMES, Layout, Workload
 from dse.spec.layout_rules import FIELDS, check_layout
 from dse.spec.model import Model
 from dse.spec.numerics import as_float
-from dse.trace.host_eval import host_design_point
+from dse.host_eval import host_design_point
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
 from dse.train.memory import embedding_params_per_gpu, layers_per_stage
 from dse.train.outer_ops import p2p_bytes
@@ -108,7 +108,7 @@ Z3_OPS = ("unit_ag", "unit_rs", "root_ag", "root_rs")    # dse.graph.train.zero3
 
 def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     """Every duration the trace needs, as one traced program (run by
-    :func:`dse.trace.host_eval.host_call`: the jaxpr ``jax.jit`` would compile, evaluated
+    :func:`dse.host_eval.host_call`: the jaxpr ``jax.jit`` would compile, evaluated
     without compiling): reductions of the step's operator graph
     (:func:`dse.graph.train.step_graph`, the same graph :func:`dse.train.step.train_step`
     reduces) and the times of its operators, the ops of one kind costed in one vector
@@ -159,7 +159,7 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
 
 def _host_costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     """:func:`_costs` of the design point on the host
-    (:func:`dse.trace.host_eval.host_design_point`: float32 hardware scalars, which saves a
+    (:func:`dse.host_eval.host_design_point`: float32 hardware scalars, which saves a
     weak-to-strong conversion equation in ~300 of the README trace's ~4,800 equations).
     The result of the last design point is kept (the CLI asks twice)."""
     key = (model, wl, lay, hw)

@@ -66,7 +66,7 @@ def memory_parts(model, wl, lay, hw) -> MemoryParts:
 
 def step_and_memory(model, wl, lay, hw):
     """``(StepResult, MemoryParts)`` of one design point, one program (``dse estimate``
-    and :func:`dse.api.estimate` run it on the host, :mod:`dse.trace.host_eval`)."""
+    and :func:`dse.api.estimate` run it on the host, :mod:`dse.host_eval`)."""
     from dse.train.step import train_step
     return train_step(model, wl, lay, hw), memory_parts(model, wl, lay, hw)
 

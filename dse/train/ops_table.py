@@ -25,7 +25,7 @@ from dse.cost.attention_kernel import with_attention_kernel
 from dse.cost.rates import rates
 from dse.train.layer import reduce_layer
 from dse.train.step import step_and_schedule
-from dse.trace.host_eval import host_design_point
+from dse.host_eval import host_design_point
 
 COLUMNS = ("op", "phase", "kind", "count", "flops", "bytes", "time_s", "exposed_s", "term", "bound")
 
@@ -120,7 +120,7 @@ def ops_table(model, wl, lay, hw) -> tuple[pd.DataFrame, object]:
     design point; rows that never run (count 0) are left out.  One design point is run
     on the host without an XLA compile (as the
     trace generator runs its costs: the same program, ~0.1 s instead of a 5-20 s compile
-    of a large model's graph; :func:`~dse.trace.host_eval.host_design_point`)."""
+    of a large model's graph; :func:`~dse.host_eval.host_design_point`)."""
     rows, res = host_design_point(_rows, model, wl, lay, hw)
     recs = []
     for row in rows:

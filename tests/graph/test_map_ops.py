@@ -1,6 +1,6 @@
 """dse.graph.ops.map_ops: costing the ops of one kind in one vector call gives every op
 the value it has costed alone -- bit for bit under IEEE arithmetic (the host evaluator of
-dse.trace.host_eval), to float32 rounding under jit(vmap) -- on the step graphs of dense,
+dse.host_eval), to float32 rounding under jit(vmap) -- on the step graphs of dense,
 MoE, MLA, unfused-attention, TP-overlap and ZeRO-3 design points; eager values take the
 plain loop."""
 
@@ -55,7 +55,7 @@ def _both(model, wl, lay, hw):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[2].items())}")
 def test_vector_costing_equals_per_op_costing_bit_for_bit_on_the_host(case):
-    from dse.trace.host_eval import host_call
+    from dse.host_eval import host_call
     out = host_call(_both, *_args(*case))
     for name, (vec, per_op) in out.items():
         a, b = jax.tree_util.tree_leaves(vec), jax.tree_util.tree_leaves(per_op)

@@ -1,4 +1,4 @@
-"""dse.trace.host_eval: the trace's durations program run on the host equals XLA.
+"""dse.host_eval: the trace's durations program run on the host equals XLA.
 
 The reference is XLA itself on the per-op program (every op costed alone, what
 ``dse.train.step`` computed before the vector calls of ``dse.graph.ops.map_ops``): op by
@@ -21,7 +21,7 @@ from dse.spec.hardware import get_hardware
 from dse.spec.layout import Layout, Workload
 from dse.spec.model import get_model
 from dse.trace import generate as G
-from dse.trace.host_eval import Plan, host_call
+from dse.host_eval import Plan, host_call
 
 CASES = [
     ("llama3-70b", "h100-sxm-80gb", dict(tp=8, pp=2, dp=4, sp=1), dict(global_batch=64, seq_len=4096)),

@@ -1,10 +1,12 @@
 """Run a JAX program of one design point on the host, without an XLA compile.
 
-Why: the trace generator needs ~50 durations of *one* design point, from a program of
-~8,000 scalar operations (:func:`dse.trace.generate._costs`: the step's operator graph
-and its reductions).  XLA's CPU compiler spends 0.3-0.6 ms per operation on such a
-program (4-7 s measured on the 2-core dev machine), then runs it in microseconds; one
-design point never pays that back.
+Why: every command that costs *one* design point -- ``dse estimate`` and its per-operator
+table, :func:`dse.api.estimate`, ``dse sensitivity``'s gradient and finite differences, the
+trace generator's ~50 durations (:func:`dse.trace.generate._costs`) -- runs a program of
+~5,000-8,000 scalar operations (the step's operator graph and its reductions).  XLA's CPU
+compiler spends 0.3-0.6 ms per operation on such a program (4-30 s measured on the 2-core
+dev machine, by model), then runs it in microseconds; one design point never pays that
+back.  A module of its own, below every tier that uses it (it imports only JAX and NumPy).
 Here the program is the same -- :func:`jax.make_jaxpr` traces the unchanged cost code
 into the jaxpr ``jax.jit`` would compile -- but its equations are run in order on 0-d
 NumPy values (~10 ms), nothing compiled.
