@@ -194,7 +194,7 @@ def stated_window(row) -> int | None:
             raw = m.group(1).rstrip(".,;:)")
             items = [x.strip() for x in raw.strip("[]").split(",")] if raw.startswith("[") else [raw]
             bad = [x for x in items if not (x.isdigit() and 0 < int(x) <= FLAG_MAX)]
-            if bad or not raw:
+            if bad:                       # an empty value is one bad item
                 raise InputError("row", field, f"max_attention_window must be a positive integer "
                                  f"<= {FLAG_MAX} (or a list of them), but got {raw or 'no value'!r}")
             vals = {int(x) for x in items}

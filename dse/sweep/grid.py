@@ -78,8 +78,9 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int,
     rule a set of fixed fields breaks, so a value the options fix (``opt.pp``, ``opt.ep``,
     ``opt.mbs``, ``opt.vpp``) enters even where it breaks a rule the loops would otherwise
     skip it by (pp above the layers, ep not dividing the experts, mbs not dividing the
-    batch share; a dp not dividing the batch enters with mbs 1) or lies above the search caps (``max_mbs``, ``max_vpp``: caps on what a
-    blank field is searched over, not limits on a stated value)."""
+    batch share; a dp not dividing the batch enters with mbs 1) or lies above the search
+    caps (``max_mbs``, ``max_vpp``: caps on what a blank field is searched over, not limits
+    on a stated value)."""
     p2 = lambda x: (x & (x - 1)) == 0
     inner = [list(opt.recompute), list(opt.zero), list(opt.sp)]
     blocks = []
