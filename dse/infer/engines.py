@@ -648,6 +648,8 @@ SGLANG_GRAPH_BY_TP = (0, 5, 3)     # PR #10372: graph limits by GPU memory and t
 SGLANG_MEM_BY_GPU = (0, 4, 8)      # chunk, graphs and mem_fraction_static follow the GPU memory
 VLLM_ASYNC_OPT_IN = (0, 10, 0)     # --async-scheduling (PR #19970) first shipped in v0.10.0
 VLLM_ASYNC_DEFAULT = (0, 14, 0)    # async scheduling on by default (PR #27614) from v0.14.0
+
+
 def served_model(model, eng: EngineProfile):
     """The model as engine ``eng`` serves it: a TensorRT-LLM C++ engine (``full_window``
     profiles) attends the whole KV cache unless its launch sets ``max_attention_window``,
