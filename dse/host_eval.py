@@ -39,6 +39,8 @@ Units: whatever the program computes.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import jax
 import numpy as np
 
@@ -245,13 +247,18 @@ class Plan:
         return [vals[i] for i in self.out_slots]
 
 
-_PLANS: dict = {}
+#: the plans kept, least recently used dropped first: a long-lived process (the Python API,
+#: `dse sensitivity`'s fresh closures per call) must not grow without bound; a plan is a few
+#: thousand equations, and one command uses a handful
+PLAN_CACHE_SIZE = 64
+_PLANS: OrderedDict = OrderedDict()
 
 
 def host_call(fn, *args):
     """``fn(*args)`` (a pytree of 0-d NumPy values) by the plan of its jaxpr (module
     docstring); the plan is kept per (``fn``, argument structure and types), so later
-    design points of the same shape only run it."""
+    design points of the same shape only run it; at most :data:`PLAN_CACHE_SIZE` plans are
+    kept, the least recently used dropped first."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
     avals = tuple((np.shape(x), np.dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x)).str,
                    isinstance(x, (int, float, bool))) for x in leaves)
@@ -260,6 +267,10 @@ def host_call(fn, *args):
     if hit is None:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
         hit = _PLANS[key] = (Plan(closed), jax.tree_util.tree_structure(out_shape))
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(key)
     plan, out_tree = hit
     return jax.tree_util.tree_unflatten(out_tree, plan(leaves))
 

@@ -130,3 +130,18 @@ def test_plan_is_reused_across_design_points(monkeypatch):
     assert _same(host_call(f, 2.0, 3.0), np.float32(7.0))
     assert _same(host_call(f, 4.0, 5.0), np.float32(21.0))
     assert len(calls) == 1
+
+
+def test_plan_cache_is_bounded_and_keeps_the_recently_used(monkeypatch):
+    """Fresh closures per call (as `dse sensitivity` passes) must not grow the plans without
+    bound: the least recently used plan goes first, a plan in use stays."""
+    from dse import host_eval
+    monkeypatch.setattr(host_eval, "_PLANS", host_eval.OrderedDict())
+    monkeypatch.setattr(host_eval, "PLAN_CACHE_SIZE", 4)
+    kept = lambda a: a + 1.0
+    for i in range(10):
+        assert _same(host_call(kept, 1.0), np.float32(2.0))
+        fresh = lambda a, i=i: a * float(i)
+        assert _same(host_call(fresh, 2.0), np.float32(2.0 * i))
+        assert len(host_eval._PLANS) <= 4
+    assert any(k[0] is kept for k in host_eval._PLANS)
