@@ -81,9 +81,10 @@ def _pinned_layouts(raw, where: str) -> list[dict]:
 
 
 def _pinned_rows(pinned: list[dict], model, wl, hw, gpus: int, where: str) -> pd.DataFrame:
-    """The pinned layouts as sweep-like rows: vectorized step time and memory fit."""
-    import jax
-
+    """The pinned layouts as sweep-like rows: step time and memory fit of each, one design
+    point on the host as `dse estimate` runs it (:func:`dse.host_eval.host_design_point`: no
+    XLA compile per layout)."""
+    from dse.host_eval import host_design_point
     from dse.spec.layout_rules import check_layout
     from dse.train.step import train_step
     rows = []
@@ -91,7 +92,7 @@ def _pinned_rows(pinned: list[dict], model, wl, hw, gpus: int, where: str) -> pd
         lay = _layout(row)
         check_layout(model, gpus, int(wl.global_batch), int(wl.seq_len), lay,
                      where=f"{where}: study.layouts[{i}]")
-        res = jax.jit(train_step)(model, wl, lay, hw)      # `dse estimate`'s step (which runs it on the host)
+        res = host_design_point(train_step, model, wl, lay, hw)
         fits = float(res.mem_bytes) <= float(hw.hbm_bytes)
         require(fits, where, f"study.layouts[{i}]", "must fit in memory "
                 f"({float(res.mem_bytes) / 2**30:.1f} GiB per GPU of "
