@@ -30,7 +30,7 @@ program: the trace's program costs ops of one kind in one vector call
 (:func:`dse.graph.ops.map_ops`), and XLA rewrites a vector divided by a broadcast scalar
 as a multiply by the reciprocal, which NumPy does not.  ``jax.jit`` of the whole
 program can differ in the last bit where XLA fuses a transcendental function into a
-vector loop or rewrites an expression; ``tests/trace/test_host_eval.py`` checks both
+vector loop or rewrites an expression; ``tests/test_host_eval.py`` checks both
 (op by op bit for bit, jit to the last bit), and the README trace is byte-identical to
 the one of the per-op program.
 
@@ -133,7 +133,7 @@ def _numpy_rule(eqn):
 def _pow_rule(eqn, dtype):
     """``pow``: ``2 ** k`` for an integral ``k`` whose power is a normal float is the exact
     ``2^k`` (``np.ldexp``), the value XLA's ``pow`` returns for every such ``k``
-    (``tests/trace/test_host_eval.py`` checks them all); any other input runs in XLA
+    (``tests/test_host_eval.py`` checks them all); any other input runs in XLA
     (module docstring), compiled only then."""
     xla = []
     info = np.finfo(dtype)
