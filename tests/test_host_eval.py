@@ -1,4 +1,5 @@
-"""dse.host_eval: a program run on the host equals XLA (the trace's durations program, and the plan cache).
+"""dse.host_eval: a program run on the host equals XLA (the trace's durations program);
+its plan cache stays bounded.
 
 The reference is XLA itself on the per-op program (every op costed alone, what
 ``dse.train.step`` computed before the vector calls of ``dse.graph.ops.map_ops``): op by
