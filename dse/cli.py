@@ -224,8 +224,10 @@ def cmd_infer(a) -> int:
 
 def print_decode_breakdown(model, hws, top, a, prec) -> None:
     """``dse infer --ops``: the top point's decode iteration by operator kind
-    (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns)."""
-    from dse.infer.breakdown import KINDS, breakdown_lines, row_breakdown
+    (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns) and, under
+    continuous batching, one prompt's prefill pass the same way."""
+    from dse.infer.breakdown import (KINDS, PREFILL_LABELS, breakdown_lines, prefill_breakdown,
+                                     row_breakdown, row_deployment)
     lay = (f"TP{int(top['tp'])} PP{int(top['pp'])}" + (f" EP{int(top['ep'])}" if top["ep"] > 1 else "")
            + (f" attention-DP{int(top['attn_dp'])}" if top["attn_dp"] > 1 else ""))
     if a.batching == "static":
@@ -237,8 +239,9 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
         ctx = a.prompt + a.gen / 2.0
         from dse.infer.continuous import default_engine, launched_engine
         hw = {h.name: h for h in hws}[top["hardware"]]
-        eng = a.engine if isinstance(a.engine, str) else default_engine(hw)
-        br = row_breakdown(model, hw, top, prec, ctx, launched_engine(eng, hw, model, "dse infer", "--engine"))
+        eng = launched_engine(a.engine if isinstance(a.engine, str) else default_engine(hw), hw, model,
+                              "dse infer", "--engine")
+        br = row_breakdown(model, hw, top, prec, ctx, eng)
         parts = {k: getattr(br, k) for k in KINDS}
         total = br.iteration_s
         print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "
@@ -246,6 +249,20 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
               f"{ctx:g} tokens of mean context): {total * 1e3:.3f} ms; its TPOT, "
               f"{float(top['tpot_s']) * 1e3:.3f} ms, also carries the prompt passes of new requests")
     print("\n".join(breakdown_lines(parts, total)))
+    if a.batching != "static":
+        pb = prefill_breakdown(row_deployment(model, hw, top, prec, eng), a.prompt)
+        ttft = float(top["ttft_s"])
+        spread = eng.mixed_batches and not eng.whole_prompts and not eng.bench_tuned_tokens
+        why = ("also waits for the running pass and any queue, and shares its passes with the running "
+               "decodes" if ttft >= pb.prefill_s else
+               f"is shorter: the {eng.name} profile spreads the mean prompt load over every pass "
+               "(its whole_prompts is off), so the pass a prompt rides carries only that share" if spread
+               else "is shorter: the steady state's pass that carries a prompt "
+               "(dse.infer.continuous.first_token_s) costs less than the prompt alone")
+        print(f"\nprefill of one {a.prompt}-token prompt alone at the top point: {pb.prefill_s * 1e3:.3f} ms; "
+              f"its TTFT, {ttft * 1e3:.3f} ms, {why}")
+        print("\n".join(breakdown_lines({k: getattr(pb, k) for k in KINDS}, pb.prefill_s, "prefill",
+                                         PREFILL_LABELS)))
 
 
 def _degrees(values, batching, flag):

@@ -27,6 +27,14 @@ exactly.  The decode-only iteration is not the time per output token of a mixing
 engine, whose TPOT also carries the prompt passes of new requests
 (:func:`dse.infer.continuous.steady_cycle`); callers show both.
 
+**One prompt's prefill** (:func:`prefill_breakdown`), the compute part of TTFT: the static
+prefill pass of a single ``S``-token prompt, :func:`dse.infer.serving.prefill_s` with batch 1
+(``pp`` stage passes, no CUDA graph, the engine's host time), split the same way with
+``attention`` the causal attention core over the prompt (:func:`dse.infer.prefill.
+prefill_attention`, at the engine's context-attention rate). It is what a prompt costs
+alone: the TTFT a row predicts adds the wait for the running pass, the slot queue and, on
+engines that chunk or mix, the decode tokens sharing its passes.
+
 Units: seconds; scalars in, floats out (a few selected points, on the host).
 """
 
@@ -37,11 +45,12 @@ from typing import NamedTuple
 import jax
 
 from dse.cost.rates import rates
-from dse.graph.ops import KVRead
+from dse.graph.ops import Attention, KVRead
 from dse.infer.continuous import kv_element_bytes
 from dse.infer.engines import PROFILES, served_model
-from dse.infer.forward import OpTimes, stage_time
-from dse.infer.serving import (Deployment, _hw_for, decode_attention, iteration_s,
+from dse.infer.forward import OpTimes, context_attention_rates, stage_time
+from dse.infer.prefill import prefill_attention
+from dse.infer.serving import (Deployment, _hw_for, decode_attention, iteration_s, prefill_s,
                                stage_micro_batches)
 from dse.spec.hardware import Hardware
 from dse.spec.model import Model
@@ -85,37 +94,85 @@ def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBre
     return DecodeBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
 
 
+class PrefillBreakdown(NamedTuple):
+    """Seconds of one prompt's static prefill pass by kind (module docstring); the five
+    parts sum to ``prefill_s``."""
+    gemm_s: float
+    attention_s: float
+    comm_s: float
+    elementwise_s: float
+    host_s: float
+    prefill_s: float
+
+
+@jax.jit
+def _prefill_kinds(model: Model, hw: Hardware, precision, tokens, att: Attention, tp, pp, ep, dp,
+                   linear_bw_scale, quant_kernels, fp8_attn) -> OpTimes:
+    """OpTimes of one stage pass of a ``tokens``-token prompt, as
+    :func:`dse.infer.serving._pass_s` costs a static prefill (one compile for every point)."""
+    r = rates(hw, precision)
+    return stage_time(model, tokens, 1.0, att, tp, pp, precision, hw, r, ep, dp, linear_bw_scale,
+                      None, quant_kernels, context_attention_rates(r, precision, fp8_attn))
+
+
+def prefill_breakdown(dep: Deployment, prompt_len: float) -> PrefillBreakdown:
+    """The static prefill pass of one ``prompt_len``-token prompt by kind (module
+    docstring): ``pp`` stage passes, and the engine's host time and eager issue floor as
+    the rest of :func:`dse.infer.serving.prefill_s`."""
+    S = float(prompt_len)
+    if not S >= 1.0:
+        raise ValueError(f"`prompt_len >= 1` must hold, but got {prompt_len!r}")
+    eng = dep.engine
+    kinds = _prefill_kinds(dep.model, _hw_for(dep, False), dep.precision, S,
+                           prefill_attention(dep.model, 1.0, S, dep.tp), dep.tp, dep.pp, dep.ep,
+                           dep.dp, eng.linear_bw_eff, eng.quant_kernels, eng.fp8_context_attn)
+    gpu = [float(x) * dep.pp for x in kinds]
+    total = float(prefill_s(dep, 1.0, S))
+    return PrefillBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
+
+
+def row_deployment(model: Model, hw: Hardware, row, precision: int, engine=None) -> Deployment:
+    """The replica of one continuous-batching point of the serving sweep
+    (:func:`dse.infer.sweep.sweep_inference` columns ``engine``, ``tp``, ``pp``, ``ep``,
+    ``attn_dp``; a mapping or a namedtuple), the engine's KV element size at ``precision``.
+    ``engine``: the launched profile the sweep ran
+    (:func:`dse.infer.continuous.launched_engine`); None takes the row's profile as the
+    catalog has it."""
+    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
+    eng = engine if engine is not None else PROFILES[get("engine")]
+    return Deployment(served_model(model, eng), hw, eng, int(get("tp")), int(get("pp")), precision,
+                      kv_element_bytes(eng, precision), int(get("ep")), int(get("attn_dp")))
+
+
 def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: float,
                   engine=None) -> DecodeBreakdown:
     """:func:`decode_breakdown` of one continuous-batching point of the serving sweep
-    (:func:`dse.infer.sweep.sweep_inference` columns ``engine``, ``tp``, ``pp``, ``ep``,
-    ``attn_dp``, ``admitted``; a mapping or a namedtuple): its replica at the admitted
-    batch per attention rank, the engine's KV element size at ``precision``.  ``engine``:
-    the launched profile the sweep ran (:func:`dse.infer.continuous.launched_engine`); None
-    takes the row's profile as the catalog has it."""
+    (:func:`row_deployment`; column ``admitted`` too) at its admitted batch per attention
+    rank."""
+    dep = row_deployment(model, hw, row, precision, engine)
     get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    eng = engine if engine is not None else PROFILES[get("engine")]
-    dp = int(get("attn_dp"))
-    dep = Deployment(served_model(model, eng), hw, eng, int(get("tp")), int(get("pp")), precision,
-                     kv_element_bytes(eng, precision), int(get("ep")), dp)
-    return decode_breakdown(dep, float(get("admitted")) / dp, context)
+    return decode_breakdown(dep, float(get("admitted")) / dep.dp, context)
 
 
 LABELS = {"gemm_s": "GEMM (linears, experts)", "attention_s": "attention (KV-cache read)",
           "comm_s": "communication", "elementwise_s": "element-wise", "host_s": "host (not hidden)"}
+#: a prefill pass's attention is the causal core over the prompt, not a KV-cache read
+PREFILL_LABELS = {**LABELS, "attention_s": "attention (prompt, causal)"}
 
 
-def breakdown_lines(parts: dict, total_s: float) -> list[str]:
-    """The table of a decode iteration's ``parts`` (kind -> seconds, :data:`LABELS` keys)
-    with each kind's share of ``total_s``, and one sentence naming the largest part --
-    computed from the numbers, never a fixed verdict."""
+def breakdown_lines(parts: dict, total_s: float, what: str = "iteration",
+                    labels: dict = LABELS) -> list[str]:
+    """The table of a pass's ``parts`` (kind -> seconds, ``labels`` keys: :data:`LABELS` for
+    a decode iteration, :data:`PREFILL_LABELS` for a prefill pass, ``what``) with each
+    kind's share of ``total_s``, and one sentence naming the largest part -- computed from
+    the numbers, never a fixed verdict."""
     if not total_s > 0:
         raise ValueError(f"`total_s > 0` must hold, but got {total_s!r}")
     lines = [f"  {'kind':<28}{'ms':>10}{'share':>8}"]
     for k, v in parts.items():
-        lines.append(f"  {LABELS[k]:<28}{v * 1e3:>10.3f}{v / total_s:>8.1%}")
+        lines.append(f"  {labels[k]:<28}{v * 1e3:>10.3f}{v / total_s:>8.1%}")
     lines.append(f"  {'total':<28}{total_s * 1e3:>10.3f}{sum(parts.values()) / total_s:>8.1%}")
     (big, v1), *rest = sorted(parts.items(), key=lambda kv: kv[1], reverse=True)
-    nxt = (f" ({v1 / rest[0][1]:.1f}x the next, {LABELS[rest[0][0]]})." if rest and rest[0][1] > 0 else ".")
-    lines.append(f"  The largest part is {LABELS[big]}, {v1 / total_s:.0%} of the iteration" + nxt)
+    nxt = (f" ({v1 / rest[0][1]:.1f}x the next, {labels[rest[0][0]]})." if rest and rest[0][1] > 0 else ".")
+    lines.append(f"  The largest part is {labels[big]}, {v1 / total_s:.0%} of the {what}" + nxt)
     return lines

@@ -431,9 +431,10 @@ def _layout_violation(model, tp: int, pp: int, ep: int, dp: int) -> str:
 _DISAGG = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
 
 
-def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
+def _finish(out, chosen, res, dep, row, S, O, med_O, prefill_dep=None) -> dict:
     """The predicted columns of a scenario's result (e2e with the median output length
-    where the source reports a median), or its infeasible status."""
+    where the source reports a median), or its infeasible status.  ``prefill_dep``: the
+    deployment that runs the prompts where it is not ``dep`` (a disaggregated prefill pool)."""
     if res.note.startswith("infeasible: the weights leave no KV cache"):   # say which, in numbers
         return {**out, **chosen, "status": _no_kv_status(dep, S, O)}
     if res.note.startswith("infeasible"):
@@ -444,6 +445,7 @@ def _finish(out, chosen, res, dep, row, S, O, med_O) -> dict:
         e2e = res.ttft_s + (med_O - 1.0) * res.tpot_s
     notes = [n for n in (res.note, speculative_note(row)) if n]
     return {**serving_memory_columns(dep, res.batch, S, O), **decode_columns(dep, res.batch, S, O),
+            **prefill_columns(dep if prefill_dep is None else prefill_dep, S),
             "predicted_output_tok_s": res.tokens_per_s,
             "predicted_output_tok_s_per_gpu": res.tokens_per_s_per_gpu,
             "predicted_ttft_ms": res.ttft_s * 1e3, "predicted_tpot_ms": res.tpot_s * 1e3,
@@ -521,7 +523,7 @@ def _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, d
     else:
         res = D.offline(dis, S, O) if math.isinf(rate) else D.poisson(dis, rate, S, O)
         chosen["chosen_batch"] = res.batch
-    return _finish(out, chosen, res, dis.decode, row, S, O, med_O)
+    return _finish(out, chosen, res, dis.decode, row, S, O, med_O, dis.prefill)
 
 
 SERVING_MEM = ("predicted_mem_weights_gib", "predicted_mem_kv_gib",
@@ -540,6 +542,21 @@ def decode_columns(dep: Deployment, batch: float, S: float, O: float) -> dict:
     from dse.infer.breakdown import KINDS, decode_breakdown
     br = decode_breakdown(dep, max(float(batch) / dep.dp, 1.0), S + O / 2.0)
     return dict(zip(DECODE_COLUMNS, [br.iteration_s * 1e3] + [getattr(br, k) * 1e3 for k in KINDS]))
+
+
+PREFILL_COLUMNS = ("predicted_prefill_ms", "predicted_prefill_gemm_ms",
+                   "predicted_prefill_attention_ms", "predicted_prefill_comm_ms",
+                   "predicted_prefill_elementwise_ms", "predicted_prefill_host_ms")
+
+
+def prefill_columns(dep: Deployment, S: float) -> dict:
+    """Where one prompt's prefill goes (:func:`dse.infer.breakdown.prefill_breakdown`): the
+    static prefill pass of one ``S``-token prompt alone and its five kinds, milliseconds;
+    they sum to the first.  A diagnosis beside the predicted TTFT, which also carries the
+    wait for the running pass, the slot queue and the decodes sharing the prompt's passes."""
+    from dse.infer.breakdown import KINDS, prefill_breakdown
+    br = prefill_breakdown(dep, max(float(S), 1.0))
+    return dict(zip(PREFILL_COLUMNS, [br.prefill_s * 1e3] + [getattr(br, k) * 1e3 for k in KINDS]))
 
 
 def serving_memory_columns(dep: Deployment, batch: float, S: float, O: float) -> dict:

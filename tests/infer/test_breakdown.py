@@ -75,6 +75,9 @@ def test_cli_infer_ops_prints_the_table():
     for label in ("GEMM", "attention (KV-cache read)", "communication", "element-wise",
                   "host (not hidden)", "total", "The largest part is"):
         assert label in text, label
+    assert "prefill of one 512-token prompt alone at the top point" in text
+    assert ("also waits for the running pass" in text) != ("is shorter" in text)   # one reading, from the numbers
+    assert "attention (prompt, causal)" in text and "of the prefill" in text
 
 
 def test_cli_infer_ops_static_uses_the_sweeps_decode_columns():
@@ -99,5 +102,53 @@ def test_predict_rows_carry_the_decode_breakdown():
     ok = p[p["status"].str.startswith("ok")]
     assert len(ok) >= 6
     total, parts = ok[DECODE_COLUMNS[0]], ok[list(DECODE_COLUMNS[1:])]
+    assert (parts >= 0).all().all() and (total > 0).all()
+    assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
+
+
+@pytest.mark.parametrize("kw,S", [({}, 2048.0),
+                                  ({"tp": 2, "pp": 2}, 700.0),
+                                  ({"engine": "vllm", "tp": 2}, 96.0),       # eager: the issue floor binds
+                                  ({"model": MIX, "tp": 4, "ep": 4, "precision": 2, "kv_bytes": 1.0}, 4096.0)])
+def test_prefill_parts_sum_to_the_serving_prefill(kw, S):
+    """One prompt's prefill by kind: the parts add up to the serving model's static prefill
+    of that prompt, and the GPU kinds alone are its pass without the engine's host time
+    wherever the eager issue floor does not bind."""
+    from dse.infer.breakdown import prefill_breakdown
+    from dse.infer.serving import prefill_s
+    d = _dep(**kw)
+    br = prefill_breakdown(d, S)
+    assert min(br[:5]) >= 0.0
+    assert br.prefill_s == pytest.approx(prefill_s(d, 1.0, S), rel=1e-6)
+    assert sum(br[:5]) == pytest.approx(br.prefill_s, rel=1e-5)
+    if d.engine.eager_op_s == 0.0:
+        assert sum(br[:4]) == pytest.approx(prefill_s(d, 1.0, S, overhead=False), rel=1e-5)
+
+
+def test_prefill_attention_grows_quadratically_and_gemm_linearly():
+    from dse.infer.breakdown import prefill_breakdown
+    d = _dep()
+    short, long = prefill_breakdown(d, 4096.0), prefill_breakdown(d, 16384.0)
+    assert long.gemm_s == pytest.approx(4.0 * short.gemm_s, rel=0.05)      # tokens x weights
+    assert long.attention_s > 10.0 * short.attention_s                       # causal: ~S^2
+    # the roofline: the prompt's layer-linear FLOPs (every weight but the embedding and the
+    # LM head, which a prefill runs for its last token only) at the tensor peak bound the part
+    layer_params = L8.num_params() - 2 * L8.vocab_size * L8.hidden_size
+    flops = 2.0 * 16384.0 * layer_params
+    assert long.gemm_s >= flops / float(H100.peak_bf16_flops_per_s) * (1 - 1e-6)
+    with pytest.raises(ValueError):
+        prefill_breakdown(d, 0.0)
+
+
+def test_predict_rows_carry_the_prefill_breakdown():
+    """`dse predict` on inference rows: predicted_prefill_* (ms) sum to predicted_prefill_ms."""
+    from dse.infer.predict_rows import PREFILL_COLUMNS
+    from dse.predict import predict_frame, read_csv
+    from tests.helpers import validation_dir
+    src = str(validation_dir() / "inference" / "calibration.csv")
+    p = predict_frame(read_csv(src).head(12), src)
+    ok = p[p["status"].str.startswith("ok")]
+    assert len(ok) >= 6
+    total, parts = ok[PREFILL_COLUMNS[0]], ok[list(PREFILL_COLUMNS[1:])]
     assert (parts >= 0).all().all() and (total > 0).all()
     assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
