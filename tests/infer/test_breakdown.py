@@ -91,19 +91,21 @@ def test_cli_infer_ops_static_uses_the_sweeps_decode_columns():
     assert "host (not hidden)" not in text and "100.0%" in text
 
 
-def test_predict_rows_carry_the_decode_breakdown():
-    """`dse predict` on inference rows: predicted_decode_* (ms) sum to predicted_decode_ms,
-    every part >= 0, on the rows that are predicted (a slice of the serving calibration)."""
-    from dse.infer.predict_rows import DECODE_COLUMNS
+def test_predict_rows_carry_the_decode_and_prefill_breakdowns():
+    """`dse predict` on inference rows: predicted_decode_* and predicted_prefill_* (ms) each
+    sum to their total (predicted_decode_ms, predicted_prefill_ms), every part >= 0, on the
+    rows that are predicted (a slice of the serving calibration)."""
+    from dse.infer.predict_rows import DECODE_COLUMNS, PREFILL_COLUMNS
     from dse.predict import predict_frame, read_csv
     from tests.helpers import validation_dir
     src = str(validation_dir() / "inference" / "calibration.csv")
     p = predict_frame(read_csv(src).head(12), src)
     ok = p[p["status"].str.startswith("ok")]
     assert len(ok) >= 6
-    total, parts = ok[DECODE_COLUMNS[0]], ok[list(DECODE_COLUMNS[1:])]
-    assert (parts >= 0).all().all() and (total > 0).all()
-    assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
+    for cols in (DECODE_COLUMNS, PREFILL_COLUMNS):
+        total, parts = ok[cols[0]], ok[list(cols[1:])]
+        assert (parts >= 0).all().all() and (total > 0).all()
+        assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
 
 
 @pytest.mark.parametrize("kw,S", [({}, 2048.0),
@@ -138,17 +140,3 @@ def test_prefill_attention_grows_quadratically_and_gemm_linearly():
     assert long.gemm_s >= flops / float(H100.peak_bf16_flops_per_s) * (1 - 1e-6)
     with pytest.raises(ValueError):
         prefill_breakdown(d, 0.0)
-
-
-def test_predict_rows_carry_the_prefill_breakdown():
-    """`dse predict` on inference rows: predicted_prefill_* (ms) sum to predicted_prefill_ms."""
-    from dse.infer.predict_rows import PREFILL_COLUMNS
-    from dse.predict import predict_frame, read_csv
-    from tests.helpers import validation_dir
-    src = str(validation_dir() / "inference" / "calibration.csv")
-    p = predict_frame(read_csv(src).head(12), src)
-    ok = p[p["status"].str.startswith("ok")]
-    assert len(ok) >= 6
-    total, parts = ok[PREFILL_COLUMNS[0]], ok[list(PREFILL_COLUMNS[1:])]
-    assert (parts >= 0).all().all() and (total > 0).all()
-    assert ((parts.sum(axis=1) - total).abs() <= 1e-5 * total).all()
