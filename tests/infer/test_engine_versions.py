@@ -4,6 +4,8 @@ piecewise graphs by token count; SGLang overlaps its scheduler with the GPU from
 both take limits from the GPU they run on.  And what that does to a fixed-length closed
 loop: V1 staggers the cohorts (TTFT about one pass), V0 runs prefill-first waves."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -223,8 +225,9 @@ def test_an_mxfp4_checkpoint_labelled_fp4_runs_weight_only_without_fp4_tensor_co
 def test_v1_runs_whole_prompts_in_a_share_of_the_steps():
     """vLLM V1 schedules a waiting prompt whole into the next step (up to the budget the
     decodes leave): q = 0.25 prompts of 1024 tokens per step is a 1024-token pass in a
-    quarter of the steps, not 256 prompt tokens in every step (the mean-load spread of
-    the other mixing engines without cohort packing)."""
+    quarter of the steps, not 256 prompt tokens in every step (the mean-load spread of a
+    mixing engine without whole prompts: a TensorRT-LLM profile with the flag off; its C++
+    executor, like V1, takes whole prompts)."""
     from dse.infer.serving import Deployment, prefill_share
     from dse.spec.model import get_model
     hw = get_hardware("h100-sxm-80gb")
@@ -234,7 +237,9 @@ def test_v1_runs_whole_prompts_in_a_share_of_the_steps():
     assert prefill_share(v1, 64.0, 0.25, 1024.0) == pytest.approx((0.25, 1024.0))
     assert prefill_share(v1, 64.0, 4.0, 1024.0) == pytest.approx((1.0, 4096.0))   # 4 arrive together
     assert prefill_share(v1, 8000.0, 0.1, 1024.0) == pytest.approx((0.1 * 1024 / 192, 192.0))  # chunk
-    assert prefill_share(trt, 64.0, 0.25, 1024.0) == pytest.approx((1.0, 256.0))
+    assert prefill_share(trt, 64.0, 0.25, 1024.0) == pytest.approx((0.25, 1024.0))
+    spread = Deployment(m, hw, dataclasses.replace(PROFILES["trtllm"], whole_prompts=False), 1, 1, 1, 2.0)
+    assert prefill_share(spread, 64.0, 0.25, 1024.0) == pytest.approx((1.0, 256.0))
 
 
 def test_trtllm_pytorch_takes_whole_contexts_so_light_loads_replay_graphs():

@@ -431,10 +431,13 @@ def test_prefill_share_is_a_fraction_that_vanishes_with_long_outputs(B, S, O):
     assert longer.share <= sh.share + 1e-12
     assert longer.share <= B / (64 * O) + 1e-12      # at most one prompt-holding pass per arrival
     assert prefill_share(d, B, 0.0, S).share == 0.0
-    # engines without known fixed-length cohorts keep the mean load in every pass; the
-    # PyTorch backend (no chunking) takes each waiting prompt whole: a share min(q, 1)
-    assert prefill_share(dep(engine="trtllm"), B, B / O, S).share == 1.0
-    assert prefill_share(dep(engine="trtllm_pytorch"), B, B / O, S).share == pytest.approx(min(B / O, 1.0))
+    # without cohort packing, TensorRT-LLM's MicroBatchScheduler (C++ executor and PyTorch
+    # backend alike, no context chunking) takes each waiting prompt whole: a share min(q, 1)
+    # (of at most the budget the decodes leave)
+    for engine in ("trtllm", "trtllm_pytorch"):
+        d = dep(engine=engine)
+        whole = min(S, max(d.engine.max_num_tokens - B, 1.0))
+        assert prefill_share(d, B, B / O, S).share == pytest.approx(min(B / O * S / whole, 1.0))
 
 
 @settings(max_examples=8, deadline=None)
