@@ -241,11 +241,12 @@ def _launch(hw: Hardware, graphs) -> Hardware:
 
 
 def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, overhead=True,
-                group_p=None):
+                group_p=None, one_micro=False):
     """One iteration: ``b`` decode sequences at KV length ``context`` plus ``p`` prompt
     tokens of ``S``-token prompts (``p=None``: a decode-only pass; a traced ``p`` = 0 is
     one too), as :func:`dse.infer.serving.iteration_s`; ``group_p``: the prompt tokens of
-    all attention-DP ranks when they differ (its ``group_prompt_tokens``)."""
+    all attention-DP ranks when they differ (its ``group_prompt_tokens``); ``one_micro``:
+    the ``p`` tokens ride one micro-batch (its ``one_micro``)."""
     m = rep.model
     b = jnp.asarray(b, jnp.float32)
     decode_only = p is None
@@ -254,7 +255,7 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     r = rates(hw, rep.precision)
     micro = jnp.maximum(jnp.minimum(jnp.where(b >= 1, b, 1.0), rep.pp * 1.0), 1.0)
     bs = b / micro
-    ps = 0.0 if decode_only else p / micro
+    ps = 0.0 if decode_only else (p if one_micro else p / micro)
     S = jnp.maximum(S * 1.0, 1.0)
     heads = m.num_attention_heads / rep.tp
     g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
@@ -370,6 +371,9 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
         t_dec = iteration_s(rep, eng, b, context)
         mean = jnp.where(share > 0, share * t_mix + (1.0 - share) * t_dec, t_dec)
         first = jnp.where(share > 0, t_mix, t_dec)
+        if eng.whole_prompts:      # pp > 1: the prompt's micro-batch carries all of it
+            heavy = iteration_s(rep, eng, b, context, jnp.minimum(w, S * 1.0), S, one_micro=True)
+            first = jnp.where((share > 0) & (rep.pp > 1), jnp.maximum(first, heavy), first)
         if eng.bench_tuned_tokens or case == "one":
             return Cycle(mean, first)
         mean_l, first_l = _rank_lattice(rep, eng, b, context, q, S)

@@ -238,21 +238,24 @@ def decode_attention(dep: Deployment, sequences: float, context: float) -> KVRea
 
 def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tokens: float = 0.0,
                 prompt_len: float = 1.0, overhead: bool = True,
-                group_prompt_tokens: float | None = None) -> float:
+                group_prompt_tokens: float | None = None, one_micro: bool = False) -> float:
     """Seconds of one iteration: ``decode_batch`` sequences at mean KV length ``context``
     plus ``prompt_tokens`` prompt tokens of ``prompt_len``-token prompts (module
     docstring).  ``group_prompt_tokens``: with attention DP, the prompt tokens of all
     ``dp`` ranks when they differ from rank to rank (this rank, the busiest, runs
     ``prompt_tokens``; every rank ``decode_batch`` sequences; the MoE layers see
     ``dp decode_batch + group_prompt_tokens``, :mod:`dse.infer.attention_dp`); None =
-    every rank alike."""
+    every rank alike.  ``one_micro``: with ``pp`` > 1 the prompt tokens ride one of the
+    ``min(b, pp)`` micro-batches instead of being spread over them (a scheduler whose
+    micro-batches are whole requests: the iteration is then that micro-batch's trip through
+    the stages, what the prompt waits for)."""
     m = dep.model
     b = float(decode_batch)
     p = float(prompt_tokens)
     graphs = dep.engine.graph_replay(b, p)
     hw = _hw_for(dep, graphs)
     micro = stage_micro_batches(dep, b)
-    bs, ps = b / micro, p / micro
+    bs, ps = b / micro, (p if one_micro else p / micro)
     S = max(prompt_len, 1.0)
     seqs = bs + ps / S
     att = decode_attention(dep, bs, context)
@@ -406,10 +409,16 @@ def _mixed_passes(dep: Deployment, batch: float, context: float, prompts: float,
         t = iteration_s(dep, batch, context)
         return t, t
     t_mix = iteration_s(dep, batch, context, sh.tokens, S)
+    first = t_mix
+    if dep.engine.whole_prompts and dep.pp > 1:
+        # the scheduler's micro-batches are whole requests (TensorRT-LLM's MicroBatchScheduler,
+        # vLLM V1's): a new prompt's S tokens ride one micro-batch, whose trip through the pp
+        # stages is what its first token waits for, not the spread mixed pass
+        first = max(t_mix, iteration_s(dep, batch, context, min(sh.tokens, S), S, one_micro=True))
     if sh.share >= 1.0:
-        return t_mix, t_mix
+        return t_mix, first
     t_dec = iteration_s(dep, batch, context)
-    return sh.share * t_mix + (1.0 - sh.share) * t_dec, t_mix
+    return sh.share * t_mix + (1.0 - sh.share) * t_dec, first
 
 
 def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:

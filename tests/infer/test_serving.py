@@ -473,3 +473,22 @@ def test_bench_token_budget_follows_trtllm_bench_tuning():
         raw = min(kv_slots(d, S, O, final=True), 4096) * (1 + S / O)
         assert 2048 <= tok <= 32768 and tok >= min(raw, 32768) - 1e-6
         assert tok <= max(2048, min(raw, 32768) * 1.15 + 1024)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(["trtllm", "trtllm_pytorch", "vllm_v1"]), st.sampled_from([1, 2, 4]),
+       st.sampled_from([8.0, 64.0]), st.sampled_from([512.0, 2048.0]))
+def test_a_prompt_waits_at_least_its_own_prefill(engine, pp, n, S):
+    """On an engine that takes whole prompts, a new prompt's TTFT is at least the static
+    prefill of that prompt alone on the same layout (one micro-batch through the pp stages):
+    a closed loop of light load, both on the continuous and the scalar path."""
+    from dse.infer.continuous import Replica, concurrency_point, slots
+    from dse.infer.serving import prefill_s
+    m = get_model("meta-llama/Llama-3.1-70B")
+    d = Deployment(m, H100, PROFILES[engine], 8 // pp, pp, 2, 1.0)
+    alone = prefill_s(d, 1.0, S)
+    res = concurrency(d, n, S, 256.0, 1)
+    assert res.ttft_s >= alone * (1 - 1e-6), (res.ttft_s, alone)
+    rep = Replica(m, H100, d.tp, pp, 2, 1.0)
+    c = concurrency_point(rep, d.engine, n, S, 256.0, slots(rep, d.engine, S, 256.0))
+    assert float(c.ttft_s) == pytest.approx(res.ttft_s, rel=1e-3)
