@@ -480,15 +480,23 @@ def test_bench_token_budget_follows_trtllm_bench_tuning():
        st.sampled_from([8.0, 64.0]), st.sampled_from([512.0, 2048.0]))
 def test_a_prompt_waits_at_least_its_own_prefill(engine, pp, n, S):
     """On an engine that takes whole prompts, a new prompt's TTFT is at least the static
-    prefill of that prompt alone on the same layout (one micro-batch through the pp stages):
-    a closed loop of light load, both on the continuous and the scalar path."""
+    prefill of that prompt alone on the same layout (one micro-batch through the pp
+    stages), at light and heavier closed-loop loads."""
+    from dse.infer.serving import prefill_s
+    d = Deployment(get_model("meta-llama/Llama-3.1-70B"), H100, PROFILES[engine], 8 // pp, pp, 2, 1.0)
+    alone = prefill_s(d, 1.0, S)
+    assert concurrency(d, n, S, 256.0, 1).ttft_s >= alone * (1 - 1e-6)
+
+
+def test_the_sweep_path_waits_for_the_whole_prompt_too():
+    """The vectorized path (dse.infer.continuous) gives the same TTFT as the scalar one on
+    a pipelined whole-prompt point, above the prompt's own prefill."""
     from dse.infer.continuous import Replica, concurrency_point, slots
     from dse.infer.serving import prefill_s
     m = get_model("meta-llama/Llama-3.1-70B")
-    d = Deployment(m, H100, PROFILES[engine], 8 // pp, pp, 2, 1.0)
-    alone = prefill_s(d, 1.0, S)
-    res = concurrency(d, n, S, 256.0, 1)
-    assert res.ttft_s >= alone * (1 - 1e-6), (res.ttft_s, alone)
-    rep = Replica(m, H100, d.tp, pp, 2, 1.0)
-    c = concurrency_point(rep, d.engine, n, S, 256.0, slots(rep, d.engine, S, 256.0))
+    d = Deployment(m, H100, PROFILES["trtllm"], 4, 2, 2, 1.0)
+    res = concurrency(d, 16.0, 2048.0, 256.0, 1)
+    rep = Replica(m, H100, 4, 2, 2, 1.0)
+    c = concurrency_point(rep, d.engine, 16.0, 2048.0, 256.0, slots(rep, d.engine, 2048.0, 256.0))
     assert float(c.ttft_s) == pytest.approx(res.ttft_s, rel=1e-3)
+    assert res.ttft_s >= prefill_s(d, 1.0, 2048.0)
