@@ -48,7 +48,11 @@ flight (closed loop: a finished request is replaced at once):
   0 when ``N <= B*``) plus half the running scheduling pass and the prompt's prefill:
   on a mixing engine the prompt's ``ceil(S / chunk)`` chunks, one per iteration
   (``chunk = max_num_tokens`` where the engine chunks prompts, the whole prompt otherwise:
-  ``(steps/2 + chunks) t``), else ``steps/2 t + t_prefill(max(q, 1))``.
+  ``(steps/2 + chunks) t``), else ``steps/2 t + t_prefill(max(q, 1))``.  On an engine
+  whose passes take whole prompts (``whole_prompts``) with ``pp`` > 1, the pass a prompt
+  rides is at least its micro-batch's trip through the stages with the prompt's tokens
+  all in it (``iteration_s(..., one_micro=True)``), not the mixed pass that spreads them
+  over the micro-batches.
 * e2e = TTFT + (O - 1) TPOT; tokens/s per replica = ``B O / e2e_run`` (the queue does not
   change the service rate).
 
