@@ -226,8 +226,7 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
     """``dse infer --ops``: the top point's decode iteration by operator kind
     (:mod:`dse.infer.breakdown`; static batches: the sweep's own decode columns) and, under
     continuous batching, one prompt's prefill pass the same way."""
-    from dse.infer.breakdown import (KINDS, PREFILL_LABELS, breakdown_lines, prefill_breakdown,
-                                     row_breakdown, row_deployment)
+    from dse.infer.breakdown import KINDS, breakdown_lines, row_breakdown
     lay = (f"TP{int(top['tp'])} PP{int(top['pp'])}" + (f" EP{int(top['ep'])}" if top["ep"] > 1 else "")
            + (f" attention-DP{int(top['attn_dp'])}" if top["attn_dp"] > 1 else ""))
     if a.batching == "static":
@@ -235,34 +234,41 @@ def print_decode_breakdown(model, hws, top, a, prec) -> None:
         total = float(top["decode_s_per_token"])
         print(f"\ndecode step of the top point ({top['hardware']}, {lay}, static batch {int(top['batch'])}, "
               f"mean over {a.gen} generated tokens): {total * 1e3:.3f} ms per token")
+        print("\n".join(breakdown_lines(parts, total)))
+        return
+    ctx = a.prompt + a.gen / 2.0
+    from dse.infer.continuous import default_engine, launched_engine
+    hw = {h.name: h for h in hws}[top["hardware"]]
+    eng = launched_engine(a.engine if isinstance(a.engine, str) else default_engine(hw), hw, model,
+                          "dse infer", "--engine")
+    br = row_breakdown(model, hw, top, prec, ctx, eng)
+    print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "
+          f"{float(top['admitted']) / int(top['attn_dp']):g} running sequences per attention rank at "
+          f"{ctx:g} tokens of mean context): {br.iteration_s * 1e3:.3f} ms; its TPOT, "
+          f"{float(top['tpot_s']) * 1e3:.3f} ms, also carries the prompt passes of new requests")
+    print("\n".join(breakdown_lines({k: getattr(br, k) for k in KINDS}, br.iteration_s)))
+    print_prefill_breakdown(model, hw, top, a.prompt, prec, eng)
+
+
+def print_prefill_breakdown(model, hw, top, prompt, prec, eng) -> None:
+    """``dse infer --ops`` under continuous batching: one ``prompt``-token prompt's prefill
+    pass at the top point by kind, and a sentence on how the point's TTFT compares with it,
+    from the numbers and the engine profile's flags."""
+    from dse.infer.breakdown import KINDS, PREFILL_LABELS, breakdown_lines, prefill_breakdown, row_deployment
+    pb = prefill_breakdown(row_deployment(model, hw, top, prec, eng), prompt)
+    ttft = float(top["ttft_s"])
+    if ttft >= pb.prefill_s:
+        why = "also waits for the running pass and any queue, and shares its passes with the running decodes"
+    elif eng.spreads_prompts:
+        why = (f"is shorter: the {eng.name} profile spreads the mean prompt load over every pass "
+               "(its whole_prompts is off), so the pass a prompt rides carries only that share")
     else:
-        ctx = a.prompt + a.gen / 2.0
-        from dse.infer.continuous import default_engine, launched_engine
-        hw = {h.name: h for h in hws}[top["hardware"]]
-        eng = launched_engine(a.engine if isinstance(a.engine, str) else default_engine(hw), hw, model,
-                              "dse infer", "--engine")
-        br = row_breakdown(model, hw, top, prec, ctx, eng)
-        parts = {k: getattr(br, k) for k in KINDS}
-        total = br.iteration_s
-        print(f"\ndecode-only iteration of the top point ({top['hardware']}, {top['engine']}, {lay}, "
-              f"{float(top['admitted']) / int(top['attn_dp']):g} running sequences per attention rank at "
-              f"{ctx:g} tokens of mean context): {total * 1e3:.3f} ms; its TPOT, "
-              f"{float(top['tpot_s']) * 1e3:.3f} ms, also carries the prompt passes of new requests")
-    print("\n".join(breakdown_lines(parts, total)))
-    if a.batching != "static":
-        pb = prefill_breakdown(row_deployment(model, hw, top, prec, eng), a.prompt)
-        ttft = float(top["ttft_s"])
-        spread = eng.mixed_batches and not eng.whole_prompts and not eng.bench_tuned_tokens
-        why = ("also waits for the running pass and any queue, and shares its passes with the running "
-               "decodes" if ttft >= pb.prefill_s else
-               f"is shorter: the {eng.name} profile spreads the mean prompt load over every pass "
-               "(its whole_prompts is off), so the pass a prompt rides carries only that share" if spread
-               else "is shorter: the steady state's pass that carries a prompt "
+        why = ("is shorter: the steady state's pass that carries a prompt "
                "(dse.infer.continuous.first_token_s) costs less than the prompt alone")
-        print(f"\nprefill of one {a.prompt}-token prompt alone at the top point: {pb.prefill_s * 1e3:.3f} ms; "
-              f"its TTFT, {ttft * 1e3:.3f} ms, {why}")
-        print("\n".join(breakdown_lines({k: getattr(pb, k) for k in KINDS}, pb.prefill_s, "prefill",
-                                         PREFILL_LABELS)))
+    print(f"\nprefill of one {prompt}-token prompt alone at the top point: {pb.prefill_s * 1e3:.3f} ms; "
+          f"its TTFT, {ttft * 1e3:.3f} ms, {why}")
+    print("\n".join(breakdown_lines({k: getattr(pb, k) for k in KINDS}, pb.prefill_s, "prefill",
+                                     PREFILL_LABELS)))
 
 
 def _degrees(values, batching, flag):

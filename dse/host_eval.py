@@ -283,4 +283,3 @@ def host_design_point(fn, model, wl, lay, hw):
     its float32 hardware arrays."""
     hw32 = jax.tree_util.tree_map(lambda x: np.float32(x) if isinstance(x, float) else x, hw)
     return host_call(fn, model, wl, lay, hw32)
-

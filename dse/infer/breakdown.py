@@ -45,7 +45,6 @@ from typing import NamedTuple
 import jax
 
 from dse.cost.rates import rates
-from dse.graph.ops import Attention, KVRead
 from dse.infer.continuous import kv_element_bytes
 from dse.infer.engines import PROFILES, served_model
 from dse.infer.forward import OpTimes, context_attention_rates, stage_time
@@ -70,12 +69,17 @@ class DecodeBreakdown(NamedTuple):
 
 
 @jax.jit
-def _stage_kinds(model: Model, hw: Hardware, precision, sequences, att: KVRead, tp, pp, ep, dp,
-                 linear_bw_scale, quant_kernels=0.0) -> OpTimes:
-    """OpTimes of one decode stage pass of ``sequences`` sequences (one compile for every
-    point: all arguments are leaves)."""
-    return stage_time(model, sequences, sequences, att, tp, pp, precision, hw,
-                      rates(hw, precision), ep, dp, linear_bw_scale, None, quant_kernels)
+def _stage_kinds(model: Model, hw: Hardware, precision, tokens, sequences, att, tp, pp, ep, dp,
+                 linear_bw_scale, quant_kernels, fp8_attn) -> OpTimes:
+    """OpTimes of one stage pass of ``tokens`` tokens in ``sequences`` sequences with the
+    attention ``att`` (a decode :class:`~dse.graph.ops.KVRead`, or a prompt's
+    :class:`~dse.graph.ops.Attention` at the engine's context-attention rate, ``fp8_attn``),
+    as :func:`dse.infer.serving._pass_s` costs it (one compile for every point: all
+    arguments are leaves)."""
+    r = rates(hw, precision)
+    return stage_time(model, tokens, sequences, att, tp, pp, precision, hw, r, ep, dp,
+                      linear_bw_scale, None, quant_kernels,
+                      context_attention_rates(r, precision, fp8_attn))
 
 
 def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBreakdown:
@@ -86,9 +90,9 @@ def decode_breakdown(dep: Deployment, batch: float, context: float) -> DecodeBre
         raise ValueError(f"`batch >= 1 and context >= 1` must hold, but got (batch={batch}, context={context})")
     hw = _hw_for(dep, dep.engine.graph_replay(b, 0.0))
     bs = b / stage_micro_batches(dep, b)
-    kinds = _stage_kinds(dep.model, hw, dep.precision, bs, decode_attention(dep, bs, float(context)),
-                         dep.tp, dep.pp, dep.ep, dep.dp, dep.engine.linear_bw_eff,
-                         dep.engine.quant_kernels)
+    kinds = _stage_kinds(dep.model, hw, dep.precision, bs, bs,
+                         decode_attention(dep, bs, float(context)), dep.tp, dep.pp, dep.ep, dep.dp,
+                         dep.engine.linear_bw_eff, dep.engine.quant_kernels, 0.0)
     gpu = [float(x) * dep.pp for x in kinds]
     total = float(iteration_s(dep, b, float(context)))
     return DecodeBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
@@ -105,16 +109,6 @@ class PrefillBreakdown(NamedTuple):
     prefill_s: float
 
 
-@jax.jit
-def _prefill_kinds(model: Model, hw: Hardware, precision, tokens, att: Attention, tp, pp, ep, dp,
-                   linear_bw_scale, quant_kernels, fp8_attn) -> OpTimes:
-    """OpTimes of one stage pass of a ``tokens``-token prompt, as
-    :func:`dse.infer.serving._pass_s` costs a static prefill (one compile for every point)."""
-    r = rates(hw, precision)
-    return stage_time(model, tokens, 1.0, att, tp, pp, precision, hw, r, ep, dp, linear_bw_scale,
-                      None, quant_kernels, context_attention_rates(r, precision, fp8_attn))
-
-
 def prefill_breakdown(dep: Deployment, prompt_len: float) -> PrefillBreakdown:
     """The static prefill pass of one ``prompt_len``-token prompt by kind (module
     docstring): ``pp`` stage passes, and the engine's host time and eager issue floor as
@@ -123,12 +117,17 @@ def prefill_breakdown(dep: Deployment, prompt_len: float) -> PrefillBreakdown:
     if not S >= 1.0:
         raise ValueError(f"`prompt_len >= 1` must hold, but got {prompt_len!r}")
     eng = dep.engine
-    kinds = _prefill_kinds(dep.model, _hw_for(dep, False), dep.precision, S,
-                           prefill_attention(dep.model, 1.0, S, dep.tp), dep.tp, dep.pp, dep.ep,
-                           dep.dp, eng.linear_bw_eff, eng.quant_kernels, eng.fp8_context_attn)
+    kinds = _stage_kinds(dep.model, _hw_for(dep, False), dep.precision, S, 1.0,
+                         prefill_attention(dep.model, 1.0, S, dep.tp), dep.tp, dep.pp, dep.ep,
+                         dep.dp, eng.linear_bw_eff, eng.quant_kernels, eng.fp8_context_attn)
     gpu = [float(x) * dep.pp for x in kinds]
     total = float(prefill_s(dep, 1.0, S))
     return PrefillBreakdown(*gpu, max(total - sum(gpu), 0.0), total)
+
+
+def _getter(row):
+    """A row's field reader: a mapping (a DataFrame row) or a namedtuple (``itertuples``)."""
+    return row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
 
 
 def row_deployment(model: Model, hw: Hardware, row, precision: int, engine=None) -> Deployment:
@@ -138,7 +137,7 @@ def row_deployment(model: Model, hw: Hardware, row, precision: int, engine=None)
     ``engine``: the launched profile the sweep ran
     (:func:`dse.infer.continuous.launched_engine`); None takes the row's profile as the
     catalog has it."""
-    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
+    get = _getter(row)
     eng = engine if engine is not None else PROFILES[get("engine")]
     return Deployment(served_model(model, eng), hw, eng, int(get("tp")), int(get("pp")), precision,
                       kv_element_bytes(eng, precision), int(get("ep")), int(get("attn_dp")))
@@ -150,8 +149,7 @@ def row_breakdown(model: Model, hw: Hardware, row, precision: int, context: floa
     (:func:`row_deployment`; column ``admitted`` too) at its admitted batch per attention
     rank."""
     dep = row_deployment(model, hw, row, precision, engine)
-    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    return decode_breakdown(dep, float(get("admitted")) / dep.dp, context)
+    return decode_breakdown(dep, float(_getter(row)("admitted")) / dep.dp, context)
 
 
 LABELS = {"gemm_s": "GEMM (linears, experts)", "attention_s": "attention (KV-cache read)",

@@ -364,7 +364,7 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
         if case == "many" and not eng.bench_tuned_tokens:
             # attention DP (whole prompts or mean load): the busiest rank's lattice, as the scalar path
             return Cycle(*_rank_lattice(rep, eng, b, context, q, S))
-        if not eng.bench_tuned_tokens and not eng.whole_prompts:
+        if eng.spreads_prompts:
             t = iteration_s(rep, eng, b, context, q * S, S)
             if case == "one":
                 return Cycle(t, t)

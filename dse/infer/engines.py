@@ -506,6 +506,13 @@ class EngineProfile:
         return self.step_overhead_s / self.scheduler_steps
 
     @property
+    def spreads_prompts(self) -> bool:
+        """A mixing engine that puts the mean prompt load ``q S`` in every pass: neither
+        whole prompts (``whole_prompts``) nor trtllm-bench's cohort packing
+        (``bench_tuned_tokens``) -- :func:`dse.infer.serving.prefill_share`'s ``(1, q S)``."""
+        return self.mixed_batches and not self.whole_prompts and not self.bench_tuned_tokens
+
+    @property
     def poll_iterations(self) -> int:
         """Decode iterations between two looks at the request queue: ``scheduler_steps x
         recv_interval`` (a request arriving at a random instant waits half of it)."""
