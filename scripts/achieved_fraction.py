@@ -33,7 +33,7 @@ PEAK = {"bf16": "peak_bf16_flops_per_s", "fp16": "peak_bf16_flops_per_s",
 def fractions(pred: pd.DataFrame) -> pd.DataFrame:
     """One row per scored prediction: gpu, precision, measured / predicted fraction of the
     precision's peak, error of the predicted iteration time."""
-    from dse.predict import has_prediction
+    from dse.row_status import has_prediction
     from dse.spec.hardware import get_hardware
     p = pred[has_prediction(pred["status"]) & (pred["measured_iter_time_s"] > 0)]
     rows = []
