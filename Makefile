@@ -13,7 +13,7 @@ setup: .venv/.installed
 	touch $@
 
 test: setup
-	$(PY) -m pytest -q -n 2 --durations=15 tests    # the slowest 15 listed: the suite must stay under 10 min on 2 cores
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15 tests    # a file per worker: its jit programs and module fixtures built once; the slowest 15 listed (10 min on 2 cores)
 
 study: setup
 	$(PY) -m dse.cli study studies/$(STUDY).toml
