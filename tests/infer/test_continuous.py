@@ -84,7 +84,7 @@ def test_host_overlap_and_prefill_share_agree_with_scalar_model(hw, tp, pp, prec
     for S, O in ((1024.0, 8192.0), (1024.0, 1024.0), (128.0, 2048.0)):
         B_star = SV.tuned_batch(dep, S, O)
         assert B_star >= 1
-        for n in (1.0, 16.0, max(B_star - 1.0, 1.0), B_star):
+        for n in (1.0, 16.0, max(B_star - 1.0, 1.0), float(B_star)):   # floats: one trace
             s = SV.concurrency(dep, n, S, O, 1)
             r = ONE(rep(M70, hw, tp, pp, prec, kvb), e, n, S, O)
             assert float(r.slots) == pytest.approx(B_star, rel=1e-6)
