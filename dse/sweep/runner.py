@@ -12,6 +12,8 @@ CPU's XLA threads) computes the next chunk while the host converts the last.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import jax
@@ -45,6 +47,18 @@ def dispatch_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: i
     chunk = chunk or chunk_size(n, max_chunk)
     return [(fn(*args_for(pad_index(np.arange(s, min(s + chunk, n), dtype=np.int64), chunk))),
              min(chunk, n - s)) for s in range(0, n, chunk)]
+
+
+def dispatch_concurrently(jobs: list[Callable[[], list]]) -> list:
+    """Run ``jobs`` (each a call of :func:`dispatch_chunked`, one program each) from a
+    thread per job, up to the CPU count, and return their pending lists in order.  A
+    program's first call traces and compiles it; XLA compiles with the GIL released, so
+    distinct programs compile side by side instead of one after the other (JAX's jit is
+    thread-safe).  One job runs in this thread."""
+    if len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda job: job(), jobs))
 
 
 def collect_chunked(pending: list, progress=None):
