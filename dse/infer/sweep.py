@@ -59,7 +59,7 @@ the CPU.  Larger calls (the serving-search benchmark's 32768-pair chunks, whose 
 7x slower unoptimized), static batching and every GPU compile keep XLA's defaults.
 Results agree to float32 rounding (relative 1e-7).  The calls of one step (an engine and
 attention-DP group each, so each its own program) are dispatched from a thread each
-(:func:`dse.sweep.runner.dispatch_concurrently`): their XLA compiles run side by side
+(:func:`dse.sweep.runner.run_concurrently`): their XLA compiles run side by side
 (the serving study, cold cache, 2 cores: 72 -> 57 s; same output).
 
 ``batching = "static"`` (the default of this function; :func:`dse.infer.step.inference_step`):
@@ -102,7 +102,7 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import oom_status
-from dse.sweep.runner import (chunk_size, collect_chunked, dispatch_chunked, dispatch_concurrently, pad_index,
+from dse.sweep.runner import (chunk_size, collect_chunked, dispatch_chunked, run_concurrently, pad_index,
                               run_chunked)
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
@@ -539,7 +539,7 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
                 calls.append((eng, g, rows, int(_fast_compile(len(rows) * B)),
                               np.float32(kv_element_bytes(eng, precision))))
     # 1. per row: the KV slots and the tuned limit B*
-    runs = dispatch_concurrently([lambda eng=eng, g=g, rows=rows, kvb=kvb: dispatch_chunked(
+    runs = run_concurrently([lambda eng=eng, g=g, rows=rows, kvb=kvb: dispatch_chunked(
         lambda *a, fn=_SLOTS[int(jax.default_backend() == "cpu")]: fn(
             eng, g, served[eng], *a, prec, kvb, S, O),
         lambda r: grid.row_args(hw_cols, rows[r], *lay), len(rows))
@@ -578,7 +578,7 @@ def _continuous_frame(model, hw_cols, engines, grid, prompt_len, gen_len, precis
                     p_B=pr.batch[sel], n=len(sel): dispatch_chunked(
             lambda *a: _ADMITTED[fast](eng, g, served[eng], *tables, *a, prec, kvb, S, O),
             lambda i: (local[i], p_B[i]), n, chunk=FAST_COMPILE_POINTS if fast else None))
-    runs = list(zip(sels, dispatch_concurrently(jobs)))
+    runs = list(zip(sels, run_concurrently(jobs)))
     adm = {f: np.empty(len(pr.row), np.float32) for f in Admitted._fields}
     for sel, pending in runs:
         out = collect_chunked(pending)

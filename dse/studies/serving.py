@@ -78,6 +78,7 @@ from dse.infer.breakdown import KINDS, row_breakdown
 from dse.infer.continuous import checked_engine, default_engine
 from dse.infer.expert_parallel import AUTO, serving_layouts
 from dse.infer.sweep import BATCHING, replica_layouts, sweep_inference
+from dse.sweep.runner import run_concurrently
 from dse.report.results import StudyHeader
 from dse.report.serving_results import SLA, TP_PP, ServingResults, ServingStudy
 from dse.search.pareto import pareto_front
@@ -251,7 +252,7 @@ def layout_text(pts: pd.DataFrame) -> list[str]:
 
 def sweep_points(st: ServingStudy) -> pd.DataFrame:
     """Every point of the study (module docstring), with the derived serving columns."""
-    frames = []
+    jobs = []          # one sweep per (model, replica size, precision code), run side by side
     for model, mid in zip(st.models, st.model_ids):
         sizes = [g for g in range(1, st.gpus + 1) if st.gpus % g == 0 and replica_layouts(model, g)]
         for g in sizes:
@@ -263,14 +264,9 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
                 for p in ps:
                     by_code.setdefault(precision_of(p, hw), []).append((hw, eng))
             for code, he in sorted(by_code.items()):
-                hws = [h for h, _ in he]
-                df = sweep_inference(model, hws, g, st.max_batch, st.input_len, st.output_len, code,
-                                     batching=st.batching, engine=[e for _, e in he],
-                                     ep=degrees(lays, "ep"), attn_dp=degrees(lays, "attn_dp"))
-                df.insert(0, "model_id", mid)
-                df["gpus_per_replica"] = g
-                df["replicas"] = st.gpus // g
-                frames.append(df)
+                jobs.append(lambda model=model, mid=mid, g=g, code=code, he=he, lays=lays:
+                            _sweep(st, model, mid, g, code, he, lays))
+    frames = run_concurrently(jobs)
     pts = pd.concat(frames, ignore_index=True)
     pts["ttft_ms"] = pts["ttft_s"] * 1e3
     pts["tpot_ms"] = pts["tpot_s"] * 1e3
@@ -284,6 +280,18 @@ def sweep_points(st: ServingStudy) -> pd.DataFrame:
     pts = pts.sort_values(["_m", "_h", "feasible", "tok_s_per_gpu", "tok_s_per_user", "gpus_per_replica"],
                           ascending=[True, True, False, False, False, True], kind="stable")
     return pts.drop(columns=["_m", "_h"]).reset_index(drop=True)
+
+
+def _sweep(st: ServingStudy, model, mid, g, code, he, lays) -> pd.DataFrame:
+    """One :func:`dse.infer.sweep.sweep_inference` of the study: ``model`` on ``g``-GPU
+    replicas of the hardware (and engines) ``he`` at precision ``code``."""
+    df = sweep_inference(model, [h for h, _ in he], g, st.max_batch, st.input_len, st.output_len,
+                         code, batching=st.batching, engine=[e for _, e in he],
+                         ep=degrees(lays, "ep"), attn_dp=degrees(lays, "attn_dp"))
+    df.insert(0, "model_id", mid)
+    df["gpus_per_replica"] = g
+    df["replicas"] = st.gpus // g
+    return df
 
 
 LAYOUT_KEY = ["precision", "tp", "pp", "ep", "attn_dp", "replicas"]

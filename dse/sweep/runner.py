@@ -49,12 +49,13 @@ def dispatch_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: i
              min(chunk, n - s)) for s in range(0, n, chunk)]
 
 
-def dispatch_concurrently(jobs: list[Callable[[], list]]) -> list:
-    """Run ``jobs`` (each a call of :func:`dispatch_chunked`, one program each) from a
-    thread per job, up to the CPU count, and return their pending lists in order.  A
-    program's first call traces and compiles it; XLA compiles with the GIL released, so
-    distinct programs compile side by side instead of one after the other (JAX's jit is
-    thread-safe).  One job runs in this thread."""
+def run_concurrently(jobs: list[Callable[[], object]]) -> list:
+    """Run ``jobs`` (each compiling and calling its own JAX programs: a
+    :func:`dispatch_chunked` call, a whole sweep) from a thread per job, up to the CPU
+    count, and return their results in order.  A program's first call traces and compiles
+    it; XLA compiles with the GIL released, so distinct programs compile side by side
+    instead of one after the other (JAX's jit is thread-safe).  A single job runs in this
+    thread; a job's exception is raised here."""
     if len(jobs) <= 1:
         return [job() for job in jobs]
     with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:

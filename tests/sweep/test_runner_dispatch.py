@@ -1,11 +1,11 @@
 """dse.sweep.runner: chunked dispatch, and programs dispatched from several threads
-(``dispatch_concurrently``) return what one thread returns, in the jobs' order."""
+(``run_concurrently``) return what one thread returns, in the jobs' order."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dse.sweep.runner import collect_chunked, dispatch_chunked, dispatch_concurrently
+from dse.sweep.runner import collect_chunked, dispatch_chunked, run_concurrently
 
 
 def _program(k):
@@ -24,10 +24,10 @@ def test_concurrent_dispatch_equals_one_thread_in_order():
     x = np.linspace(0.0, 3.0, 700, dtype=np.float32)
     fns = [_program(k) for k in range(1, 6)]
     jobs = [lambda f=f: dispatch_chunked(f, lambda idx: (x[idx],), len(x), max_chunk=256) for f in fns]
-    together = [collect_chunked(p) for p in dispatch_concurrently(jobs)]
+    together = [collect_chunked(p) for p in run_concurrently(jobs)]
     alone = [collect_chunked(job()) for job in jobs]
     assert len(together) == len(fns)
     for k, (a, b) in enumerate(zip(together, alone), start=1):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, np.sin(x * k) + k, rtol=1e-6)
-    assert dispatch_concurrently([]) == []
+    assert run_concurrently([]) == []
