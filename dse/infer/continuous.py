@@ -265,7 +265,12 @@ def iteration_s(rep: Replica, eng: EngineProfile, b, context, p=None, S=1.0, ove
     g_dec, d_dec = decode_kv_geometry(m, rep.tp)         # MLA: the latent cache
     kv_read = g_dec if eng.gqa_shared_kv else select(is_mla(m), g_dec, heads)
     att = KVRead(bs, heads, kv_read, context * 1.0, d_dec, kv_bytes=rep.kv_bytes)
-    moe = None if group_p is None else (rep.dp * b + group_p) / micro
+    if group_p is None:
+        moe = None
+    elif one_micro:               # the group's prompts ride the prompt's micro-batch too
+        moe = rep.dp * b / micro + group_p
+    else:
+        moe = (rep.dp * b + group_p) / micro
     r_att = context_attention_rates(r, rep.precision, eng.fp8_context_attn)
     t = stage_time(m, bs + ps, bs + ps / S, att, rep.tp, rep.pp, rep.precision, hw, r,
                    rep.ep, rep.dp, eng.linear_bw_eff, moe, eng.quant_kernels, r_att).total_s
@@ -425,7 +430,14 @@ def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
     t0 = iteration_s(rep, eng, b, context, lo * S, S, group_p=dp * lo * S)
     t1 = iteration_s(rep, eng, b, context, (lo + 1.0) * S, S, group_p=g1 * S)
     mean = (1.0 - p1) * t0 + p1 * t1
-    return mean, jnp.where(load > 0, _carried(dp, lo, p1, g1, load, t0, t1), mean)
+    c0, c1 = t0, t1
+    if eng.whole_prompts:   # pp > 1: the prompt's micro-batch carries all of it (serving._rank_mean)
+        one = lambda g, m: iteration_s(rep, eng, b, context, S * 1.0, S, one_micro=True,
+                                       group_p=g * S / jnp.maximum(m, 1.0))
+        deep = rep.pp > 1
+        c0 = jnp.where(deep & (lo > 0), jnp.maximum(t0, one(dp * lo, lo)), t0)
+        c1 = jnp.where(deep, jnp.maximum(t1, one(g1, lo + 1.0)), t1)
+    return mean, jnp.where(load > 0, _carried(dp, lo, p1, g1, load, c0, c1), mean)
 
 
 def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):

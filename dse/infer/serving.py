@@ -248,7 +248,8 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     every rank alike.  ``one_micro``: with ``pp`` > 1 the prompt tokens ride one of the
     ``min(b, pp)`` micro-batches instead of being spread over them (a scheduler whose
     micro-batches are whole requests: the iteration is then that micro-batch's trip through
-    the stages, what the prompt waits for)."""
+    the stages, what the prompt waits for); the group's prompt tokens then ride that
+    micro-batch too (MoE: ``dp decode_batch / m + group_prompt_tokens``)."""
     m = dep.model
     b = float(decode_batch)
     p = float(prompt_tokens)
@@ -261,7 +262,12 @@ def iteration_s(dep: Deployment, decode_batch: float, context: float, prompt_tok
     att = decode_attention(dep, bs, context)
     fa = prefill_attention(m, ps / S, S, dep.tp)
     layers = float(math.ceil(m.num_layers / dep.pp)) if p > 0 else 0.0
-    moe = None if group_prompt_tokens is None else (dep.dp * b + group_prompt_tokens) / micro
+    if group_prompt_tokens is None:
+        moe = None
+    elif one_micro:
+        moe = dep.dp * b / micro + group_prompt_tokens
+    else:
+        moe = (dep.dp * b + group_prompt_tokens) / micro
     t = float(_pass_s(m, hw, dep.precision, bs + ps, seqs, att, fa, layers, dep.tp, dep.pp,
                       dep.ep, dep.dp, 0.0 if graphs else dep.engine.eager_floor_s(dep.hw),
                       dep.engine.linear_bw_eff, moe, dep.engine.quant_kernels,
@@ -455,15 +461,24 @@ def _rank_mean(dep: Deployment, batch: float, context: float, cases: list[RankCa
     (an ``m = 0`` pass is decode-only on every rank: a graph replay where captured),
     the others as the decode iteration plus a prefill pass of the m prompts.  The
     carrying pass is size-biased by the group's prompts, ``sum P g t / sum P g``.  At
-    ``dp`` = 1 with a Poisson law this is the prompt-count average of :func:`cycle`."""
+    ``dp`` = 1 with a Poisson law this is the prompt-count average of :func:`cycle`.  An
+    engine whose passes take whole prompts (``whole_prompts``) with ``pp`` > 1 carries a
+    prompt in one micro-batch, as :func:`_mixed_passes`: the carrying pass is at least that
+    micro-batch's trip with the prompt's S tokens, the group's prompts beside it in the
+    busiest rank's proportion (``g S / m``)."""
     mixed = dep.engine.mixed_batches
     t_dec = None if mixed else iteration_s(dep, batch, context)
+    whole = dep.engine.whole_prompts and dep.pp > 1
     mean = carried = load = 0.0
     for c in cases:
         if mixed:
-            t_n = iteration_s(dep, batch, context, c.max_prompts * S, S,
-                              group_prompt_tokens=None if dep.dp <= 1 else c.group_prompts * S)
+            group = None if dep.dp <= 1 else c.group_prompts * S
+            t_n = iteration_s(dep, batch, context, c.max_prompts * S, S, group_prompt_tokens=group)
             c_n = t_n
+            if whole and c.max_prompts > 0:
+                c_n = max(t_n, iteration_s(dep, batch, context, S, S, one_micro=True,
+                                           group_prompt_tokens=None if group is None
+                                           else group / c.max_prompts))
         else:
             c_n = (prefill_s(dep, c.max_prompts, S,
                              group_prompts=None if dep.dp <= 1 else c.group_prompts)

@@ -500,3 +500,23 @@ def test_the_sweep_path_waits_for_the_whole_prompt_too():
     c = concurrency_point(rep, d.engine, 16.0, 2048.0, 256.0, slots(rep, d.engine, 2048.0, 256.0))
     assert float(c.ttft_s) == pytest.approx(res.ttft_s, rel=1e-3)
     assert res.ttft_s >= prefill_s(d, 1.0, 2048.0)
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "trtllm_pytorch"])
+def test_attention_dp_with_pipeline_waits_for_the_whole_prompt(engine):
+    """Attention DP with pp > 1 on a whole-prompt engine: the busiest rank's prompt rides
+    one micro-batch too (dse.infer.serving._rank_mean), so TTFT is at least the prompt's own
+    prefill on the layout, and the vectorized lattice (dse.infer.continuous._rank_lattice)
+    gives the scalar path's TTFT."""
+    import jax
+    from dse.infer.continuous import Replica, continuous
+    from dse.infer.serving import prefill_s
+    m, hw, dp, S, O = get_model("qwen3-235b-a22b"), get_hardware("h200-sxm-141gb"), 4, 2048.0, 256.0
+    d = Deployment(m, hw, PROFILES[engine], 1, 2, 2, 1.0, ep=dp, dp=dp)
+    alone = prefill_s(d, 1.0, S, group_prompts=1.0)      # the MoE layers see this prompt at least
+    rep = Replica(m, hw, 1.0, 2.0, 2, 1.0, ep=float(dp), dp=float(dp))
+    for n in (4.0, 32.0):                     # requests per attention rank
+        res = concurrency(d, n * dp, S, O, 1)
+        assert res.ttft_s >= alone * (1 - 1e-6), n
+        v = jax.jit(continuous, static_argnums=1)(rep, d.engine, n, S, O)
+        assert float(v.ttft_s) == pytest.approx(res.ttft_s, rel=0.02), n
