@@ -432,11 +432,11 @@ def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
     mean = (1.0 - p1) * t0 + p1 * t1
     c0, c1 = t0, t1
     if eng.whole_prompts:   # pp > 1: the prompt's micro-batch carries all of it (serving._rank_mean)
-        one = lambda g, m: iteration_s(rep, eng, b, context, S * 1.0, S, one_micro=True,
-                                       group_p=g * S / jnp.maximum(m, 1.0))
+        micro_pass = lambda group, busiest: iteration_s(rep, eng, b, context, S * 1.0, S, one_micro=True,
+                                                        group_p=group * S / jnp.maximum(busiest, 1.0))
         deep = rep.pp > 1
-        c0 = jnp.where(deep & (lo > 0), jnp.maximum(t0, one(dp * lo, lo)), t0)
-        c1 = jnp.where(deep, jnp.maximum(t1, one(g1, lo + 1.0)), t1)
+        c0 = jnp.where(deep & (lo > 0), jnp.maximum(t0, micro_pass(dp * lo, lo)), t0)
+        c1 = jnp.where(deep, jnp.maximum(t1, micro_pass(g1, lo + 1.0)), t1)
     return mean, jnp.where(load > 0, _carried(dp, lo, p1, g1, load, c0, c1), mean)
 
 

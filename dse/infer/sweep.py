@@ -102,8 +102,8 @@ from dse.infer.step import DECODE_BREAKDOWN, InferenceResult, inference_step
 from dse.infer.workload import InferenceWorkload
 from dse.spec.hardware import GIB, Hardware
 from dse.sweep.run import oom_status
-from dse.sweep.runner import (chunk_size, collect_chunked, dispatch_chunked, run_concurrently, pad_index,
-                              run_chunked)
+from dse.sweep.runner import (chunk_size, collect_chunked, dispatch_chunked, pad_index, run_chunked,
+                              run_concurrently)
 from dse.spec.layout import SERVING_PRECISION_NAMES
 from dse.spec.model import Model
 from dse.spec.numerics import as_float

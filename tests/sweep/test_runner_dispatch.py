@@ -31,3 +31,21 @@ def test_concurrent_dispatch_equals_one_thread_in_order():
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, np.sin(x * k) + k, rtol=1e-6)
     assert run_concurrently([]) == []
+
+
+
+def test_jobs_may_run_jobs_and_errors_reach_the_caller():
+    """A job that calls run_concurrently itself (the serving study's sweeps) gets its
+    results in order; an exception of a job reaches the caller."""
+    import pytest
+
+    def outer(k):
+        inner = run_concurrently([lambda j=j: 10 * k + j for j in range(3)])
+        assert inner == [10 * k, 10 * k + 1, 10 * k + 2]
+        return k
+    assert run_concurrently([lambda k=k: outer(k) for k in range(4)]) == [0, 1, 2, 3]
+
+    def bad():
+        raise ValueError("job failed")
+    with pytest.raises(ValueError, match="job failed"):
+        run_concurrently([lambda: 1, bad])
