@@ -380,9 +380,7 @@ def cycle(rep: Replica, eng: EngineProfile, b, context, q, S, O=None) -> Cycle:
         t_dec = iteration_s(rep, eng, b, context)
         mean = jnp.where(share > 0, share * t_mix + (1.0 - share) * t_dec, t_dec)
         first = jnp.where(share > 0, t_mix, t_dec)
-        if eng.whole_prompts:      # pp > 1: the prompt's micro-batch carries all of it
-            heavy = iteration_s(rep, eng, b, context, jnp.minimum(w, S * 1.0), S, one_micro=True)
-            first = jnp.where((share > 0) & (rep.pp > 1), jnp.maximum(first, heavy), first)
+        first = _prompt_pass(rep, eng, b, context, first, jnp.minimum(w, S * 1.0), S, when=share > 0)
         if eng.bench_tuned_tokens or case == "one":
             return Cycle(mean, first)
         mean_l, first_l = _rank_lattice(rep, eng, b, context, q, S)
@@ -430,14 +428,22 @@ def _rank_lattice(rep: Replica, eng: EngineProfile, b, context, q, S):
     t0 = iteration_s(rep, eng, b, context, lo * S, S, group_p=dp * lo * S)
     t1 = iteration_s(rep, eng, b, context, (lo + 1.0) * S, S, group_p=g1 * S)
     mean = (1.0 - p1) * t0 + p1 * t1
-    c0, c1 = t0, t1
-    if eng.whole_prompts:   # pp > 1: the prompt's micro-batch carries all of it (serving._rank_mean)
-        micro_pass = lambda group, busiest: iteration_s(rep, eng, b, context, S * 1.0, S, one_micro=True,
-                                                        group_p=group * S / jnp.maximum(busiest, 1.0))
-        deep = rep.pp > 1
-        c0 = jnp.where(deep & (lo > 0), jnp.maximum(t0, micro_pass(dp * lo, lo)), t0)
-        c1 = jnp.where(deep, jnp.maximum(t1, micro_pass(g1, lo + 1.0)), t1)
+    # the carrying passes, the group's prompts in the busiest rank's proportion (serving._rank_mean)
+    c0 = _prompt_pass(rep, eng, b, context, t0, S * 1.0, S, dp * lo * S / jnp.maximum(lo, 1.0), lo > 0)
+    c1 = _prompt_pass(rep, eng, b, context, t1, S * 1.0, S, g1 * S / jnp.maximum(lo + 1.0, 1.0))
     return mean, jnp.where(load > 0, _carried(dp, lo, p1, g1, load, c0, c1), mean)
+
+
+def _prompt_pass(rep: Replica, eng: EngineProfile, b, context, t, tokens, S, group_p=None,
+                 when=True):
+    """The pass a new prompt rides, given the mixed pass ``t``
+    (:func:`dse.infer.serving._prompt_pass` on traced leaves): on a ``whole_prompts``
+    engine, where ``pp`` > 1 (and ``when``), ``max(t, iteration_s(..., one_micro=True))``
+    with the prompt's ``tokens`` in one micro-batch; else ``t``."""
+    if not eng.whole_prompts:
+        return t
+    heavy = iteration_s(rep, eng, b, context, tokens, S, group_p=group_p, one_micro=True)
+    return jnp.where((rep.pp > 1) & when, jnp.maximum(t, heavy), t)
 
 
 def _rank_lattice_separate(rep: Replica, eng: EngineProfile, decode, q, S):

@@ -415,16 +415,24 @@ def _mixed_passes(dep: Deployment, batch: float, context: float, prompts: float,
         t = iteration_s(dep, batch, context)
         return t, t
     t_mix = iteration_s(dep, batch, context, sh.tokens, S)
-    first = t_mix
-    if dep.engine.whole_prompts and dep.pp > 1:
-        # the scheduler's micro-batches are whole requests (TensorRT-LLM's MicroBatchScheduler,
-        # vLLM V1's): a new prompt's S tokens ride one micro-batch, whose trip through the pp
-        # stages is what its first token waits for, not the spread mixed pass
-        first = max(t_mix, iteration_s(dep, batch, context, min(sh.tokens, S), S, one_micro=True))
+    first = _prompt_pass(dep, batch, context, t_mix, min(sh.tokens, S), S)
     if sh.share >= 1.0:
         return t_mix, first
     t_dec = iteration_s(dep, batch, context)
     return sh.share * t_mix + (1.0 - sh.share) * t_dec, first
+
+
+def _prompt_pass(dep: Deployment, batch: float, context: float, t: float, tokens: float, S: float,
+                 group_prompt_tokens: float | None = None) -> float:
+    """The pass a new prompt rides, given the mixed pass ``t`` that carries it.  On an
+    engine whose micro-batches are whole requests (``whole_prompts``: TensorRT-LLM's
+    ``MicroBatchScheduler``, vLLM V1's) with ``pp`` > 1, the prompt's ``tokens`` ride one
+    micro-batch, whose trip through the stages is what its first token waits for:
+    ``max(t, iteration_s(..., one_micro=True))``; else ``t``."""
+    if not (dep.engine.whole_prompts and dep.pp > 1):
+        return t
+    return max(t, iteration_s(dep, batch, context, tokens, S, one_micro=True,
+                              group_prompt_tokens=group_prompt_tokens))
 
 
 def _cycle(dep: Deployment, batch: float, context: float, prompts: float, S: float) -> float:
@@ -468,17 +476,13 @@ def _rank_mean(dep: Deployment, batch: float, context: float, cases: list[RankCa
     busiest rank's proportion (``g S / m``)."""
     mixed = dep.engine.mixed_batches
     t_dec = None if mixed else iteration_s(dep, batch, context)
-    whole = dep.engine.whole_prompts and dep.pp > 1
     mean = carried = load = 0.0
     for c in cases:
         if mixed:
             group = None if dep.dp <= 1 else c.group_prompts * S
             t_n = iteration_s(dep, batch, context, c.max_prompts * S, S, group_prompt_tokens=group)
-            c_n = t_n
-            if whole and c.max_prompts > 0:
-                c_n = max(t_n, iteration_s(dep, batch, context, S, S, one_micro=True,
-                                           group_prompt_tokens=None if group is None
-                                           else group / c.max_prompts))
+            c_n = t_n if c.max_prompts <= 0 else _prompt_pass(
+                dep, batch, context, t_n, S, S, None if group is None else group / c.max_prompts)
         else:
             c_n = (prefill_s(dep, c.max_prompts, S,
                              group_prompts=None if dep.dp <= 1 else c.group_prompts)
