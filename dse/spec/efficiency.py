@@ -194,6 +194,19 @@ means and where it comes from:
     SMs that share one A/B panel load from L2 (thread-block-cluster TMA multicast on
     Hopper, 2-SM UMMA on Blackwell; CUTLASS 3 default cluster 2x1); 1 on Ampere.  It
     divides the L2 -> SM traffic of a GEMM.
+``ada`` (Ada Lovelace, sm89: L4, L40S): NOT FITTED to any row (no Ada run in the
+    calibration files); Ampere's values carried over, because the kernels are Ampere's: sm89
+    has no ``wgmma`` and no TMA, so cuBLAS / CUTLASS run the sm80 ``mma.sync`` tile kernels
+    (``cluster`` 1, 256x128 tiles), FlashAttention-2 is the native attention kernel
+    (FlashAttention-3 is sm90-only, Shah et al. 2024, arXiv:2407.08608), and fp8 runs the same
+    ``mma.sync`` path (PTX ISA ``mma.sync.aligned.m16n8k32 .e4m3``, sm89+) at twice the 16-bit
+    rate, so ``gemm_fp8`` = ``gemm`` (Ampere's 0.72, the sm80 kernels' fraction).  Checked,
+    not fitted: cuBLAS fp16 GEMMs reach 105-115 of 119.5 TFLOP/s on an L20 (AD102, 275 W;
+    DefTruth/CUDA-Learn-Notes ``hgemm`` README), 0.88-0.96 at its clock, above 0.72 -- a
+    low-power card that keeps its clock, so the carried value is, if anything, pessimistic;
+    no sustained-clock reference exists (:mod:`dse.spec.power`: power_clock 1).  ``hbm``
+    0.90 stands for GDDR6 streams too (unmeasured); ``dram_latency_s`` is A100's HBM value,
+    GDDR6's is not measured here.
 ``cdna3`` / ``cdna4`` (AMD Instinct MI300X / MI325X and MI355X): NOT FITTED to any
     calibration row (there is no AMD training row in ``../shared/validation/calibration.csv``).
     ``cdna3`` takes published MI300X microbenchmark fractions of the datasheet peaks (the
@@ -322,6 +335,9 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
 GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0,
                                    gemm_fp4=GENERATIONS["hopper"].gemm_fp8 * FP4_OVER_FP8,
                                    dram_latency_s=860 / 1.965e9)   # measured (docstring)
+# Ada (sm89: L4, L40S): NOT FITTED (no Ada row in the calibration files), Ampere's fractions
+# carried over (module docstring ``ada``): the same mma.sync tensor-core path, no TMA multicast
+GENERATIONS["ada"] = GENERATIONS["ampere"]
 # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
 # above) until MI355X measurements exist
 GENERATIONS["cdna4"] = GENERATIONS["cdna3"]
