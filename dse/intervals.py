@@ -61,8 +61,9 @@ def _blank(v) -> bool:
 
 
 def training_cell(row) -> str:
+    from dse.spec.layout import canonical_framework
     fw = row.get("framework")
-    return f"{'megatron' if _blank(fw) else str(fw).strip().lower()}/{generation_of(row.get('gpu'))}"
+    return f"{'megatron' if _blank(fw) else canonical_framework(fw)}/{generation_of(row.get('gpu'))}"
 
 
 def serving_cell(row) -> str:

@@ -62,7 +62,7 @@ from dse.errors import InputError, require
 from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predict.has_prediction)
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
-                              Workload)
+                              Workload, canonical_framework)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
 from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
@@ -233,6 +233,7 @@ def _run_facts(row, where) -> tuple[str, str, str]:
     fw = row.get("framework")
     fw = "megatron" if _blank(fw) else str(fw).strip().lower()
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
+    fw = canonical_framework(fw)
     ov = row.get("tp_comm_overlap")
     ov = "false" if _blank(ov) else str(ov).strip().lower()
     require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")

@@ -120,9 +120,22 @@ class Workload:
 ATTENTION = {"flash": 1, "unfused": 0, "fa2": 2, "fa3": 3, "cudnn": 3}
 ATTENTION_NAMES = {0: "unfused", 1: "flash", 2: "fa2", 3: "cudnn"}
 # fsdp = PyTorch FSDP1 (llm-foundry / Composer, FullyShardedDataParallel); fsdp2 =
-# fully_shard (torchtitan); profiles in dse.spec.frameworks
-FRAMEWORK = {"megatron": 0, "deepspeed": 1, "fsdp": 2, "fsdp1": 2, "fsdp2": 3, "torchtitan": 3}
+# fully_shard (torchtitan); profiles in dse.spec.frameworks.  Besides the four profile
+# names, the names the calibration file's ``framework`` column groups under them
+# (issue 11: "megatron = Megatron-LM / NeMo / Megatron-Bridge; deepspeed = Megatron-DeepSpeed
+# and DeepSpeed ZeRO; fsdp = PyTorch FSDP, llm-foundry, torchtitan")
+FRAMEWORK = {"megatron": 0, "megatron-lm": 0, "megatron-core": 0, "nemo": 0, "megatron-bridge": 0,
+             "deepspeed": 1, "megatron-deepspeed": 1,
+             "fsdp": 2, "fsdp1": 2, "pytorch-fsdp": 2, "llm-foundry": 2, "composer": 2,
+             "fsdp2": 3, "torchtitan": 3}
 FRAMEWORK_NAMES = {0: "megatron", 1: "deepspeed", 2: "fsdp", 3: "fsdp2"}
+
+
+def canonical_framework(name: str) -> str:
+    """The profile name (``FRAMEWORK_NAMES``) a framework name in :data:`FRAMEWORK` stands
+    for (``nemo`` -> ``megatron``, ``torchtitan`` -> ``fsdp2``); an unknown name unchanged."""
+    key = str(name).strip().lower()
+    return FRAMEWORK_NAMES[FRAMEWORK[key]] if key in FRAMEWORK else key
 
 
 # the training recipe switches of Workload (module docstring), by the names runs state them
