@@ -22,8 +22,16 @@ the reference over the datasheet clock relative to the reference:
 
 -- the datasheet already lowers a low-power SKU's peak (H100 NVL: 1.545 GHz tensor clock
 against the SXM's 1.83) and this counts only what the power limit takes beyond it.  A SKU
-at or below the reference power is capped at 1 (its sustained clock cannot exceed its
-own rated clock by more than the reference's does); above the reference power (H200 at
+at or below the reference power keeps the law's value up to the generation's maximum boost
+clock over its datasheet clock (``max_boost_hz / f_sku``): NVIDIA quotes the PCIe cards'
+tensor peaks at a clock well below what their silicon reaches (H100 / H200 NVL: 1.545 GHz
+quoted, 1.785 GHz maximum boost), so the quoted clock is no ceiling.  H100 NVL (400 W) and
+H100 PCIe (350 W) stay below 1 (0.84, 0.87); H200 NVL (600 W, the H200's 141 GB at the
+NVL's quoted clock) gets 1.093 -- the cube law's 0.923 of the 700 W SXM's sustained clock.
+(Until this revision such a SKU was capped at 1, "its sustained clock cannot exceed its own
+rated clock by more than the reference's does", an assumption with no source; it bound only
+H200 NVL, whose MLPerf Inference v5.1 Offline runs it predicted 21-23 % slow,
+``tests/data/published_mlperf_inf_newhw.csv``.)  Above the reference power (H200 at
 1000 W) the sustained clock rises with the cube law (ASSUMPTION: still below the 1.98 GHz
 maximum boost, i.e. the 700 W reference is power-limited by at least that much, which the
 H200 700 W / 1000 W pair of the calibration set shows).  That evidence reaches 1000 W
@@ -180,4 +188,4 @@ def power_clock(generation: str, power_w: float, num_sms: float, clock_hz: float
         raise ValueError(f"power {power_w} W is at or below the static power {ref.static_w} W")
     sustained = (dyn * ref.num_sms / float(num_sms)) ** (1.0 / 3.0)
     m = sustained * (ref.num_sms * ref.clock_hz) / (float(num_sms) * float(clock_hz))
-    return min(m, 1.0) if power_w <= ref.tdp_w else m
+    return min(m, ref.max_boost_hz / float(clock_hz)) if power_w <= ref.tdp_w else m

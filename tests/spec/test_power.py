@@ -156,3 +156,14 @@ def test_power_clock_is_finite_monotone_and_bounded(powers):
     top = power_clock("hopper", ref.max_power_w, ref.num_sms, ref.clock_hz)
     assert all(math.isfinite(v) and 0 < v <= top for v in m)
     assert all(a <= b for a, b in zip(m, m[1:]))
+
+
+def test_below_reference_power_is_capped_at_the_maximum_boost_not_the_quoted_clock():
+    """A same-SM SKU below the reference power keeps the cube law's value above 1 (a datasheet
+    clock quoted low, as the NVL cards'), but never past the generation's maximum boost clock."""
+    ref = REFERENCE["hopper"]
+    quoted = 1.545e9
+    law = ((600.0 - ref.static_w) / (ref.tdp_w - ref.static_w)) ** (1 / 3) * ref.clock_hz / quoted
+    assert power_clock("hopper", 600.0, ref.num_sms, quoted) == pytest.approx(law) and law > 1.0
+    # half the SMs at nearly the reference power: the law would clock them past the boost
+    assert power_clock("hopper", 690.0, ref.num_sms / 2, quoted) == pytest.approx(ref.max_boost_hz / quoted)
