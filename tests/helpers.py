@@ -43,3 +43,12 @@ def predicted_or_skip(csv):
     if not csv.exists():
         pytest.skip(f"{csv} not present (data/validation, else ../shared/validation)")
     return predict_frame(read_csv(str(csv)), str(csv))
+
+
+def throughput_errors(csv):
+    """Every row of the out-of-sample serving file ``csv`` (a ``pathlib.Path``) predicted,
+    with ``err`` = predicted / measured output tok/s - 1."""
+    from dse.predict import predict_frame, read_csv
+    p = predict_frame(read_csv(str(csv)), csv.name)
+    p["err"] = p["predicted_output_tok_s"] / p["measured_output_tok_s"] - 1.0
+    return p

@@ -8,6 +8,7 @@ import pandas as pd
 from dse.intervals import training_cell
 from dse.predict import predict_frame
 from dse.spec.layout import FRAMEWORK, FRAMEWORK_NAMES, canonical_framework
+from tests.helpers import validation_dir
 
 ALIASES = {"NeMo": "megatron", "Megatron-Bridge": "megatron", "megatron-lm": "megatron",
            "Megatron-DeepSpeed": "deepspeed", "llm-foundry": "fsdp", "composer": "fsdp",
@@ -22,7 +23,7 @@ def test_every_name_maps_to_a_profile():
 
 
 def test_alias_rows_predict_as_their_profile(tmp_path):
-    base = pd.read_csv("../shared/validation/calibration.csv").iloc[0]
+    base = pd.read_csv(validation_dir() / "calibration.csv").iloc[0]
     names = list(ALIASES) + sorted(set(ALIASES.values())) + ["maxtext"]
     rows = pd.DataFrame([base.copy().rename(None) for _ in names])
     rows["framework"], rows["id"] = names, names

@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from dse.predict import predict_frame, read_csv
+from tests.helpers import throughput_errors
 
 CSV = Path(__file__).parent / "data" / "published_mlperf_inf_newhw.csv"
 
 
 @pytest.fixture(scope="module")
 def predictions():
-    p = predict_frame(read_csv(str(CSV)), CSV.name)
-    p["err"] = p["predicted_output_tok_s"] / p["measured_output_tok_s"] - 1.0
-    return p
+    return throughput_errors(CSV)
 
 
 @pytest.mark.validation

@@ -3,6 +3,8 @@ count, clock and tensor rate per SM the catalog states, the ``ada`` generation c
 Ampere's kernel fractions (dse.spec.efficiency, ``ada``), and a serving row naming one of
 them is predicted, not refused."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -48,7 +50,7 @@ def test_h200_nvl_is_the_h200s_memory_at_the_h100_nvls_clock():
 
 
 def test_serving_rows_on_the_new_cards_are_predicted(tmp_path):
-    cols = pd.read_csv("tests/data/published_serving.csv", nrows=1).columns
+    cols = pd.read_csv(Path(__file__).parents[1] / "data" / "published_serving.csv", nrows=1).columns
     base = {c: None for c in cols}
     rows = [dict(base, id=f"r{i}", model="meta-llama/Llama-3.1-8B-Instruct", hardware=hw, gpus=1, tp=1,
                  pp=1, precision=prec, engine="vllm (v0.10.1)", scenario="concurrency",
