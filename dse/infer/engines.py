@@ -371,7 +371,9 @@ Profiles (constants and where they come from):
     decoding"; ``vllm/config/vllm.py`` resolves ``async_scheduling = None`` to True unless
     an incompatible option is set).  Routing (:func:`vllm_async`): a V1 text with
     ``--no-async-scheduling`` is ``vllm_v1``; with ``--async-scheduling`` (from 0.10.0) or
-    a version >= 0.14.0, or no version (today's vLLM), ``vllm_v1_async``.  With pp > 1 the
+    a version >= 0.14.0, or no version (today's vLLM), ``vllm_v1_async``; a row's launch in
+    ``notes`` decides too -- the flag, or the key ``async-scheduling: true`` / ``false`` of
+    the ``--config`` YAML file (:func:`dse.infer.launch_flags.launch_settings`).  With pp > 1 the
     overlap is dropped (``pp_serial_step``, :mod:`dse.infer.pipeline`), as 0.14 does.
 
 ``tgi`` / ``tgi_v3`` -- Hugging Face text-generation-inference (engine text "tgi" or

@@ -13,7 +13,8 @@ import math
 import re
 
 from dse.errors import InputError
-from dse.infer.engines import (FLAG_MAX, TGI_NAMES, EngineProfile, flag_value, vllm_v0_mla)
+from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, EngineProfile, engine_text,
+                               flag_value, version3, vllm_async, vllm_v0_mla)
 from dse.infer.launch_layout import trt_attention_dp
 from dse.infer.tgi import tgi_v2_prefill_tokens
 
@@ -204,6 +205,22 @@ def stated_window(row) -> int | None:
     return got.pop() if got else None
 
 
+def _vllm_scheduling(eng: EngineProfile, text: str, engine: str) -> EngineProfile:
+    """A vLLM V1 profile with the scheduling the whole launch text states: async scheduling
+    named in ``notes`` -- ``--async-scheduling`` on the command line, or ``async-scheduling:
+    true`` in the ``--config`` YAML file, whose keys are the CLI flags' long names (vLLM docs,
+    "Serve Args": "--config ... a YAML file whose keys are the argument names") -- or
+    switched off there (``--no-async-scheduling``, ``async-scheduling: false``); the release
+    rule of :func:`dse.infer.engines.vllm_async` otherwise.  The two V1 profiles differ only in
+    whether the host step runs beside the GPU pass (``host_overlap``, ``pp_serial_step``)."""
+    want = "vllm_v1_async" if vllm_async(text.lower(), version3(engine_text(engine))) else "vllm_v1"
+    if want == eng.name:
+        return eng
+    ref = PROFILES[want]
+    return EngineProfile(**{**eng.__dict__, "name": want, "host_overlap": ref.host_overlap,
+                            "pp_serial_step": ref.pp_serial_step})
+
+
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
     """The engine limits the source's launch command states (``--max_num_tokens``,
     ``--max-num-batched-tokens``, ``--max_batch_size`` / ``--max-num-seqs`` /
@@ -227,6 +244,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``max(max_model_len, 2048)``)."""
     got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
     text = row_text(row)
+    if eng.name in VLLM_V1_NAMES:
+        eng = _vllm_scheduling(eng, text, str(row.get("engine", "")))
     trt_bs = _option_int(text, "cuda_graph_config", "max_batch_size", also=("cuda_graph_max_batch_size",))
     if trt_bs is not None and "graph_max_batch" not in got:
         got["graph_max_batch"] = trt_bs

@@ -345,6 +345,7 @@ def predict_inference_row(row: dict) -> dict:
     eng = launch_defaults(eng, str(row.get("engine", "")), float(hw.hbm_bytes), hw.name, scen, tp, pp,
                           model)
     eng, max_model_len = launch_settings(row, eng, model)
+    chosen["chosen_engine"] = eng.name       # the launch may switch vLLM's scheduling
     model = served_model(model, eng)        # the attention window the engine runs
     why = _layout_violation(model, tp, pp, ep, dp)
     if why:

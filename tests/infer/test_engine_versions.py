@@ -463,3 +463,26 @@ def test_trtllm_serve_sizes_its_pool_after_a_pass_of_8192_tokens():
     assert serve.profile_at_budget and not bench.profile_at_budget
     pools = [kv_pool_bytes(Deployment(m, hw, serve, 1, 1, 1, 1.0), s) for s in (128.0, 4096.0)]
     assert pools[0] == pools[1]
+
+
+@pytest.mark.parametrize("notes,name", [
+    ("server vllm serve --config config.yaml; config.yaml async-scheduling: true; "
+     "max-num-batched-tokens: 8192", "vllm_v1_async"),        # the --config YAML file's key
+    ("vllm serve ... --async-scheduling --max-num-seqs 512", "vllm_v1_async"),
+    ("config.yaml async_scheduling: false", "vllm_v1"),
+    ("", "vllm_v1"),                                          # 0.13's default: serial
+])
+def test_async_scheduling_stated_in_the_launch_notes(notes, name):
+    """A vLLM 0.13 row whose launch (in ``notes``, the InferenceX gpt-oss runs' config.yaml)
+    turns async scheduling on runs the overlapped host step; the engine text alone names only
+    the image."""
+    row = {**ROW, "id": "a", "engine": "vllm (vllm/vllm-openai:v0.13.0)", "notes": notes,
+           "batch_or_concurrency": 8}
+    p = predict_inference_frame(pd.DataFrame([row]), "x")
+    assert p.status.iloc[0] == "ok" and p.chosen_engine.iloc[0] == name
+
+
+def test_async_scheduling_in_the_notes_of_a_release_without_it_is_invalid():
+    row = {**ROW, "id": "a", "engine": "vllm (0.9.2)", "notes": "config.yaml async-scheduling: true"}
+    p = predict_inference_frame(pd.DataFrame([row]), "x")
+    assert p.status.iloc[0].startswith("invalid") and "async-scheduling" in p.status.iloc[0]
