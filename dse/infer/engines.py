@@ -946,7 +946,7 @@ FLAG_MAX = 2**31 - 1      # engine limits are int32 in the engines and in the sw
 
 
 def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--",
-                value: str = r"\S*") -> list[int]:
+                value: str = r"\S*", yaml: bool = False) -> list[int]:
     """Every value of the launch flag ``flag`` (a regex of its name, after ``dashes``, a
     regex: ``(?:--)?`` where the leading ``--`` is optional) in ``text``: ``--flag N`` or
     ``--flag=N``, N a positive integer <= FLAG_MAX
@@ -954,10 +954,15 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
     missing, negative, fractional, exponent or non-numeric value raises
     :class:`InputError` rather than being read as its leading digits or skipped.  ``value``
     (a regex) narrows what counts as the flag's value: a client flag quoted in prose
-    ("--num-prompts is 3200") is then no flag at all."""
+    ("--num-prompts is 3200") is then no flag at all.  ``yaml``: also the key form of a launch
+    config file, ``flag: N`` (vLLM ``--config config.yaml``, whose keys are the flags' long
+    names), not part of a dotted key (``cuda_graph_config.max_batch_size: 128`` is another
+    setting)."""
     out = []
-    for m in re.finditer(rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?({value})", text,
-                         re.IGNORECASE):
+    forms = [rf"(?<![-\w]){dashes}({flag})(?![-_\w])(?:=|[ \t]+)?({value})"]
+    if yaml:
+        forms.append(rf"(?<![-.\w])({flag})(?![-_\w])[ \t]*:[ \t]*({value})")
+    for m in (m for form in forms for m in re.finditer(form, text, re.IGNORECASE)):
         raw = m.group(2).rstrip(".,;:)]")
         if not (raw.isdigit() and 0 < int(raw) <= FLAG_MAX):
             got = repr(raw or m.group(2)) if m.group(2) else "no value"
@@ -967,13 +972,14 @@ def flag_values(text: str, flag: str, where: str, field: str, dashes: str = "--"
     return out
 
 
-def flag_value(texts: dict, flag: str, where: str, dashes: str = "--", value: str = r"\S*") -> int | None:
+def flag_value(texts: dict, flag: str, where: str, dashes: str = "--", value: str = r"\S*",
+               yaml: bool = False) -> int | None:
     """The one value of the launch flag ``flag`` that ``texts`` (field -> text: a row's
     ``engine`` and ``notes``) state, or None: each value checked as :func:`flag_values`
     checks it (the error naming its field); values that disagree -- one launch command
     states a limit once -- raise :class:`InputError` naming the first field stating it and
     the flags as written."""
-    vals = {f: flag_values(t, flag, where, f, dashes=dashes, value=value) for f, t in texts.items()}
+    vals = {f: flag_values(t, flag, where, f, dashes=dashes, value=value, yaml=yaml) for f, t in texts.items()}
     seen = sorted({v for vs in vals.values() for v in vs})
     if len(seen) > 1:
         field = next(f for f, vs in vals.items() if vs)

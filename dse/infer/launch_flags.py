@@ -27,7 +27,7 @@ _LAUNCH = {"max_num_tokens": r"max[-_](?:num[-_](?:batched[-_])?tokens|batch[-_]
            "max_input_tokens": r"max[-_]input[-_](?:tokens|length)",
            "recv_interval": r"scheduler[-_]recv[-_]interval",
            "scheduler_steps": r"num[-_]continuous[-_]decode[-_]steps",
-           "graph_max_batch": r"cuda[-_]graph[-_]max[-_]bs"}
+           "graph_max_batch": r"cuda[-_]graph[-_]max[-_]bs|max[-_]cudagraph[-_]capture[-_]size"}
 
 # The share of GPU memory the engine's KV pool is sized from, as each engine defines it (the
 # profile's ``mem_fraction`` with its ``kv_after_weights`` / ``static_fraction``): vLLM
@@ -168,11 +168,13 @@ def row_text(row, cols=("engine", "notes")) -> str:
     return " ".join(str(row.get(c, "")) for c in cols)
 
 
-def stated_limit(row, key: str) -> int | None:
+def stated_limit(row, key: str, yaml: bool = False) -> int | None:
     """The value of the launch flag ``_LAUNCH[key]`` the row's ``engine`` / ``notes`` state,
     or None; each value must be a positive integer and a flag stated twice must agree
-    (:class:`InputError` naming the column)."""
-    return flag_value(launch_texts(row), _LAUNCH[key], "row")
+    (:class:`InputError` naming the column).  ``yaml``: the key form of vLLM's ``--config``
+    file counts too (:func:`dse.infer.engines.flag_values`; TensorRT-LLM's nested
+    ``extra_llm_api_options`` keys are read apart, :func:`_option_int`)."""
+    return flag_value(launch_texts(row), _LAUNCH[key], "row", yaml=yaml)
 
 
 #: TensorRT-LLM's attention window set at launch: ``run.py --max_attention_window_size N``,
@@ -228,7 +230,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     ``--max-prefill-token-num`` / TGI's ``--max-batch-prefill-tokens`` / SGLang's
     ``--scheduler-recv-interval`` and ``--num-continuous-decode-steps`` (N decode steps per
     scheduling pass, as vLLM's multi-step ``scheduler_steps``), the largest CUDA-graph batch
-    (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config`` ``max_batch_size``),
+    (SGLang ``--cuda-graph-max-bs``, vLLM ``--max-cudagraph-capture-size``, TensorRT-LLM
+    ``cuda_graph_config`` ``max_batch_size``), each flag also as a key of a vLLM ``--config`` YAML
+    file (``max-num-batched-tokens: 8192``, :func:`dse.infer.engines.flag_values`),
     TensorRT-LLM's attention-DP balancing (``attention_dp_config``: a context release every
     ``timeout_iters`` iterations, :func:`_adp_balance_interval`) and batch waiting
     (``batch_wait_timeout_iters``, :func:`_batch_wait_interval`)
@@ -242,7 +246,8 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
     V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
-    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k)) is not None}
+    vllm_config = eng.name in VLLM_V1_NAMES or eng.name.startswith("vllm")
+    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k, vllm_config)) is not None}
     text = row_text(row)
     if eng.name in VLLM_V1_NAMES:
         eng = _vllm_scheduling(eng, text, str(row.get("engine", "")))

@@ -486,3 +486,22 @@ def test_async_scheduling_in_the_notes_of_a_release_without_it_is_invalid():
     row = {**ROW, "id": "a", "engine": "vllm (0.9.2)", "notes": "config.yaml async-scheduling: true"}
     p = predict_inference_frame(pd.DataFrame([row]), "x")
     assert p.status.iloc[0].startswith("invalid") and "async-scheduling" in p.status.iloc[0]
+
+
+def test_limits_read_from_a_vllm_config_file():
+    """vLLM's ``--config config.yaml`` keys are the flags' long names: ``max-num-batched-tokens:
+    4096`` and ``max-cudagraph-capture-size: 1024`` set the token budget and the largest graph as
+    the flags do; a dotted key (TensorRT-LLM's ``cuda_graph_config.max_batch_size``) is another
+    setting, not the engine's batch cap; a bad value is the row's error."""
+    from dse.errors import InputError
+    from dse.infer.launch_flags import launch_settings
+    eng = PROFILES["vllm_v1_async"]
+    row = {"engine": "vllm (0.13.0)", "notes": "config.yaml max-num-batched-tokens: 4096; "
+                                               "max-cudagraph-capture-size: 1024; max-num-seqs: 64"}
+    got, _ = launch_settings(row, eng)
+    assert (got.max_num_tokens, got.graph_max_batch, got.max_batch) == (4096, 1024, 64)
+    dotted = {"engine": "trtllm (1.1)", "notes": "extra_llm_api_options cuda_graph_config.max_batch_size: 128"}
+    got, _ = launch_settings(dotted, PROFILES["trtllm_pytorch"])
+    assert got.max_batch == PROFILES["trtllm_pytorch"].max_batch and got.graph_max_batch == 128
+    with pytest.raises(InputError, match="max-num-batched-tokens must be a positive integer"):
+        launch_settings({"engine": "vllm", "notes": "max-num-batched-tokens: lots"}, eng)
