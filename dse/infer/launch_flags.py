@@ -210,8 +210,9 @@ def stated_window(row) -> int | None:
 def _vllm_scheduling(eng: EngineProfile, text: str, engine: str) -> EngineProfile:
     """A vLLM V1 profile with the scheduling the whole launch text states: async scheduling
     named in ``notes`` -- ``--async-scheduling`` on the command line, or ``async-scheduling:
-    true`` in the ``--config`` YAML file, whose keys are the CLI flags' long names (vLLM docs,
-    "Serve Args": "--config ... a YAML file whose keys are the argument names") -- or
+    true`` in the ``--config`` YAML file, whose keys are the CLI arguments' long names (vLLM docs,
+    configuration/serve_args.md, "Configuration file": "The argument names must be the long
+    form") -- or
     switched off there (``--no-async-scheduling``, ``async-scheduling: false``); the release
     rule of :func:`dse.infer.engines.vllm_async` otherwise.  The two V1 profiles differ only in
     whether the host step runs beside the GPU pass (``host_overlap``, ``pp_serial_step``)."""
@@ -246,8 +247,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     limit stated twice must agree.  With ``model`` given and no token budget stated, vLLM
     V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
-    vllm_config = eng.name in VLLM_V1_NAMES or eng.name.startswith("vllm")
-    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k, vllm_config)) is not None}
+    got = {k: v for k in _LAUNCH if (v := stated_limit(row, k, eng.name.startswith("vllm"))) is not None}
     text = row_text(row)
     if eng.name in VLLM_V1_NAMES:
         eng = _vllm_scheduling(eng, text, str(row.get("engine", "")))
