@@ -27,13 +27,14 @@ def test_every_row_predicted(predictions):
 
 @pytest.mark.validation
 def test_new_hardware_throughput_regression_guard(predictions):
-    """Today: throughput 12.5 % mean absolute error, bias -12.1 %; H200 NVL 8.2 % (Offline 14-17 %
+    """Today: throughput 9.2 % mean absolute error, bias -8.5 %; H200 NVL 8.2 % (Offline 14-17 %
     slow, the rate-limited Server rows within 1 %), L40S 11.0 % (TensorRT-LLM TP4 within 1 %, vLLM
-    0.5.1 TP2 15-28 % slow), RTX PRO 6000 22.5 % (llama2-70b NVFP4 34 % slow)."""
+    0.5.1 TP2 15-28 % slow), RTX PRO 6000 9.6 % (llama2-70b NVFP4 17-18 % slow, mixtral fp8 within
+    3 %; 20-34 % off with the data-center Blackwell constants, dse.spec.efficiency ``rtx_blackwell``)."""
     e = predictions["err"]
-    assert e.abs().mean() <= 0.14, predictions[["id", "err"]].round(3).to_string()
+    assert e.abs().mean() <= 0.11, predictions[["id", "err"]].round(3).to_string()
     by_gpu = e.abs().groupby(predictions["hardware"]).mean()
-    assert by_gpu["h200-nvl-141gb"] <= 0.10 and by_gpu["l40s"] <= 0.13, by_gpu.round(3).to_dict()
+    assert (by_gpu <= 0.13).all(), by_gpu.round(3).to_dict()
 
 
 @pytest.mark.validation

@@ -207,6 +207,20 @@ means and where it comes from:
     no sustained-clock reference exists (:mod:`dse.spec.power`: power_clock 1).  ``hbm``
     0.90 stands for GDDR6 streams too (unmeasured); ``dram_latency_s`` is A100's HBM value,
     GDDR6's is not measured here.
+``rtx_blackwell`` (sm120: RTX PRO 6000 Blackwell Server Edition, GB202): NOT FITTED; not the
+    data-center Blackwell's constants, because sm120 has neither ``tcgen05`` / tensor memory nor
+    TMA multicast -- "SM100 block-scaling uses tcgen05 + TMEM, which SM120 does not have"
+    (Dao-AILab/quack PR #153), CUTLASS's sm100 attention is "specifically for TCGen05 supported
+    MMA architectures. Please use FA2 or example 41 for SM80/86/89/120" (NVIDIA/cutlass issue
+    #2513), and its GEMMs run with "Cluster size ... fixed to <1,1,1> since sm120 does not have
+    multicast" and 128x128x128 tiles (99 KB of shared memory; pytorch/pytorch PR #155991) -- i.e.
+    the warp-level ``mma.sync`` family (block-scaled variants for fp8 / fp6 / fp4), as ``ada``:
+    Ampere's fractions (``gemm`` = ``gemm_fp8`` = 0.72, FA2 attention, ``fp8_transpose`` 1 since
+    Transformer Engine's ``is_non_tn_fp8_gemm_supported`` excludes compute capability 12.x),
+    ``tile_m`` x ``tile_n`` = 128 x 128, and ``gemm_fp4`` = ``gemm_fp8`` x ``FP4_OVER_FP8`` (the
+    per-tile scale and epilogue work of a block-scaled 4-bit tile, measured on B200, carried).
+    Checked, not fitted: CUTLASS 3.x fp8 on an RTX 5090 (sm120) reaches 388.9 of its rated
+    419 TFLOP/s at 4096^3 (0.93; pytorch/pytorch PR #155991), above 0.72.
 ``cdna3`` / ``cdna4`` (AMD Instinct MI300X / MI325X and MI355X): NOT FITTED to any
     calibration row (there is no AMD training row in ``../shared/validation/calibration.csv``).
     ``cdna3`` takes published MI300X microbenchmark fractions of the datasheet peaks (the
@@ -338,6 +352,10 @@ GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0,
 # Ada (sm89: L4, L40S): NOT FITTED (no Ada row in the calibration files), Ampere's fractions
 # carried over (module docstring ``ada``): the same mma.sync tensor-core path, no TMA multicast
 GENERATIONS["ada"] = GENERATIONS["ampere"]
+# RTX Blackwell (sm120: RTX PRO 6000 Blackwell): NOT FITTED; the mma.sync kernel family, Ampere's
+# fractions with 128x128 tiles and the block-scaled fp4 ratio (module docstring ``rtx_blackwell``)
+GENERATIONS["rtx_blackwell"] = replace(GENERATIONS["ampere"], tile_m=128, tile_n=128,
+                                       gemm_fp4=GENERATIONS["ampere"].gemm_fp8 * FP4_OVER_FP8)
 # AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
 # above) until MI355X measurements exist
 GENERATIONS["cdna4"] = GENERATIONS["cdna3"]

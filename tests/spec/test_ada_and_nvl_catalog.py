@@ -66,3 +66,17 @@ def test_serving_rows_on_the_new_cards_are_predicted(tmp_path):
     # slower than 4.8 TB/s (H200 NVL); bf16 weights are twice the fp8 bytes
     assert tpot["r1"] > tpot["r0"] > tpot["r2"]
     assert tpot["r3"] > tpot["r0"]
+
+
+def test_rtx_pro_6000_runs_the_mma_sync_family_not_tcgen05():
+    """sm120 has no tcgen05 / tensor memory and no TMA multicast: the RTX PRO 6000 takes the
+    warp-level mma.sync family's fractions (Ampere's, as Ada), 128x128 tiles, cluster 1, and the
+    fp8 wgrad transpose Transformer Engine keeps on 12.x (dse.spec.efficiency ``rtx_blackwell``)."""
+    hw, b200 = catalog()["rtx-pro-6000"], catalog()["b200"]
+    amp = GENERATIONS["ampere"]
+    assert hw.generation == "rtx_blackwell"
+    assert (float(hw.eff_gemm), float(hw.eff_gemm_fp8)) == (amp.gemm, amp.gemm_fp8)
+    assert float(hw.eff_gemm_fp4) / float(hw.eff_gemm_fp8) == pytest.approx(
+        float(b200.eff_gemm_fp4) / float(b200.eff_gemm_fp8))            # the block-scaled fp4 ratio
+    assert (float(hw.tile_m), float(hw.tile_n), float(hw.gemm_cluster)) == (128.0, 128.0, 1.0)
+    assert float(hw.fp8_transpose) == 1.0 and float(b200.fp8_transpose) == 0.0
