@@ -259,7 +259,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     """
     from dse.cost.energy import add_energy_columns
     from dse.spec.hardware import GIB
-    from dse.spec.layout import Layout, Workload, canonical_framework, recompute_code
+    from dse.spec.layout import Layout, Workload, recompute_code
     from dse.sweep.grid import check_layout
     from dse.sweep.run import oom_status
     from dse.train.step import BREAKDOWN
@@ -285,7 +285,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     wl = Workload(global_batch=global_batch, seq_len=seq, precision=prec, attention=att,
                   framework=fw, tp_overlap=int(bool(tp_overlap)),
                   **_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where))
-    from dse.intervals import apply_band, band_for
+    from dse.intervals import apply_band, band_for, training_cell_of
     from dse.host_eval import host_design_point
     from dse.train.memory_parts import check_margin, gib_columns, step_and_memory
     margin = check_margin(mem_margin, where)
@@ -301,7 +301,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     energy = add_energy_columns(row, {hw.name: float(hw.tdp_w)}, gpu_hour_usd,
                                 _train_tokens(train_tokens, where), pue, where)
     energy = {c: float(energy[c][0]) for c in energy.columns if c not in row.columns}
-    q10, q90, _ = band_for("training", f"{canonical_framework(framework)}/{hw.generation}")
+    q10, q90, _ = band_for("training", training_cell_of(framework, hw.generation))
     lo, hi = apply_band(t(r.step_time_s), q10, q90)
     return Estimate(model=m, hardware=hw, workload=wl, layout=lay, gpus=gpus, fits=fits,
                     status="ok" if fits else oom_status(mem, cap), step_time_s=t(r.step_time_s),

@@ -160,9 +160,8 @@ def cmd_estimate(a) -> int:
     verdict = print_memory_table(parts, float(hw.hbm_bytes), a.mem_margin)
     print(f"  memory per GPU {float(r.mem_bytes) / 2**30:.1f} GiB of {float(hw.hbm_bytes) / 2**30:.1f} GiB"
           f" ({verdict})")
-    from dse.intervals import band_for, apply_band
-    from dse.spec.layout import canonical_framework
-    q10, q90, basis = band_for("training", f"{canonical_framework(a.framework)}/{hw.generation}")
+    from dse.intervals import band_for, apply_band, training_cell_of
+    q10, q90, basis = band_for("training", training_cell_of(a.framework, hw.generation))
     lo, hi = apply_band(float(r.step_time_s), q10, q90)
     print(f"  step time {float(r.step_time_s):.3f} s, {float(r.tokens_per_s):,.0f} tokens/s, "
           f"MFU {float(r.mfu):.1%}")

@@ -67,10 +67,10 @@ def compare_frame(model, hws: list, gpus: list[int], global_batch: int, seq_len:
     ``recipe``: the Workload's recipe switches (:func:`dse.spec.layout.recipe_codes`)."""
     from dse.cost.energy import add_energy_columns
     from dse.intervals import sweep_band
-    from dse.spec.layout import FRAMEWORK_NAMES, canonical_framework
+    from dse.spec.layout import FRAMEWORK_NAMES
     from dse.sweep.run import MEM_MARGIN, sweep
     mem_margin = MEM_MARGIN if mem_margin is None else mem_margin
-    fw_name = canonical_framework(framework_name) if framework_name else FRAMEWORK_NAMES.get(framework, "megatron")
+    fw_name = framework_name or FRAMEWORK_NAMES.get(framework, "megatron")
     require(objective in OBJECTIVES, where, "objective",
             f"must be one of {sorted(OBJECTIVES)}, but got {objective!r}")
     require(objective != "usd_per_mtok" or gpu_hour_usd is not None, where, "objective",

@@ -60,10 +60,16 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() in ("", "nan")
 
 
-def training_cell(row) -> str:
+def training_cell_of(framework, generation: str) -> str:
+    """The training cell ``<framework profile>/<generation>``: a blank framework is
+    megatron, an alias its profile (:func:`dse.spec.layout.canonical_framework`: NeMo ->
+    megatron, torchtitan -> fsdp2), so every caller names the cells the fit names."""
     from dse.spec.layout import canonical_framework
-    fw = row.get("framework")
-    return f"{'megatron' if _blank(fw) else canonical_framework(fw)}/{generation_of(row.get('gpu'))}"
+    return f"{'megatron' if _blank(framework) else canonical_framework(framework)}/{generation}"
+
+
+def training_cell(row) -> str:
+    return training_cell_of(row.get("framework"), generation_of(row.get("gpu")))
 
 
 def serving_cell(row) -> str:
@@ -162,7 +168,8 @@ def sweep_band(df: pd.DataFrame, framework: str, value_col: str = "step_time_s",
     if df.empty or value_col not in df:
         return df
     names = df["hardware"].astype(str).str.split("[", n=1, regex=False).str[0]
-    bands = {n: band_for(kind, f"{framework}/{generation_of(n)}") for n in names.unique()}
+    cell = training_cell_of if kind == "training" else (lambda fw, gen: f"{fw}/{gen}")
+    bands = {n: band_for(kind, cell(framework, generation_of(n))) for n in names.unique()}
     q10 = names.map(lambda n: bands[n][0]).astype(float)
     q90 = names.map(lambda n: bands[n][1]).astype(float)
     v = pd.to_numeric(df[value_col], errors="coerce")

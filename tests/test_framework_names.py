@@ -37,3 +37,16 @@ def test_alias_rows_predict_as_their_profile(tmp_path):
         assert training_cell({"framework": alias, "gpu": base["gpu"]}) == training_cell(
             {"framework": name, "gpu": base["gpu"]})
     assert out.loc["maxtext", "status"].startswith("invalid: framework: must be one of")
+
+
+def test_sweep_and_compare_bands_take_the_profile_cell():
+    """A sweep / compare frame's band (dse.intervals.sweep_band, as `dse sweep --framework NeMo`
+    and `dse.sweep(framework="torchtitan")` call it) names the cell of the alias's profile."""
+    import pandas as pd
+
+    from dse.intervals import sweep_band
+    frame = pd.DataFrame({"hardware": ["h100-sxm-80gb"], "step_time_s": [1.0]})
+    for alias, name in ALIASES.items():
+        got, want = sweep_band(frame, alias), sweep_band(frame, name)
+        assert got["interval_basis"].iloc[0] == want["interval_basis"].iloc[0]
+        assert got["step_time_lo_s"].iloc[0] == want["step_time_lo_s"].iloc[0]
