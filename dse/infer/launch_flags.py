@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields, replace
 
 from dse.errors import InputError
 from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, EngineProfile, engine_text,
@@ -214,14 +215,18 @@ def _vllm_scheduling(eng: EngineProfile, text: str, engine: str) -> EngineProfil
     configuration/serve_args.md, "Configuration file": "The argument names must be the long
     form") -- or
     switched off there (``--no-async-scheduling``, ``async-scheduling: false``); the release
-    rule of :func:`dse.infer.engines.vllm_async` otherwise.  The two V1 profiles differ only in
-    whether the host step runs beside the GPU pass (``host_overlap``, ``pp_serial_step``)."""
+    rule of :func:`dse.infer.engines.vllm_async` otherwise.  The row's limits set so far are
+    kept; only the fields in which the two V1 profiles differ (the name and whether the host
+    step runs beside the GPU pass) are taken from the one the launch names."""
     want = "vllm_v1_async" if vllm_async(text.lower(), version3(engine_text(engine))) else "vllm_v1"
     if want == eng.name:
         return eng
-    ref = PROFILES[want]
-    return EngineProfile(**{**eng.__dict__, "name": want, "host_overlap": ref.host_overlap,
-                            "pp_serial_step": ref.pp_serial_step})
+    return replace(eng, **{f: getattr(PROFILES[want], f) for f in _V1_SCHEDULING_FIELDS})
+
+
+#: the fields in which the two vLLM V1 profiles differ (:func:`_vllm_scheduling`)
+_V1_SCHEDULING_FIELDS = tuple(f.name for f in fields(EngineProfile)
+                              if getattr(PROFILES["vllm_v1"], f.name) != getattr(PROFILES["vllm_v1_async"], f.name))
 
 
 def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile, float | None]:
