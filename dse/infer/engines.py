@@ -520,6 +520,28 @@ class EngineProfile:
         recv_interval`` (a request arriving at a random instant waits half of it)."""
         return self.scheduler_steps * self.recv_interval
 
+    def admission_lag(self, pp=1.0):
+        """Whole iterations a request arriving during iteration n waits beyond the rest of
+        n before the iteration that carries its prompt: 1 on an engine whose host runs one
+        step ahead of the GPU (``host_overlap``), because iteration n + 1 was scheduled and
+        submitted when n started -- vLLM V1 ``EngineCore.step_with_batch_queue``
+        (``vllm/v1/engine/core.py``: schedule and submit a batch while the queue of
+        ``max_concurrent_batches`` = 2 is not full, then block on the oldest; new requests
+        are taken from the input queue only between two such calls), SGLang
+        ``Scheduler.event_loop_overlap`` (``recv_requests`` then launch batch n + 1 before
+        ``process_batch_result`` of n), TensorRT-LLM ``PyExecutor._executor_loop_overlap``
+        (fetch, schedule and launch n + 1, then sync and process n) -- so the prompt rides
+        n + 2; 0 on a serial engine, whose next schedule follows n.  With pp > 1 an engine
+        with ``pp_serial_step`` (vLLM 0.14 drops async scheduling with PP) is serial: 0.
+        ``pp`` may be traced."""
+        if not self.host_overlap:
+            return 0.0
+        if not self.pp_serial_step:
+            return 1.0
+        if isinstance(pp, (int, float)):
+            return 0.0 if pp > 1 else 1.0
+        return jnp.where(pp > 1, 0.0, 1.0)
+
     def host_scale(self, hw):
         """Factor on this engine's host constants for ``hw``'s host CPU: the hardware's
         ``host_cpu_slowdown`` (Grace-hosted GH200 / GB200 / GB300, :mod:`dse.spec.host_cpu`)

@@ -201,8 +201,10 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     wait = max(N - W, 0.0) * t_cycle / W
     jitter = prefill_jitter_wait_s(W, K_eff, c, t_mix, t_dec, t_cycle)
     # an engine that looks at its queue every P iterations (EngineProfile.poll_iterations:
-    # TensorRT-LLM's attention-DP balancing) holds a resubmitted prompt (P - 1) / 2 of them
-    poll = 0.5 * (dep.engine.poll_iterations - 1.0) * t_dec
+    # TensorRT-LLM's attention-DP balancing) holds a resubmitted prompt (P - 1) / 2 of them;
+    # an overlap scheduler has already submitted the next iteration when it arrives
+    # (EngineProfile.admission_lag)
+    poll = (0.5 * (dep.engine.poll_iterations - 1.0) + dep.engine.admission_lag(dep.pp)) * t_dec
     ttft = wait + poll + c * t_mix + jitter
     e2e = wait + poll + t_cycle
     tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0

@@ -586,8 +586,9 @@ def ttft_iterations(dep: Deployment) -> float:
     """Iterations between arrival and first token on an engine that mixes prompts into
     decode iterations: half the running scheduling pass (``poll_iterations``: the
     ``scheduler_steps`` of vLLM multi-step times SGLang's ``recv_interval``) plus the
-    iteration carrying the prompt."""
-    return 0.5 * dep.engine.poll_iterations + 1.0
+    iteration carrying the prompt, after the one an overlap scheduler has already
+    submitted (:meth:`~dse.infer.engines.EngineProfile.admission_lag`)."""
+    return 0.5 * dep.engine.poll_iterations + dep.engine.admission_lag(dep.pp) + 1.0
 
 
 MD1_MAX_UTILIZATION = 0.99   # keeps the Pollaczek-Khinchine wait finite at saturation
@@ -605,13 +606,15 @@ def md1_wait_s(rho, service_s):
 def first_token_s(dep: Deployment, c: Cycle) -> float:
     """Time to first token without queueing for the prefill itself: the new request waits
     for half the running scheduling pass (``poll_iterations / 2`` mean iterations:
-    :attr:`dse.infer.engines.EngineProfile.poll_iterations`), then
+    :attr:`dse.infer.engines.EngineProfile.poll_iterations`) and, on an engine that
+    schedules one iteration ahead, the iteration already submitted
+    (:meth:`~dse.infer.engines.EngineProfile.admission_lag`), then
     its prompt runs (``c.first_s``) -- inside one iteration where the engine mixes
     prompts into decode iterations (TensorRT-LLM in-flight batching; deterministic load:
     ``ttft_iterations * t_iter``), else in a prefill pass of its own that batches the
     prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
     decode, :func:`_cycle`)."""
-    return 0.5 * dep.engine.poll_iterations * c.mean_s + c.first_s
+    return (0.5 * dep.engine.poll_iterations + dep.engine.admission_lag(dep.pp)) * c.mean_s + c.first_s
 
 
 def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False,
