@@ -531,7 +531,10 @@ class EngineProfile:
         ``Scheduler.event_loop_overlap`` (``recv_requests`` then launch batch n + 1 before
         ``process_batch_result`` of n), TensorRT-LLM ``PyExecutor._executor_loop_overlap``
         (fetch, schedule and launch n + 1, then sync and process n) -- so the prompt rides
-        n + 2; 0 on a serial engine, whose next schedule follows n.  With pp > 1 an engine
+        n + 2.  It follows from the overlap itself (a schedule made while n runs cannot hold
+        a request that arrives after it), so TurboMind's ``lmdeploy_async`` takes it by the
+        same argument, not read from its code.  0 on a serial engine, whose next schedule
+        follows n.  With pp > 1 an engine
         with ``pp_serial_step`` (vLLM 0.14 drops async scheduling with PP) is serial: 0.
         ``pp`` may be traced."""
         if not self.host_overlap:
