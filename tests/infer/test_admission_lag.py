@@ -61,3 +61,20 @@ def test_vectorized_and_scalar_models_agree_for_an_overlap_engine():
     assert float(r.tpot_s) == pytest.approx(s.tpot_s, rel=0.02)
     # the lag is one mean iteration of TTFT, not a change of the iteration
     assert s.ttft_s > s.tpot_s
+
+
+def test_the_closed_loop_wave_path_adds_one_decode_iteration_to_ttft_and_e2e(monkeypatch):
+    """dse.infer.lockstep.staggered_concurrency: the resubmitted prompt waits for the
+    iteration already submitted -- one decode iteration (at the wave's batch) in TTFT and e2e,
+    TPOT unchanged."""
+    from dse.infer import lockstep
+    from dse.infer.engines import EngineProfile
+    dep = SV.Deployment(M8, H100, PROFILES["sglang_overlap"], 1, 1, 1, 2.0)
+    S, O, n = 1024.0, 256.0, 8.0
+    lag = lockstep.staggered_concurrency(dep, n, S, O, 1)
+    monkeypatch.setattr(EngineProfile, "admission_lag", lambda self, pp=1.0: 0.0)
+    base = lockstep.staggered_concurrency(dep, n, S, O, 1)
+    t_dec = SV.iteration_s(dep, lag.batch, S + O / 2.0)
+    assert lag.ttft_s - base.ttft_s == pytest.approx(t_dec, rel=1e-6)
+    assert lag.e2e_s - base.e2e_s == pytest.approx(t_dec, rel=1e-6)
+    assert lag.tpot_s == pytest.approx(base.tpot_s, rel=1e-9)
