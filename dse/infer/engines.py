@@ -755,8 +755,13 @@ def lmdeploy_max_batch(hw_name: str, v: tuple | None) -> int:
     table = next(tab for first, tab in LMDEPLOY_MAX_BATCH if v >= first)
     name = hw_name.lower()
     return next((n for key, n in table if key in name), 128)
-_ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:false|0)\b")
-_ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*(?:true|1)\b")  # after _ASYNC_OFF
+# the setting's values: a flag, ``=true`` / ``=false``, or a ``--config`` YAML key, which vLLM
+# reads with PyYAML (``yaml.safe_load``: YAML 1.1, where yes / no / on / off are booleans too)
+ASYNC_TRUE, ASYNC_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+_ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
+                        + "|".join(ASYNC_FALSE) + r")\b")
+_ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
+                       + "|".join(ASYNC_TRUE) + r")\b")  # after _ASYNC_OFF
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
 _V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
 

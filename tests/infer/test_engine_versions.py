@@ -470,6 +470,9 @@ def test_trtllm_serve_sizes_its_pool_after_a_pass_of_8192_tokens():
      "max-num-batched-tokens: 8192", "vllm_v1_async"),        # the --config YAML file's key
     ("vllm serve ... --async-scheduling --max-num-seqs 512", "vllm_v1_async"),
     ("config.yaml async_scheduling: false", "vllm_v1"),
+    ("config.yaml async-scheduling: yes", "vllm_v1_async"),   # YAML 1.1 booleans (PyYAML)
+    ("config.yaml async-scheduling: off", "vllm_v1"),
+    ("config.yaml async-scheduling: true; --no-async-scheduling", "vllm_v1"),  # the CLI wins
     ("", "vllm_v1"),                                          # 0.13's default: serial
 ])
 def test_async_scheduling_stated_in_the_launch_notes(notes, name):
@@ -486,6 +489,18 @@ def test_async_scheduling_in_the_notes_of_a_release_without_it_is_invalid():
     row = {**ROW, "id": "a", "engine": "vllm (0.9.2)", "notes": "config.yaml async-scheduling: true"}
     p = predict_inference_frame(pd.DataFrame([row]), "x")
     assert p.status.iloc[0].startswith("invalid") and "async-scheduling" in p.status.iloc[0]
+
+
+@pytest.mark.parametrize("field,text", [("notes", "config.yaml async-scheduling: maybe"),
+                                        ("notes", "config.yaml async-scheduling:"),
+                                        ("engine", "vllm (0.13.0, --async-scheduling=2)")])
+def test_an_async_scheduling_value_that_is_no_boolean_is_the_rows_invalid_status(field, text):
+    """Not read as unstated: the row says why, naming the column; the other rows still run."""
+    rows = [{**ROW, "id": "bad", "engine": "vllm (0.13.0)", "notes": "", field: text},
+            {**ROW, "id": "good", "engine": "vllm (0.13.0)", "notes": ""}]
+    p = predict_inference_frame(pd.DataFrame(rows), "x").set_index("id")
+    assert p.status["bad"].startswith(f"invalid: {field}: async") and "true or false" in p.status["bad"]
+    assert p.status["good"] == "ok"
 
 
 def test_limits_read_from_a_vllm_config_file():
