@@ -755,13 +755,34 @@ def lmdeploy_max_batch(hw_name: str, v: tuple | None) -> int:
     table = next(tab for first, tab in LMDEPLOY_MAX_BATCH if v >= first)
     name = hw_name.lower()
     return next((n for key, n in table if key in name), 128)
-# the setting's values: a flag, ``=true`` / ``=false``, or a ``--config`` YAML key, which vLLM
-# reads with PyYAML (``yaml.safe_load``: YAML 1.1, where yes / no / on / off are booleans too)
-ASYNC_TRUE, ASYNC_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+#: the booleans of a launch's YAML settings as the engines read them: vLLM's ``--config`` file and
+#: TensorRT-LLM's ``extra_llm_api_options`` both go through PyYAML's ``yaml.safe_load`` (YAML 1.1,
+#: where yes / no / on / off are booleans too); ``=1`` / ``=0`` on command lines
+YAML_TRUE, YAML_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 _ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
-                        + "|".join(ASYNC_FALSE) + r")\b")
+                        + "|".join(YAML_FALSE) + r")\b")
 _ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
-                       + "|".join(ASYNC_TRUE) + r")\b")  # after _ASYNC_OFF
+                       + "|".join(YAML_TRUE) + r")\b")  # after _ASYNC_OFF
+
+
+def bool_setting_values(texts: dict, key: str, where: str = "row") -> list[bool]:
+    """Every value the launch texts ``texts`` (column -> text: a row's ``engine`` and ``notes``)
+    give the boolean setting ``key`` (a regex of its name) as ``key: v`` or ``key=v`` closing its
+    clause (end of text, ``;``, ``,``, ``)`` or a line break after it: a setting as a config file or
+    command line states it, not prose such as "enable_attention_dp: attention DP over 4 ranks"),
+    in order: :data:`YAML_TRUE` / :data:`YAML_FALSE`, quotes allowed.  Another value, or none
+    after the colon, raises :class:`InputError` naming the column -- never read as unstated."""
+    form = re.compile(rf"(?<![-\w.])(?:--)?({key})[ \t]*[=:][ \t]*([^\s;,)]*)(?=[ \t]*(?:$|[;,)\n]))",
+                      re.IGNORECASE | re.MULTILINE)
+    out = []
+    for field, t in texts.items():
+        for m in form.finditer(t):
+            v = m.group(2).strip("'\"").lower()
+            if v not in YAML_TRUE + YAML_FALSE:
+                raise InputError(where, field, f"{m.group(1)} must be true or false (YAML also yes / no, "
+                                 f"on / off, 1 / 0), but got {m.group(2)!r}")
+            out.append(v in YAML_TRUE)
+    return out
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
 _V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
 

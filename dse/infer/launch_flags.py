@@ -14,8 +14,8 @@ import re
 from dataclasses import fields, replace
 
 from dse.errors import InputError
-from dse.infer.engines import (ASYNC_FALSE, ASYNC_TRUE, FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES,
-                               EngineProfile, engine_text, flag_value, version3, vllm_async, vllm_v0_mla)
+from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, YAML_TRUE, EngineProfile,
+                               bool_setting_values, engine_text, flag_value, version3, vllm_async, vllm_v0_mla)
 from dse.infer.launch_layout import trt_attention_dp
 from dse.infer.tgi import tgi_v2_prefill_tokens
 
@@ -121,7 +121,7 @@ def _adp_balance_interval(text: str) -> int | None:
     """The iterations between the context releases of TensorRT-LLM's attention-DP balancing
     (above) where the row's launch enables it with attention DP on, else None."""
     on = [v.lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
-    if not (on and on[-1] in ("true", "1") and trt_attention_dp(text)):
+    if not (on and on[-1] in YAML_TRUE and trt_attention_dp(text)):
         return None
     n = _option_int(text, "attention_dp_config", "timeout_iters")
     return ADP_BALANCE_TIMEOUT_ITERS if n is None else n
@@ -208,24 +208,6 @@ def stated_window(row) -> int | None:
     return got.pop() if got else None
 
 
-#: ``async-scheduling`` with a value: ``--async-scheduling=...`` or the YAML key ``async-scheduling: ...``
-_ASYNC_VALUE = re.compile(r"(?<![-\w])(?:--)?(async[-_]scheduling)[ \t]*[=:][ \t]*([^\s;,)]*)",
-                          re.IGNORECASE)
-
-
-def check_async_values(row) -> None:
-    """Every value the row's ``engine`` / ``notes`` give vLLM's async scheduling must be a
-    boolean as vLLM reads it (:data:`dse.infer.engines.ASYNC_TRUE` / ``ASYNC_FALSE``); another
-    (``async-scheduling: maybe``, or none after the colon) raises :class:`InputError` naming
-    the column, rather than being read as unstated."""
-    for field, t in launch_texts(row).items():
-        for m in _ASYNC_VALUE.finditer(t):
-            v = m.group(2).strip("'\"").lower()
-            if v not in ASYNC_TRUE + ASYNC_FALSE:
-                raise InputError("row", field, f"{m.group(1)} must be true or false (YAML also yes / no, "
-                                 f"on / off, 1 / 0), but got {m.group(2)!r}")
-
-
 def _vllm_scheduling(eng: EngineProfile, text: str, engine: str) -> EngineProfile:
     """A vLLM V1 profile with the scheduling the whole launch text states: async scheduling
     named in ``notes`` -- ``--async-scheduling`` on the command line, or ``async-scheduling:
@@ -273,7 +255,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     got = {k: v for k in _LAUNCH if (v := stated_limit(row, k, eng.name.startswith("vllm"))) is not None}
     text = row_text(row)
     if eng.name in VLLM_V1_NAMES:
-        check_async_values(row)
+        bool_setting_values(launch_texts(row), r"async[-_]scheduling")    # a bad value is the row's error
         eng = _vllm_scheduling(eng, text, str(row.get("engine", "")))
     trt_bs = _option_int(text, "cuda_graph_config", "max_batch_size", also=("cuda_graph_max_batch_size",))
     if trt_bs is not None and "graph_max_batch" not in got:

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import re
 
-from dse.infer.engines import flag_value
+from dse.infer.engines import YAML_FALSE, bool_setting_values, flag_value
 
 _SGLANG_DPA = re.compile(r"--enable[-_]dp[-_]attention\b", re.IGNORECASE)
 _SGLANG_EP_ON = re.compile(r"--enable[-_](?:deepep[-_])?(?:ep[-_])?moe\b|--moe[-_]a2a[-_]backend[ =]+deepep\b",
                            re.IGNORECASE)
-_TRT_DPA = re.compile(r"enable_attention_dp\b(?!\s*[:=]\s*(?:false|0)\b)", re.IGNORECASE)
+_TRT_DPA = re.compile(r"enable_attention_dp\b(?!\s*[:=]\s*['\"]?(?:" + "|".join(YAML_FALSE) + r")\b)",
+                      re.IGNORECASE)
 _DEP = re.compile(r"(?<![A-Za-z])(DEP|TEP)\s*(\d+)\b")
 _YAML_EP = re.compile(r"\bmoe_expert_parallel_size\s*[:=]\s*(\d+)\b")
 _VLLM_EP = re.compile(r"--enable[-_]expert[-_]parallel\b", re.IGNORECASE)
@@ -54,6 +55,7 @@ def stated_layout(engine: str, texts: dict, gpus: int, tp: int | None, pp: int,
     notes; a flag's value is read by :func:`dse.infer.engines.flag_value`), ``tp`` / ``ep``
     / ``dp`` its columns (None = blank).  ``how`` says what was read ("" if nothing)."""
     text = " ".join(texts.values())
+    bool_setting_values(texts, "enable_attention_dp")        # a bad value is the row's error
     how = []
     if engine.startswith("sglang"):
         n = flag_value(texts, r"dp(?:[-_]size)?", "row")

@@ -503,6 +503,27 @@ def test_an_async_scheduling_value_that_is_no_boolean_is_the_rows_invalid_status
     assert p.status["good"] == "ok"
 
 
+@pytest.mark.parametrize("notes,status,ranks", [
+    ("extra_llm_api_options enable_attention_dp: yes", "ok", 8.0),    # YAML 1.1 (PyYAML) booleans
+    ("extra_llm_api_options enable_attention_dp: off", "ok", None),
+    ("enable_attention_dp: 'false'; kv_cache_config.dtype: fp8", "ok", None),
+    ("run with enable_attention_dp: attention DP over 8 ranks", "ok", 8.0),   # prose, not a value
+    ("enable_attention_dp: maybe; kv_cache_config.dtype: fp8", "invalid: notes: enable_attention_dp", None),
+])
+def test_attention_dp_booleans_as_tensorrt_llm_reads_its_yaml(notes, status, ranks):
+    row = {"id": "a", "model": "deepseek-ai/DeepSeek-R1-0528", "hardware": "b200", "gpus": 8, "tp": 8,
+           "precision": "fp8", "engine": "trtllm (1.1, trtllm-serve, PyTorch backend)",
+           "scenario": "concurrency", "batch_or_concurrency": 8, "input_len": 1024, "output_len": 1024,
+           "notes": notes}
+    p = predict_inference_frame(pd.DataFrame([row]), "x")
+    assert p.status.iloc[0].startswith(status), p.status.iloc[0]
+    got = p["chosen_attn_dp"].iloc[0] if "chosen_attn_dp" in p else None   # absent: no row has attention DP
+    if ranks is not None:
+        assert got == ranks
+    elif status == "ok":
+        assert got is None or pd.isna(got) or got == 1
+
+
 def test_limits_read_from_a_vllm_config_file():
     """vLLM's ``--config config.yaml`` keys are the flags' long names: ``max-num-batched-tokens:
     4096`` and ``max-cudagraph-capture-size: 1024`` set the token budget and the largest graph as
