@@ -14,8 +14,9 @@ import re
 from dataclasses import fields, replace
 
 from dse.errors import InputError
-from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, YAML_TRUE, EngineProfile,
-                               bool_setting_values, engine_text, flag_value, version3, vllm_async, vllm_v0_mla)
+from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, YAML_FALSE, YAML_TRUE,
+                               EngineProfile, bool_setting_values, engine_text, flag_value, version3,
+                               vllm_async, vllm_v0_mla)
 from dse.infer.launch_layout import trt_attention_dp
 from dse.infer.tgi import tgi_v2_prefill_tokens
 
@@ -62,8 +63,8 @@ def stated_mem_fraction(row) -> float | None:
 # CUDA graphs switched off at launch: SGLang --disable-cuda-graph, vLLM --enforce-eager,
 # TensorRT-LLM's LLM API ``cuda_graph_config: null`` / ``use_cuda_graph: false``
 _NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
-                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*false\b",
-                        re.IGNORECASE)
+                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*['\"]?(?:"
+                        + "|".join(YAML_FALSE) + r")\b", re.IGNORECASE)
 
 
 def _flat_values(text: str, key: str) -> list[str]:
@@ -264,6 +265,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     adp = adp if adp is not None else _batch_wait_interval(text)
     if adp is not None and "recv_interval" not in got:
         got["recv_interval"] = adp
+    bool_setting_values(launch_texts(row), "use_cuda_graph")    # a bad value is the row's error
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
     window = stated_window(row)

@@ -541,3 +541,22 @@ def test_limits_read_from_a_vllm_config_file():
     assert got.max_batch == PROFILES["trtllm_pytorch"].max_batch and got.graph_max_batch == 128
     with pytest.raises(InputError, match="max-num-batched-tokens must be a positive integer"):
         launch_settings({"engine": "vllm", "notes": "max-num-batched-tokens: lots"}, eng)
+
+
+@pytest.mark.parametrize("notes,graphs", [("", True), ("use_cuda_graph: false", False),
+                                          ("use_cuda_graph: off", False),     # YAML 1.1 false
+                                          ("use_cuda_graph: true", True)])
+def test_tensorrt_llm_use_cuda_graph_switch(notes, graphs):
+    """TensorRT-LLM's LLM API ``use_cuda_graph: false`` (or YAML's ``off`` / ``no``) runs every
+    pass eagerly: the decode step pays the host's issue time per kernel."""
+    from dse.infer.launch_flags import launch_settings
+    eng, _ = launch_settings({"engine": "trtllm (1.0, trtllm-serve, PyTorch backend)", "notes": notes},
+                             PROFILES["trtllm_pytorch"])
+    assert eng.cuda_graphs is graphs
+
+
+def test_a_use_cuda_graph_value_that_is_no_boolean_is_refused():
+    from dse.errors import InputError
+    from dse.infer.launch_flags import launch_settings
+    with pytest.raises(InputError, match="notes.*use_cuda_graph must be true or false"):
+        launch_settings({"engine": "trtllm (1.0)", "notes": "use_cuda_graph: maybe"}, PROFILES["trtllm_pytorch"])
