@@ -121,7 +121,11 @@ ADP_BALANCE_TIMEOUT_ITERS = 50
 def _adp_balance_interval(text: str) -> int | None:
     """The iterations between the context releases of TensorRT-LLM's attention-DP balancing
     (above) where the row's launch enables it with attention DP on, else None."""
-    on = [v.lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
+    on = [v.strip("'\"").lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
+    bad = [v for v in on if v not in YAML_TRUE + YAML_FALSE]
+    if bad:
+        raise InputError("row", "notes", f"attention_dp_config.enable_balance must be true or false (YAML "
+                         f"also yes / no, on / off, 1 / 0), but got {bad[0]!r}")
     if not (on and on[-1] in YAML_TRUE and trt_attention_dp(text)):
         return None
     n = _option_int(text, "attention_dp_config", "timeout_iters")

@@ -560,3 +560,21 @@ def test_a_use_cuda_graph_value_that_is_no_boolean_is_refused():
     from dse.infer.launch_flags import launch_settings
     with pytest.raises(InputError, match="notes.*use_cuda_graph must be true or false"):
         launch_settings({"engine": "trtllm (1.0)", "notes": "use_cuda_graph: maybe"}, PROFILES["trtllm_pytorch"])
+
+
+@pytest.mark.parametrize("value,interval", [("true", 50), ("yes", 50), ("off", 1)])
+def test_attention_dp_balancing_switch_reads_yaml_booleans(value, interval):
+    """``attention_dp_config.enable_balance`` as PyYAML reads TensorRT-LLM's options file: on, a
+    context release every ``timeout_iters`` (default 50) iterations; off, every iteration."""
+    from dse.infer.launch_flags import launch_settings
+    notes = f"enable_attention_dp: true; attention_dp_config.enable_balance: {value}"
+    eng, _ = launch_settings({"engine": "trtllm (1.1, trtllm-serve)", "notes": notes}, PROFILES["trtllm_pytorch"])
+    assert eng.recv_interval == interval
+
+
+def test_an_attention_dp_balancing_switch_that_is_no_boolean_is_refused():
+    from dse.errors import InputError
+    from dse.infer.launch_flags import launch_settings
+    with pytest.raises(InputError, match="enable_balance must be true or false"):
+        launch_settings({"engine": "trtllm (1.1)", "notes": "enable_attention_dp: true; "
+                         "attention_dp_config.enable_balance: maybe"}, PROFILES["trtllm_pytorch"])
