@@ -534,9 +534,8 @@ class EngineProfile:
         n + 2.  It follows from the overlap itself (a schedule made while n runs cannot hold
         a request that arrives after it), so TurboMind's ``lmdeploy_async`` takes it by the
         same argument, not read from its code.  0 on a serial engine, whose next schedule
-        follows n.  With pp > 1 an engine
-        with ``pp_serial_step`` (vLLM 0.14 drops async scheduling with PP) is serial: 0.
-        ``pp`` may be traced."""
+        follows n.  With pp > 1 an engine with ``pp_serial_step`` (vLLM 0.14 drops async
+        scheduling with PP) is serial: 0.  ``pp`` may be traced."""
         if not self.host_overlap:
             return 0.0
         if not self.pp_serial_step:
@@ -755,6 +754,8 @@ def lmdeploy_max_batch(hw_name: str, v: tuple | None) -> int:
     table = next(tab for first, tab in LMDEPLOY_MAX_BATCH if v >= first)
     name = hw_name.lower()
     return next((n for key, n in table if key in name), 128)
+
+
 #: the booleans of a launch's YAML settings as the engines read them: vLLM's ``--config`` file and
 #: TensorRT-LLM's ``extra_llm_api_options`` both go through PyYAML's ``yaml.safe_load`` (YAML 1.1,
 #: where yes / no / on / off are booleans too); ``=1`` / ``=0`` on command lines
@@ -783,6 +784,8 @@ def bool_setting_values(texts: dict, key: str, where: str = "row") -> list[bool]
                                  f"on / off, 1 / 0), but got {m.group(2)!r}")
             out.append(v in YAML_TRUE)
     return out
+
+
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")
 _V1_OFF = re.compile(r"vllm_use_v1\s*=\s*0\b")
 
