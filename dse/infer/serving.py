@@ -582,15 +582,6 @@ def open_loop_cycle(dep: Deployment, mean_batch: float, context: float, prompts:
     return Cycle(mean, first)
 
 
-def ttft_iterations(dep: Deployment) -> float:
-    """Iterations between arrival and first token on an engine that mixes prompts into
-    decode iterations: half the running scheduling pass (``poll_iterations``: the
-    ``scheduler_steps`` of vLLM multi-step times SGLang's ``recv_interval``) plus the
-    iteration carrying the prompt, after the one an overlap scheduler has already
-    submitted (:meth:`~dse.infer.engines.EngineProfile.admission_lag`)."""
-    return 0.5 * dep.engine.poll_iterations + dep.engine.admission_lag(dep.pp) + 1.0
-
-
 MD1_MAX_UTILIZATION = 0.99   # keeps the Pollaczek-Khinchine wait finite at saturation
 
 
@@ -611,7 +602,7 @@ def first_token_s(dep: Deployment, c: Cycle) -> float:
     (:meth:`~dse.infer.engines.EngineProfile.admission_lag`), then
     its prompt runs (``c.first_s``) -- inside one iteration where the engine mixes
     prompts into decode iterations (TensorRT-LLM in-flight batching; deterministic load:
-    ``ttft_iterations * t_iter``), else in a prefill pass of its own that batches the
+    ``(poll_iterations / 2 + admission_lag + 1) t_iter``), else in a prefill pass of its own that batches the
     prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
     decode, :func:`_cycle`)."""
     return (0.5 * dep.engine.poll_iterations + dep.engine.admission_lag(dep.pp)) * c.mean_s + c.first_s
