@@ -769,11 +769,12 @@ _ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['
 def bool_setting_values(texts: dict, key: str, where: str = "row") -> list[bool]:
     """Every value the launch texts ``texts`` (column -> text: a row's ``engine`` and ``notes``)
     give the boolean setting ``key`` (a regex of its name) as ``key: v`` or ``key=v`` closing its
-    clause (end of text, ``;``, ``,``, ``)`` or a line break after it: a setting as a config file or
+    clause (end of text, ``;``, ``,``, a closing bracket or brace -- a YAML flow map -- or a line
+    break after it: a setting as a config file or
     command line states it, not prose such as "enable_attention_dp: attention DP over 4 ranks"),
     in order: :data:`YAML_TRUE` / :data:`YAML_FALSE`, quotes allowed.  Another value, or none
     after the colon, raises :class:`InputError` naming the column -- never read as unstated."""
-    form = re.compile(rf"(?<![-\w.])(?:--)?({key})[ \t]*[=:][ \t]*([^\s;,)]*)(?=[ \t]*(?:$|[;,)\n]))",
+    form = re.compile(rf"(?<![-\w.])(?:--)?({key})[ \t]*[=:][ \t]*([^\s;,)}}\]]*)(?=[ \t]*(?:$|[;,)}}\]\n]))",
                       re.IGNORECASE | re.MULTILINE)
     out = []
     for field, t in texts.items():

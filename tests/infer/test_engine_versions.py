@@ -508,6 +508,8 @@ def test_an_async_scheduling_value_that_is_no_boolean_is_the_rows_invalid_status
     ("extra_llm_api_options enable_attention_dp: off", "ok", None),
     ("enable_attention_dp: 'false'; kv_cache_config.dtype: fp8", "ok", None),
     ("run with enable_attention_dp: attention DP over 8 ranks", "ok", 8.0),   # prose, not a value
+    ("extra_llm_api_options: {enable_attention_dp: true, print_iter_log: true}", "ok", 8.0),  # flow map
+    ("extra_llm_api_options: {kv_cache_config: {dtype: fp8}, enable_attention_dp: off}", "ok", None),
     ("enable_attention_dp: maybe; kv_cache_config.dtype: fp8", "invalid: notes: enable_attention_dp", None),
 ])
 def test_attention_dp_booleans_as_tensorrt_llm_reads_its_yaml(notes, status, ranks):
