@@ -760,10 +760,21 @@ def lmdeploy_max_batch(hw_name: str, v: tuple | None) -> int:
 #: TensorRT-LLM's ``extra_llm_api_options`` both go through PyYAML's ``yaml.safe_load`` (YAML 1.1,
 #: where yes / no / on / off are booleans too); ``=1`` / ``=0`` on command lines
 YAML_TRUE, YAML_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-_ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
-                        + "|".join(YAML_FALSE) + r")\b")
-_ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*['\"]?(?:"
-                       + "|".join(YAML_TRUE) + r")\b")  # after _ASYNC_OFF
+#: those values as regexes (a quote allowed before), for the patterns that read a switch
+YAML_TRUE_RE, YAML_FALSE_RE = (r"['\"]?(?:" + "|".join(vals) + r")\b" for vals in (YAML_TRUE, YAML_FALSE))
+_ASYNC_OFF = re.compile(r"--no-async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*" + YAML_FALSE_RE)
+_ASYNC_ON = re.compile(r"--async[-_]scheduling\b|async[-_]scheduling\s*[=:]\s*" + YAML_TRUE_RE)  # after _ASYNC_OFF
+
+
+def yaml_bool(raw: str, name: str, where: str, field: str) -> bool:
+    """The boolean a launch setting ``name``'s raw value ``raw`` stands for
+    (:data:`YAML_TRUE` / :data:`YAML_FALSE`, quotes allowed); another value raises
+    :class:`InputError` naming ``field``."""
+    v = raw.strip("'\"").lower()
+    if v not in YAML_TRUE + YAML_FALSE:
+        raise InputError(where, field, f"{name} must be true or false (YAML also yes / no, on / off, "
+                         f"1 / 0), but got {raw!r}")
+    return v in YAML_TRUE
 
 
 def bool_setting_values(texts: dict, key: str, where: str = "row") -> list[bool]:
@@ -776,15 +787,8 @@ def bool_setting_values(texts: dict, key: str, where: str = "row") -> list[bool]
     after the colon, raises :class:`InputError` naming the column -- never read as unstated."""
     form = re.compile(rf"(?<![-\w.])(?:--)?({key})[ \t]*[=:][ \t]*([^\s;,)}}\]]*)(?=[ \t]*(?:$|[;,)}}\]\n]))",
                       re.IGNORECASE | re.MULTILINE)
-    out = []
-    for field, t in texts.items():
-        for m in form.finditer(t):
-            v = m.group(2).strip("'\"").lower()
-            if v not in YAML_TRUE + YAML_FALSE:
-                raise InputError(where, field, f"{m.group(1)} must be true or false (YAML also yes / no, "
-                                 f"on / off, 1 / 0), but got {m.group(2)!r}")
-            out.append(v in YAML_TRUE)
-    return out
+    return [yaml_bool(m.group(2), m.group(1), where, field)
+            for field, t in texts.items() for m in form.finditer(t)]
 
 
 _V1_ON = re.compile(r"vllm_use_v1\s*=\s*1\b")

@@ -14,9 +14,9 @@ import re
 from dataclasses import fields, replace
 
 from dse.errors import InputError
-from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, YAML_FALSE, YAML_TRUE,
-                               EngineProfile, bool_setting_values, engine_text, flag_value, version3,
-                               vllm_async, vllm_v0_mla)
+from dse.infer.engines import (FLAG_MAX, PROFILES, TGI_NAMES, VLLM_V1_NAMES, YAML_FALSE_RE, EngineProfile,
+                               bool_setting_values, engine_text, flag_value, version3, vllm_async,
+                               vllm_v0_mla, yaml_bool)
 from dse.infer.launch_layout import trt_attention_dp
 from dse.infer.tgi import tgi_v2_prefill_tokens
 
@@ -63,8 +63,8 @@ def stated_mem_fraction(row) -> float | None:
 # CUDA graphs switched off at launch: SGLang --disable-cuda-graph, vLLM --enforce-eager,
 # TensorRT-LLM's LLM API ``cuda_graph_config: null`` / ``use_cuda_graph: false``
 _NO_GRAPHS = re.compile(r"--(?:disable[-_]cuda[-_]graph|enforce[-_]eager)(?![-\w])(?!\s*[= ]\s*(?:false|0)\b)"
-                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b|\buse_cuda_graph\s*[:=]\s*['\"]?(?:"
-                        + "|".join(YAML_FALSE) + r")\b", re.IGNORECASE)
+                        r"|\bcuda_graph_config\s*[:=]\s*(?:null|none)\b"
+                        r"|\buse_cuda_graph\s*[:=]\s*" + YAML_FALSE_RE, re.IGNORECASE)
 
 
 def _flat_values(text: str, key: str) -> list[str]:
@@ -121,12 +121,9 @@ ADP_BALANCE_TIMEOUT_ITERS = 50
 def _adp_balance_interval(text: str) -> int | None:
     """The iterations between the context releases of TensorRT-LLM's attention-DP balancing
     (above) where the row's launch enables it with attention DP on, else None."""
-    on = [v.strip("'\"").lower() for v in option_values(text, "attention_dp_config", "enable_balance")]
-    bad = [v for v in on if v not in YAML_TRUE + YAML_FALSE]
-    if bad:
-        raise InputError("row", "notes", f"attention_dp_config.enable_balance must be true or false (YAML "
-                         f"also yes / no, on / off, 1 / 0), but got {bad[0]!r}")
-    if not (on and on[-1] in YAML_TRUE and trt_attention_dp(text)):
+    on = [yaml_bool(v, "attention_dp_config.enable_balance", "row", "notes")
+          for v in option_values(text, "attention_dp_config", "enable_balance")]
+    if not (on and on[-1] and trt_attention_dp(text)):
         return None
     n = _option_int(text, "attention_dp_config", "timeout_iters")
     return ADP_BALANCE_TIMEOUT_ITERS if n is None else n
@@ -258,9 +255,9 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     V0's unchunked budget for MLA models applies (:func:`dse.infer.engines.vllm_v0_mla`,
     ``max(max_model_len, 2048)``)."""
     got = {k: v for k in _LAUNCH if (v := stated_limit(row, k, eng.name.startswith("vllm"))) is not None}
-    text = row_text(row)
+    text, texts = row_text(row), launch_texts(row)
     if eng.name in VLLM_V1_NAMES:
-        bool_setting_values(launch_texts(row), r"async[-_]scheduling")    # a bad value is the row's error
+        bool_setting_values(texts, r"async[-_]scheduling")    # a bad value is the row's error
         eng = _vllm_scheduling(eng, text, str(row.get("engine", "")))
     trt_bs = _option_int(text, "cuda_graph_config", "max_batch_size", also=("cuda_graph_max_batch_size",))
     if trt_bs is not None and "graph_max_batch" not in got:
@@ -269,7 +266,7 @@ def launch_settings(row, eng: EngineProfile, model=None) -> tuple[EngineProfile,
     adp = adp if adp is not None else _batch_wait_interval(text)
     if adp is not None and "recv_interval" not in got:
         got["recv_interval"] = adp
-    bool_setting_values(launch_texts(row), "use_cuda_graph")    # a bad value is the row's error
+    bool_setting_values(texts, "use_cuda_graph")    # a bad value is the row's error
     if _NO_GRAPHS.search(text):
         got["cuda_graphs"] = False
     window = stated_window(row)

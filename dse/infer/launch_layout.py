@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import re
 
-from dse.infer.engines import YAML_FALSE, bool_setting_values, flag_value
+from dse.infer.engines import YAML_FALSE_RE, bool_setting_values, flag_value
 
 _SGLANG_DPA = re.compile(r"--enable[-_]dp[-_]attention\b", re.IGNORECASE)
 _SGLANG_EP_ON = re.compile(r"--enable[-_](?:deepep[-_])?(?:ep[-_])?moe\b|--moe[-_]a2a[-_]backend[ =]+deepep\b",
                            re.IGNORECASE)
-_TRT_DPA = re.compile(r"enable_attention_dp\b(?!\s*[:=]\s*['\"]?(?:" + "|".join(YAML_FALSE) + r")\b)",
-                      re.IGNORECASE)
+_TRT_DPA = re.compile(r"enable_attention_dp\b(?!\s*[:=]\s*" + YAML_FALSE_RE + ")", re.IGNORECASE)
 _DEP = re.compile(r"(?<![A-Za-z])(DEP|TEP)\s*(\d+)\b")
 _YAML_EP = re.compile(r"\bmoe_expert_parallel_size\s*[:=]\s*(\d+)\b")
 _VLLM_EP = re.compile(r"--enable[-_]expert[-_]parallel\b", re.IGNORECASE)
