@@ -534,15 +534,14 @@ def slots(rep: Replica, eng: EngineProfile, S, O) -> Slots:
 
 def first_token_s(rep: Replica, eng: EngineProfile, c: Cycle, q, S):
     """TTFT without the slot wait (module docstring; :func:`dse.infer.serving.first_token_s`
-    with the prompt's chunk count on chunking engines): half the running scheduling pass
-    of mean iterations and the one an overlap scheduler has already submitted
-    (:meth:`~dse.infer.engines.EngineProfile.admission_lag`), then the pass(es) carrying
-    the prompt (``c.first_s``)."""
-    half = (0.5 * eng.poll_iterations + eng.admission_lag(rep.pp)) * c.mean_s
+    with the prompt's chunk count on chunking engines): the scheduling wait of mean
+    iterations (:meth:`~dse.infer.engines.EngineProfile.scheduling_wait`), then the pass(es)
+    carrying the prompt (``c.first_s``)."""
+    wait = eng.scheduling_wait(rep.pp) * c.mean_s
     if eng.mixed_batches:
         chunks = jnp.ceil(S / eng.max_num_tokens) if eng.chunked_prefill else 1.0
-        return half + chunks * c.first_s
-    return half + c.first_s
+        return wait + chunks * c.first_s
+    return wait + c.first_s
 
 
 class Admitted(NamedTuple):

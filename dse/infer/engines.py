@@ -544,6 +544,12 @@ class EngineProfile:
             return 0.0 if pp > 1 else 1.0
         return jnp.where(pp > 1, 0.0, 1.0)
 
+    def scheduling_wait(self, pp=1.0):
+        """Mean iterations a request arriving at a random instant waits before the pass that
+        carries its prompt: half the running scheduling pass (:attr:`poll_iterations`) plus
+        the iteration an overlap scheduler has already submitted (:meth:`admission_lag`)."""
+        return 0.5 * self.poll_iterations + self.admission_lag(pp)
+
     def host_scale(self, hw):
         """Factor on this engine's host constants for ``hw``'s host CPU: the hardware's
         ``host_cpu_slowdown`` (Grace-hosted GH200 / GB200 / GB300, :mod:`dse.spec.host_cpu`)

@@ -596,16 +596,14 @@ def md1_wait_s(rho, service_s):
 
 def first_token_s(dep: Deployment, c: Cycle) -> float:
     """Time to first token without queueing for the prefill itself: the new request waits
-    for half the running scheduling pass (``poll_iterations / 2`` mean iterations:
-    :attr:`dse.infer.engines.EngineProfile.poll_iterations`) and, on an engine that
-    schedules one iteration ahead, the iteration already submitted
-    (:meth:`~dse.infer.engines.EngineProfile.admission_lag`), then
-    its prompt runs (``c.first_s``) -- inside one iteration where the engine mixes
-    prompts into decode iterations (TensorRT-LLM in-flight batching; deterministic load:
-    ``(poll_iterations / 2 + admission_lag + 1) t_iter``), else in a prefill pass of its own that batches the
-    prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
+    :meth:`~dse.infer.engines.EngineProfile.scheduling_wait` mean iterations (half the
+    running scheduling pass and, on an engine that schedules one iteration ahead, the
+    iteration already submitted), then its prompt runs (``c.first_s``) -- inside one
+    iteration where the engine mixes prompts into decode iterations (TensorRT-LLM in-flight
+    batching; deterministic load: ``(scheduling_wait + 1) t_iter``), else in a prefill pass
+    of its own that batches the prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
     decode, :func:`_cycle`)."""
-    return (0.5 * dep.engine.poll_iterations + dep.engine.admission_lag(dep.pp)) * c.mean_s + c.first_s
+    return dep.engine.scheduling_wait(dep.pp) * c.mean_s + c.first_s
 
 
 def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False,
