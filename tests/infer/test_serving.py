@@ -518,5 +518,7 @@ def test_attention_dp_with_pipeline_waits_for_the_whole_prompt(engine):
     for n in (4.0, 32.0):                     # requests per attention rank
         res = concurrency(d, n * dp, S, O, 1)
         assert res.ttft_s >= alone * (1 - 1e-6), n
+        if engine != "trtllm_pytorch":
+            continue      # attention DP is a PyTorch-backend launch: one trace of the lattice
         v = jax.jit(continuous, static_argnums=1)(rep, d.engine, n, S, O)
         assert float(v.ttft_s) == pytest.approx(res.ttft_s, rel=0.02), n
