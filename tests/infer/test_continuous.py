@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from dse.errors import InputError
 from dse.infer import serving as SV
 from dse.infer.continuous import (NVIDIA_ONLY, Replica, continuous, cycle, default_engine, engine_rule,
-                                  kv_element_bytes, slots)
+                                  kv_element_bytes)
 from dse.infer.engines import PROFILES
 from dse.infer.sweep import sweep_inference
 from dse.spec.hardware import get_hardware, stack
