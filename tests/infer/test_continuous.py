@@ -4,6 +4,7 @@ the limits of the closed-loop scenario (throughput rises then saturates, TTFT gr
 once requests queue, TPOT above the roofline and the host time)."""
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dse.errors import InputError
+from dse.host_eval import host_call
 from dse.infer import serving as SV
 from dse.infer.continuous import (NVIDIA_ONLY, Replica, continuous, cycle, default_engine, engine_rule,
                                   kv_element_bytes)
@@ -25,7 +27,18 @@ M70 = get_model("llama3-70b")
 M8 = get_model("llama3-8b")
 R1 = get_model("deepseek-r1")     # MLA latent KV cache, MoE with a shared expert
 H100, H200, MI300 = (get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb", "mi300x"))
-ONE = jax.jit(continuous, static_argnums=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _for_engine(e):
+    """``continuous`` with the engine profile bound: one function (one host plan) per profile."""
+    return lambda rep, n, S, O: continuous(rep, e, n, S, O)
+
+
+def ONE(rep, e, n, S, O):
+    """One point of :func:`continuous`, its jaxpr run on the host (dse.host_eval): the
+    program ``jax.jit`` would compile, without the compile (a test evaluates a few points)."""
+    return host_call(_for_engine(e), rep, n, S, O)
 
 
 def rep(model, hw, tp, pp, prec, kvb):
