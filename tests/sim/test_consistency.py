@@ -35,9 +35,9 @@ gather under the previous backward's last layers.
 
 from __future__ import annotations
 
-import jax
 import pytest
 
+from dse.host_eval import host_design_point
 from dse.sim import simulate
 from dse.spec.hardware import get_hardware
 from dse.spec.layout import RECOMPUTE, Layout, Workload
@@ -66,7 +66,7 @@ def _top3():
 
 def _check(lay: Layout, gbs: int, rel: float = 0.05, model=MODEL, framework: int = 0):
     wl = Workload(global_batch=gbs, seq_len=SEQ, framework=framework)
-    vec = float(jax.jit(train_step)(model, wl, lay, HW).step_time_s)
+    vec = float(host_design_point(train_step, model, wl, lay, HW).step_time_s)
     gpus = lay.tp * lay.pp * lay.dp * lay.cp
     topo = TOPO if gpus == GPUS else topology_for_hardware(HW, gpus)
     res = simulate(generate_trace_set(model, wl, lay, HW), topo, grid=rank_grid(lay),
@@ -120,7 +120,7 @@ def test_deepspeed_framework_agrees_within_5_percent():
     """DeepSpeed's full-tensor pipeline sends and per-micro-batch accumulation pass."""
     lay = Layout(tp=8, pp=4, dp=2, mbs=1, zero=1, sp=1)
     wl = Workload(global_batch=64, seq_len=SEQ, framework=1)
-    vec = float(jax.jit(train_step)(MODEL, wl, lay, HW).step_time_s)
+    vec = float(host_design_point(train_step, MODEL, wl, lay, HW).step_time_s)
     res = simulate(generate_trace_set(MODEL, wl, lay, HW), TOPO, grid=rank_grid(lay), record_timeline=False)
     assert res.step_time_s == pytest.approx(vec, rel=0.05)
 
