@@ -99,6 +99,14 @@ def _blank(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
 
 
+def _word(v) -> str:
+    """A word column's cell, lower-cased, as the file wrote it: pandas reads a column of
+    numbers as floats, so a ``1`` in a text column is quoted back as ``'1'``, not ``'1.0'``."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v).strip().lower()
+
+
 # Upper bounds on the integer columns: sizes the sweep's int32 arrays hold, and GPU
 # counts / batches whose divisor enumeration (dse.sweep.grid) finishes in seconds.
 INT_MAX = 2**31 - 1
@@ -245,15 +253,15 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     (none | full_iteration | blank) and ``moe_dispatcher`` (alltoall | deepep | hybridep |
     blank) columns, as ``Workload`` codes."""
     a2a = row.get("moe_a2a_overlap")
-    a2a = "false" if _blank(a2a) else str(a2a).strip().lower()
+    a2a = "false" if _blank(a2a) else _word(a2a)
     require(a2a in ("true", "false"), where, "moe_a2a_overlap",
             f"must be true, false or blank, but got {a2a!r}")
     cg = row.get("cuda_graphs")
-    cg = "none" if _blank(cg) else str(cg).strip().lower()
+    cg = "none" if _blank(cg) else _word(cg)
     require(cg in CUDA_GRAPHS, where, "cuda_graphs",
             f"must be one of {sorted(CUDA_GRAPHS)} or blank, but got {cg!r}")
     disp = row.get("moe_dispatcher")
-    disp = "alltoall" if _blank(disp) else str(disp).strip().lower()
+    disp = "alltoall" if _blank(disp) else _word(disp)
     require(disp in MOE_DISPATCHERS, where, "moe_dispatcher",
             f"must be one of {sorted(MOE_DISPATCHERS)} or blank, but got {disp!r}")
     return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
@@ -266,7 +274,7 @@ def _token_drop(row, where) -> int:
     """The optional ``moe_token_drop`` column (dropless | pad | blank) as
     ``Workload.moe_drop_pad``."""
     v = row.get("moe_token_drop")
-    v = "dropless" if _blank(v) else str(v).strip().lower()
+    v = "dropless" if _blank(v) else _word(v)
     require(v in MOE_TOKEN_DROP, where, "moe_token_drop",
             f"must be one of {sorted(MOE_TOKEN_DROP)} or blank, but got {v!r}")
     return MOE_TOKEN_DROP[v]

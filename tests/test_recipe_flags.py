@@ -44,3 +44,16 @@ def test_cli_estimate_flags_and_bad_name(capsys):
     assert main(args + ["--cuda-graphs", "yes"]) == 2
     err = capsys.readouterr().err
     assert "cuda_graphs" in err and err.count("\n") <= 1
+
+
+@pytest.mark.parametrize("col, cell", [("cuda_graphs", 1.0), ("moe_a2a_overlap", 1.0),
+                                       ("moe_dispatcher", 2.0), ("moe_token_drop", 2.0)])
+def test_a_number_in_a_word_column_is_quoted_as_the_file_wrote_it(col, cell):
+    """pandas reads a column holding ``1`` as floats; the refusal quotes the cell as written
+    (``'1'``), not as pandas holds it (``'1.0'``)."""
+    from dse.predict import _schedule_facts, _token_drop
+    read = _token_drop if col == "moe_token_drop" else _schedule_facts
+    with pytest.raises(InputError) as e:
+        read({col: cell}, "f.csv")
+    msg = str(e.value)
+    assert col in msg and f"'{int(cell)}'" in msg and ".0'" not in msg
