@@ -216,14 +216,14 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
     kw = {k: (v,) for k, v in fixed.items() if k != "dp"}
     sp = row.get("sequence_parallel")
     if not _blank(sp):
-        s = str(sp).strip().lower()
-        require(s in ("true", "false"), where, "sequence_parallel", f"must be true or false, but got {sp!r}")
+        s = _word(sp)
+        require(s in ("true", "false"), where, "sequence_parallel", f"must be true or false, but got {s!r}")
         kw["sp"] = (1,) if s == "true" else (0,)
         fixed["sp"] = kw["sp"][0]
     rc = row.get("recompute")
     if not _blank(rc):
-        rc_ = str(rc).strip().lower()
-        require(rc_ in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc!r}")
+        rc_ = _word(rc)
+        require(rc_ in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc_!r}")
         kw["recompute"] = (RECOMPUTE[rc_],)
     z = row.get("zero_stage")
     if not _blank(z):
@@ -236,14 +236,14 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
 def _run_facts(row, where) -> tuple[str, str, str]:
     """The optional ``attention``, ``framework`` and ``tp_comm_overlap`` columns."""
     att = row.get("attention")
-    att = "flash" if _blank(att) else str(att).strip().lower()
+    att = "flash" if _blank(att) else _word(att)
     require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
     fw = row.get("framework")
-    fw = "megatron" if _blank(fw) else str(fw).strip().lower()
+    fw = "megatron" if _blank(fw) else _word(fw)
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
     fw = canonical_framework(fw)
     ov = row.get("tp_comm_overlap")
-    ov = "false" if _blank(ov) else str(ov).strip().lower()
+    ov = "false" if _blank(ov) else _word(ov)
     require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
     return att, fw, ov
 
@@ -360,7 +360,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
         hw = get_hardware(str(row["gpu"]).strip(), where=where)
     except InputError as e:
         raise InputError(where, "gpu", e.rule if e.field == "hardware" else f"{e.where}: {e.field}: {e.rule}") from None
-    prec = str(row["precision"]).strip().lower()
+    prec = _word(row["precision"])
     require(prec in PRECISION, where, "precision", f"must be one of {sorted(PRECISION)}, but got {prec!r}")
     # every column is validated before any early return
     model, arch = row_model(row, where)

@@ -47,12 +47,16 @@ def test_cli_estimate_flags_and_bad_name(capsys):
 
 
 @pytest.mark.parametrize("col, cell", [("cuda_graphs", 1.0), ("moe_a2a_overlap", 1.0),
-                                       ("moe_dispatcher", 2.0), ("moe_token_drop", 2.0)])
+                                       ("moe_dispatcher", 2.0), ("moe_token_drop", 2.0),
+                                       ("attention", 1.0), ("framework", 3.0), ("tp_comm_overlap", 1.0),
+                                       ("sequence_parallel", 1.0), ("recompute", 2.0)])
 def test_a_number_in_a_word_column_is_quoted_as_the_file_wrote_it(col, cell):
     """pandas reads a column holding ``1`` as floats; the refusal quotes the cell as written
-    (``'1'``), not as pandas holds it (``'1.0'``)."""
-    from dse.predict import _schedule_facts, _token_drop
-    read = _token_drop if col == "moe_token_drop" else _schedule_facts
+    (``'1'``), not as pandas holds it (``'1.0'``) -- every word column of a training row."""
+    from dse.predict import _run_facts, _schedule_facts, _token_drop, row_options
+    read = {"moe_token_drop": _token_drop, "attention": _run_facts, "framework": _run_facts,
+            "tp_comm_overlap": _run_facts, "sequence_parallel": row_options,
+            "recompute": row_options}.get(col, _schedule_facts)
     with pytest.raises(InputError) as e:
         read({col: cell}, "f.csv")
     msg = str(e.value)
