@@ -153,8 +153,12 @@ def cmd_estimate(a) -> int:
     # one design point: run on the host, no XLA compile (dse.host_eval)
     r, parts = host_design_point(step_and_memory, model, wl, lay, hw)
     fits = float(r.mem_bytes) <= float(hw.hbm_bytes)
+    from dse.spec.layout import RECOMPUTE_MODULES_DEFAULT, recompute_modules_names
+    rc = a.recompute
+    if lay.recompute == 1 and int(wl.recompute_modules) != RECOMPUTE_MODULES_DEFAULT:
+        rc += f" ({recompute_modules_names(wl.recompute_modules)})"
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
-          f"mbs{lay.mbs} vpp{lay.vpp} {a.recompute} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
+          f"mbs{lay.mbs} vpp{lay.vpp} {rc} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
     if lay.recompute >= 2:
         print(f"  full recompute of {float(r.recompute_layers):.0f} layer(s) per rank")
     verdict = print_memory_table(parts, float(hw.hbm_bytes), a.mem_margin)

@@ -103,6 +103,10 @@ def training_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--moe-dispatcher", default="alltoall",
                    help="alltoall | deepep | hybridep (flex dispatcher: each token sent once per "
                    "remote node)")
+    s.add_argument("--recompute-modules", default="core_attn",
+                   help="with --recompute selective: Megatron-Core's recompute_modules, e.g. "
+                   "mla_up_proj,mlp (core_attn | mla_up_proj | layernorm | moe_act | mlp | "
+                   "shared_experts; none = nothing)")
 
 
 def recipe(a) -> dict:
@@ -110,7 +114,8 @@ def recipe(a) -> dict:
     bad name)."""
     from dse.spec.layout import recipe_codes
     return recipe_codes(bool(getattr(a, "moe_a2a_overlap", False)), getattr(a, "cuda_graphs", "none"),
-                        getattr(a, "moe_dispatcher", "alltoall"), "command line")
+                        getattr(a, "moe_dispatcher", "alltoall"), "command line",
+                        getattr(a, "recompute_modules", "core_attn"))
 
 
 def training_workload(a, global_batch: int, seq: int):

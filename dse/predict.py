@@ -38,7 +38,12 @@ alltoall) which token dispatcher ran (the flex dispatcher's DeepEP / HybridEP ba
 send each token once per remote node); an optional ``moe_token_drop`` column (``pad`` |
 ``dropless``; blank = dropless): ``pad`` is a capacity factor with the expert inputs
 padded to capacity (NeMo's ``MegatronTokenDropCallback``), where every expert computes
-its capacity and no EP rank waits for a busier one.
+its capacity and no EP rank waits for a busier one; an optional ``recompute_modules``
+column (Megatron-Core's list: ``core_attn``, ``mla_up_proj``, ``layernorm``, ``moe_act``,
+``mlp``, ``shared_experts``, separated by ``+``, commas or spaces, brackets allowed; ``none``
+= the empty list; blank = ``core_attn``) which modules selective recompute re-runs -- a
+stated list makes a blank ``recompute`` cell selective (:func:`dse.graph.train.module_recompute_ops`,
+:func:`dse.train.memory.module_savings`).
 
 Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
 (weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
@@ -62,7 +67,8 @@ from dse.errors import InputError, require
 from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predict.has_prediction)
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
-                              Workload, canonical_framework)
+                             RECOMPUTE_MODULES_DEFAULT, recompute_modules_code,
+                             Workload, canonical_framework)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
 from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
@@ -81,7 +87,7 @@ CHUNK = 1 << 14
 # unless its name is a near-miss of one of these: then it is an error, not ignored)
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
               "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
-              "moe_dispatcher", "moe_token_drop", "measured_iter_time_s",
+              "moe_dispatcher", "moe_token_drop", "recompute_modules", "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width, unless moe_ffn_hidden_size
@@ -225,6 +231,12 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
         rc_ = _word(rc)
         require(rc_ in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc_!r}")
         kw["recompute"] = (RECOMPUTE[rc_],)
+    if not _blank(row.get("recompute_modules")):
+        # a module list is Megatron-Core's selective granularity (recompute_modules only
+        # applies there): a blank recompute cell reads as selective, any other is refused
+        require(kw.get("recompute", (RECOMPUTE["selective"],)) == (RECOMPUTE["selective"],), where,
+                "recompute_modules", f"applies only to recompute = selective, but recompute is {rc!r}")
+        kw["recompute"] = (RECOMPUTE["selective"],)
     z = row.get("zero_stage")
     if not _blank(z):
         zi = _int(row, "zero_stage", where, positive=False)
@@ -265,6 +277,16 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     require(disp in MOE_DISPATCHERS, where, "moe_dispatcher",
             f"must be one of {sorted(MOE_DISPATCHERS)} or blank, but got {disp!r}")
     return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
+
+
+def _recompute_modules(row, where) -> int:
+    """The optional ``recompute_modules`` column (Megatron-Core's list, e.g.
+    ``mla_up_proj+mlp`` or ``[layernorm, moe_act]``; ``none`` = the empty list; blank =
+    ``core_attn``, Megatron-Core's default) as ``Workload.recompute_modules``."""
+    v = row.get("recompute_modules")
+    if _blank(v):
+        return RECOMPUTE_MODULES_DEFAULT
+    return recompute_modules_code(str(v), where)
 
 
 MOE_TOKEN_DROP = {"dropless": 0, "pad": 1}
@@ -372,6 +394,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     att, fw, ov = _run_facts(row, where)
     a2a, graphs, dispatcher = _schedule_facts(row, where)
     drop_pad = _token_drop(row, where)
+    modules = _recompute_modules(row, where)
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
             f"but got (global_batch_size={gbs}, seq_length={seq})")
@@ -398,7 +421,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=framework, tp_overlap=int(ov == "true"),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
-                  moe_drop_pad=drop_pad)
+                  moe_drop_pad=drop_pad, recompute_modules=modules)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True
     if not df["feasible"].any() and mem_margin > 0:

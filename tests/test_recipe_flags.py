@@ -13,13 +13,16 @@ MOE = dict(model="mixtral-8x7b", hardware="h100-sxm-80gb", gpus=64, tp=2, ep=8,
 
 
 def test_recipe_codes_names_and_errors():
-    assert recipe_codes() == {"moe_a2a_overlap": 0, "cuda_graphs": 0, "moe_dispatcher": 0}
-    assert recipe_codes(True, "full_iteration", "hybridep") == {
-        "moe_a2a_overlap": 1, "cuda_graphs": 1, "moe_dispatcher": 1}
+    assert recipe_codes() == {"moe_a2a_overlap": 0, "cuda_graphs": 0, "moe_dispatcher": 0,
+                              "recompute_modules": 1}
+    assert recipe_codes(True, "full_iteration", "hybridep", recompute_modules="mla_up_proj") == {
+        "moe_a2a_overlap": 1, "cuda_graphs": 1, "moe_dispatcher": 1, "recompute_modules": 2}
     with pytest.raises(InputError, match="moe_dispatcher"):
         recipe_codes(moe_dispatcher="nccl")
     with pytest.raises(InputError, match="moe_a2a_overlap"):
         recipe_codes(moe_a2a_overlap="yes")
+    with pytest.raises(InputError, match="recompute_modules"):
+        recipe_codes(recompute_modules="moe")
 
 
 def test_api_estimate_takes_the_switches():

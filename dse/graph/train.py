@@ -69,7 +69,8 @@ from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
-from dse.spec.layout import ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, PRECISION_MXFP8, Layout, Workload
+from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, PRECISION_MXFP8,
+                             RECOMPUTE_MODULES, Layout, Workload)
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -188,7 +189,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
         Attention(**core, calls=full, name="attention", phase="fwd"),
         Attention(**core, calls=full, name="attention", phase="bwd", backward=True),
-        Attention(**core, calls=(1.0 - fused) * full, name="attention (selective)", phase="recompute"))]
+        Attention(**core, calls=(1.0 - fused) * full * module_on(wl, "core_attn"),
+                  name="attention (selective)", phase="recompute"))]
 
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
@@ -232,8 +234,85 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     for phase, n_ex in (("fwd", 1.0), ("bwd", 2.0)):
         comm.append(P2P(kv_chunk, t, calls=jnp.where(lay.cp > 1, n_ex * (lay.cp - 1), 0.0),
                         name="cp kv exchange", phase=phase, group="cp"))
-    return tuple(ops + router + attn + elementwise + mo.passes + grad_accumulate_ops(model, wl, lay)
-                 + comm + mo.comm)
+    recompute = module_recompute_ops(model, wl, lay, ops + mo.passes, T, el, w_moe, tpe * n_local * f / t)
+    return tuple(ops + router + attn + elementwise + mo.passes + recompute
+                 + grad_accumulate_ops(model, wl, lay) + comm + mo.comm)
+
+
+def module_on(wl: Workload, name: str):
+    """1 where ``wl.recompute_modules`` holds module ``name`` (:data:`dse.spec.layout.RECOMPUTE_MODULES`),
+    else 0; traced-safe (the bit set is a leaf)."""
+    bit = RECOMPUTE_MODULES[name]
+    return jnp.floor(wl.recompute_modules / bit) % 2.0
+
+
+def module_recompute_ops(model: Model, wl: Workload, lay: Layout, fwd_ops, T, el, w_moe, routed_el) -> list:
+    """The extra forward work of Megatron-Core's selective recompute modules beside
+    ``core_attn`` (phase ``recompute``: charged once per micro-batch's backward, only when the
+    layout's ``recompute`` is selective, :mod:`dse.train.step`), each op's ``calls`` times its
+    module's bit of ``wl.recompute_modules`` (megatron/core/transformer/transformer_config.py
+    ``recompute_modules``; the activations each frees: :func:`dse.train.memory.module_savings`):
+
+    * ``mla_up_proj`` (``multi_latent_attention.py`` ``qkv_up_proj_and_rope_apply`` under
+      ``CheckpointWithoutOutput``): the q up and kv up forward GEMMs, the two lora RMSNorms
+      and RoPE on the ``a/t + 1`` rotary heads, ``el (2 T (q_lora + r) + 2 T (a/t + 1) rho)``
+      bytes in 3 kernels, and the fp8 casts of the two GEMM inputs;
+    * ``layernorm`` (``transformer_layer.py``: the input and pre-MLP norms where they are
+      separate modules -- the input norm of an MLA layer, whose down projections are plain
+      linears, and the pre-MLP norm of a MoE layer, whose router reads it; with Transformer
+      Engine a dense layer's norms are fused into ``LayerNormLinear`` and nothing is
+      recomputed): ``2 x rep x el`` bytes (read + write) per separate norm;
+    * ``moe_act`` (``experts.py`` ``activation_recompute``): the routed experts' activation,
+      read fc1's output and write the activation, ``(3 + gated) routed_el el`` bytes, plus the
+      clamped-SwiGLU passes of a model that has them (:func:`dse.graph.moe.expert_extra_passes`);
+    * ``mlp`` (the dense MLP submodule; Megatron-Core skips a MoE layer's): its fc1 and fc2
+      forward GEMMs (with its fused pre-MLP norm) and activation, on a dense model's every
+      layer or a MoE model's dense share;
+    * ``shared_experts``: the shared experts' fc1 and fc2 forward GEMMs and activation."""
+    t = lay.tp * 1.0
+    h = model.hidden_size * 1.0
+    gated = model.gated_mlp * 1.0
+    moe_on = jnp.where(model.num_experts > 1, 1.0, 0.0)
+    x_dense = dense_layer_fraction(model)
+    rep = jnp.where(lay.sp > 0, T * h / t, T * h)
+    cast = quant_cast_bytes(wl.precision)
+    mla = is_mla(model)
+
+    def again(names, on):
+        return [op.replace(phase="recompute", calls=op.calls * on, name=f"{op.name} (recompute)")
+                for op in fwd_ops if op.phase == "fwd" and op.name in names]
+
+    out = []
+    if mla is not False:
+        on = module_on(wl, "mla_up_proj") * jnp.where(mla, 1.0, 0.0)
+        a, rope = model.num_attention_heads * 1.0, model.qk_rope_head_dim * 1.0
+        lora = T * (model.q_lora_rank + model.kv_lora_rank)
+        out += again({"q up", "kv up"}, on)
+        out.append(MemPass(el * (2.0 * lora + 2.0 * T * (a / t + 1.0) * rope) + cast * lora, 3.0, calls=on,
+                           name="mla lora norms/rotary (recompute)", phase="recompute"))
+    norms = jnp.where(mla, 1.0, 0.0) + moe_on * w_moe
+    out.append(MemPass(2.0 * rep * el * norms, norms, calls=module_on(wl, "layernorm"),
+                       name="norms (recompute)", phase="recompute"))
+    act = module_on(wl, "moe_act") * moe_on * w_moe
+    out += again({"moe clamped swiglu"}, module_on(wl, "moe_act"))
+    out.append(MemPass((3.0 + gated) * routed_el * el, 1.0, calls=act, name="moe activation (recompute)",
+                       phase="recompute"))
+    mlp = module_on(wl, "mlp")
+    dense_el = (1.0 - moe_on) * T * expert_ffn(model) / t + moe_on * x_dense * T * model.ffn_hidden_size / t
+    dense_share = (1.0 - moe_on) + moe_on * x_dense
+    out += again({"fc1", "fc2"}, mlp * (1.0 - moe_on)) + again({"dense fc1", "dense fc2"}, mlp)
+    out.append(MemPass((3.0 + gated) * dense_el * el + 2.0 * rep * el * dense_share
+                       + cast * (T * h * dense_share + dense_el), 2.0, calls=mlp * dense_share,
+                       name="mlp norm/activation (recompute)", phase="recompute"))
+    fs = shared_ffn(model)
+    if not (isinstance(fs, float) and fs == 0.0):
+        sh = module_on(wl, "shared_experts")
+        shared_el = T * fs / t
+        out += again({"shared fc1", "shared fc2"}, sh)
+        out.append(MemPass((3.0 + gated) * shared_el * el + cast * (T * h + shared_el), 1.0,
+                           calls=sh * moe_on * w_moe * jnp.where(fs > 0, 1.0, 0.0),
+                           name="shared experts activation (recompute)", phase="recompute"))
+    return out
 
 
 def grad_accumulate_ops(model: Model, wl: Workload, lay: Layout) -> list:

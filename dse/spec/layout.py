@@ -45,10 +45,15 @@ token crosses to a remote node once and is forwarded over NVLink there
 dropping with the expert inputs padded to capacity (``moe_expert_capacity_factor`` set
 with ``moe_pad_expert_input_to_capacity``: every expert computes exactly its capacity),
 0 = dropless (Megatron-Core's default: the busiest EP rank sets the pace,
-:func:`dse.graph.moe.ep_busiest_factor`).
+:func:`dse.graph.moe.ep_busiest_factor`).  ``recompute_modules`` (a leaf) is the bit set of
+Megatron-Core's ``recompute_modules`` that selective recompute (``recompute`` 1) re-runs
+(:data:`RECOMPUTE_MODULES`; default ``core_attn`` alone, Megatron-Core's default
+``["core_attn"]``); other recompute settings ignore it, as Megatron-Core does.
 """
 
 from __future__ import annotations
+
+import re
 
 from dse.errors import InputError
 from dse.spec.pytree import pytree_dataclass
@@ -61,6 +66,16 @@ FRAMEWORK_MEGATRON, FRAMEWORK_DEEPSPEED, FRAMEWORK_FSDP, FRAMEWORK_FSDP2 = 0, 1,
 
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "block": 3}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
+# Megatron-Core ``TransformerConfig.recompute_modules`` (selective granularity only), one
+# bit each (megatron/core/transformer/transformer_config.py docstring): core_attn the
+# attention core; mla_up_proj the MLA up projections, their lora norms and RoPE
+# (multi_latent_attention.py ``recompute_up_proj``); layernorm the separate input and
+# pre-MLP norms; moe_act the routed experts' activation; mlp the dense MLP (not a MoE
+# layer); shared_experts the shared experts.  ``moe`` (the whole MoE layer, its
+# all-to-alls included) is not modelled and refused by name (recompute_modules_code).
+RECOMPUTE_MODULES = {"core_attn": 1, "mla_up_proj": 2, "layernorm": 4, "moe_act": 8, "mlp": 16,
+                     "shared_experts": 32}
+RECOMPUTE_MODULES_DEFAULT = RECOMPUTE_MODULES["core_attn"]
 # nvfp4 (= fp4) training: Transformer Engine's NVFP4BlockScaling recipe on Blackwell
 # (dse.cost.rates.quant_cast_bytes has its sources); code 3 is serving's NVFP4 too
 # mxfp8 (= fp8-mx, Megatron-Bridge's "FP8-MX"): Transformer Engine's MXFP8BlockScaling
@@ -113,6 +128,7 @@ class Workload:
     cuda_graphs: int = 0
     moe_dispatcher: int = 0
     moe_drop_pad: int = 0
+    recompute_modules: int = RECOMPUTE_MODULES_DEFAULT
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:
@@ -162,6 +178,40 @@ def recompute_code(name: str, where: str = "--recompute") -> int:
     return _code(RECOMPUTE, "recompute", name, where)
 
 
+def recompute_modules_code(names, where: str = "--recompute-modules") -> int:
+    """The bit set (:data:`RECOMPUTE_MODULES`) of a module list as runs state it: a
+    sequence of names, or one string of names separated by commas, spaces or ``+``, in
+    square brackets or not (``[mla_up_proj, mlp]``); ``none`` or ``[]`` is the empty list
+    (selective recompute of nothing).  InputError naming ``where`` on an unknown or
+    repeated name."""
+    if isinstance(names, str):
+        text = names.strip().strip("[]").replace("'", " ").replace('"', " ")
+        parts = [p for p in re.split(r"[,\s+]+", text) if p]
+    else:
+        parts = [str(p).strip() for p in names]
+    if [p.lower() for p in parts] in (["none"], ["empty"]):
+        return 0
+    code = 0
+    for p in parts:
+        key = p.lower()
+        if key == "moe":
+            raise InputError(where, "recompute_modules", "'moe' (the whole MoE layer, its all-to-alls "
+                             "included) is not modelled; state moe_act and/or shared_experts")
+        if key not in RECOMPUTE_MODULES:
+            raise InputError(where, "recompute_modules",
+                             f"must be module names from {sorted(RECOMPUTE_MODULES)} or none, but got {p!r}")
+        if code & RECOMPUTE_MODULES[key]:
+            raise InputError(where, "recompute_modules", f"names {p!r} twice")
+        code |= RECOMPUTE_MODULES[key]
+    return code
+
+
+def recompute_modules_names(code: int) -> str:
+    """The inverse of :func:`recompute_modules_code`: ``core_attn+mla_up_proj``, ``none``."""
+    names = [k for k, v in RECOMPUTE_MODULES.items() if int(code) & v]
+    return "+".join(names) if names else "none"
+
+
 def attention_code(name: str, where: str = "--attention") -> int:
     return _code(ATTENTION, "attention", name, where)
 
@@ -171,12 +221,14 @@ def framework_code(name: str, where: str = "--framework") -> int:
 
 
 def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
-                 moe_dispatcher: str = "alltoall", where: str = "--") -> dict[str, int]:
+                 moe_dispatcher: str = "alltoall", where: str = "--",
+                 recompute_modules="core_attn") -> dict[str, int]:
     """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
-    ``moe_dispatcher``; module docstring) from their stated names, as keyword arguments
-    (InputError naming ``where`` + the field on an unknown name)."""
+    ``moe_dispatcher``, ``recompute_modules``; module docstring) from their stated names, as
+    keyword arguments (InputError naming ``where`` + the field on an unknown name)."""
     if not isinstance(moe_a2a_overlap, (bool, int)) or moe_a2a_overlap not in (0, 1):
         raise InputError(where, "moe_a2a_overlap", f"must be true or false, but got {moe_a2a_overlap!r}")
     return {"moe_a2a_overlap": int(bool(moe_a2a_overlap)),
             "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
-            "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where)}
+            "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where),
+            "recompute_modules": recompute_modules_code(recompute_modules, where)}

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from dse.cost.attention import flash_available
 from dse.cost.rates import linear_el_bytes, low_precision
 from dse.graph.moe import dp_shard_params, expert_tp
-from dse.graph.train import main_grad_bytes
+from dse.graph.train import main_grad_bytes, module_on
 from dse.spec.frameworks import moe_a2a_overlap, profile
 from dse.train.moe_overlap import overlap_allowed
 from dse.spec.hardware import GIB
@@ -186,6 +186,51 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     fused = jnp.logical_and(wl.attention, flash_available(d))
     scores = jnp.where(fused, 0.0, (2.0 + 3.0 * model.dropout) * a * s * wl.seq_len * b * el / t)
     return replicated + tp_region, scores
+
+
+def module_savings(model: Model, wl: Workload, lay: Layout, act_bytes):
+    """Stored activation bytes of one layer for one micro-batch that Megatron-Core's selective
+    recompute modules beside ``core_attn`` free (``wl.recompute_modules``; the work they add:
+    :func:`dse.graph.train.module_recompute_ops`), in the terms of
+    :func:`activation_bytes_per_layer` (``el`` = act_bytes / 2; a linear's input is stored at
+    ``2 - fp8 (2 - q)`` bytes per 16-bit element, the fp8 copy Transformer Engine keeps):
+
+    * ``mla_up_proj`` frees the decompressed q, k, v the attention core reads -- the
+      ``2 s b (a + 2 g) d / t`` term (``CheckpointWithoutOutput`` discards them once the core
+      has run and rebuilds them before its backward; MLA models only);
+    * ``layernorm`` frees each separate norm's output, ``lin s b h`` [/t with SP], for the
+      input norm of an MLA layer and the pre-MLP norm of a MoE layer (a dense layer's norms
+      are fused into Transformer Engine's ``LayerNormLinear``: none);
+    * ``moe_act`` frees the routed experts' activation output (fc2's input), ``lin s b f_r / t``
+      with ``f_r = top_k x moe_ffn``, on the MoE share of the layers;
+    * ``mlp`` frees the dense MLP's internals -- its normed input, fc1's output
+      ``2 s b f (1 + gated) / t`` and the activation ``lin s b f / t`` -- on a dense model's
+      layers or a MoE model's dense share (:func:`dse.spec.model.dense_layer_fraction`; the
+      mean over the model's layers);
+    * ``shared_experts`` frees the shared experts' fc1 output and activation."""
+    s = wl.seq_len / lay.cp
+    b = lay.mbs * 1.0
+    h = model.hidden_size * 1.0
+    t = lay.tp * 1.0
+    el = act_bytes / 2.0
+    gated = model.gated_mlp * 1.0
+    lin = 2.0 - low_precision(wl.precision) * (2.0 - linear_el_bytes(wl.precision, 2.0))
+    normed = lin * s * b * h * jnp.where(lay.sp > 0, 1.0 / t, 1.0)
+    moe = jnp.where(model.num_experts > 1, 1.0, 0.0)
+    x_dense = dense_layer_fraction(model)
+    w_moe = moe * (1.0 - x_dense)
+    mla = jnp.where(is_mla(model), 1.0, 0.0)
+    qkv = 2.0 * s * b * (model.num_attention_heads + 2.0 * model.num_kv_heads) * head_dim_of(model) / t
+    f_r = expert_ffn(model) * model.top_k * 1.0
+    f_d = jnp.where(model.num_experts > 1, model.ffn_hidden_size * 1.0, expert_ffn(model) * 1.0)
+    fs = shared_ffn(model) * 1.0
+    inner = lambda f: 2.0 * s * b * f * (1.0 + gated) / t + lin * s * b * f / t   # fc1 out + act out
+    saved = (module_on(wl, "mla_up_proj") * mla * qkv
+             + module_on(wl, "layernorm") * (mla + w_moe) * normed
+             + module_on(wl, "moe_act") * w_moe * lin * s * b * f_r / t
+             + module_on(wl, "mlp") * ((1.0 - moe) + moe * x_dense) * (normed + inner(f_d))
+             + module_on(wl, "shared_experts") * w_moe * inner(fs))
+    return saved * el
 
 
 def weight_bytes_per_param(model: Model, wl: Workload, lay: Layout, act_bytes, params,
@@ -344,8 +389,10 @@ def memory_per_gpu(model: Model, wl: Workload, lay: Layout, act_bytes, hbm_bytes
     # rank recomputes a multiple of vpp layers
     k = jnp.minimum(lay.vpp * jnp.ceil(k / lay.vpp), L_st)
     frac = jnp.where(lay.recompute == 2, 1.0, jnp.where(lay.recompute == 3, k / L_st, 0.0))
-    per_layer = jnp.where(lay.recompute == 1, no_scores,
-                          frac * layer_input + (1.0 - frac) * full_layer)
+    # selective: the scores only with core_attn among the modules, less what the others free
+    selective = jnp.maximum(no_scores + (1.0 - module_on(wl, "core_attn")) * scores
+                            - module_savings(model, wl, lay, act_bytes), layer_input)
+    per_layer = jnp.where(lay.recompute == 1, selective, frac * layer_input + (1.0 - frac) * full_layer)
     acts = L_st * inflight * per_layer + jnp.where(frac > 0, full_layer, 0.0) + logits
     allocated = states + acts
     total = allocated * (1.0 + FRAGMENTATION) + RESERVE_BYTES
