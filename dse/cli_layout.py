@@ -104,7 +104,7 @@ def training_flags(s: argparse.ArgumentParser) -> None:
                    help="alltoall | deepep | hybridep (flex dispatcher: each token sent once per "
                    "remote node)")
     s.add_argument("--recompute-modules", default="core_attn",
-                   help="with --recompute selective: Megatron-Core's recompute_modules, e.g. "
+                   help="what selective recompute re-runs: Megatron-Core's recompute_modules, e.g. "
                    "mla_up_proj,mlp (core_attn | mla_up_proj | layernorm | moe_act | mlp | "
                    "shared_experts; none = nothing)")
 

@@ -135,3 +135,15 @@ def test_predict_column(tmp_path):
     assert p.loc[0, "status"].startswith("ok") and p.loc[0, "chosen_recompute"] == "selective"
     for i, says in ((1, "applies only to recompute = selective"), (2, "not modelled"), (3, "'bogus'")):
         assert "recompute_modules" in p.loc[i, "status"] and says in p.loc[i, "status"], p.loc[i, "status"]
+
+
+def test_api_estimate_takes_the_list():
+    import dse
+    kw = dict(model="deepseek-v3", hardware="b200", gpus=256, global_batch=4096, pp=8, vpp=2, ep=32,
+              precision="mxfp8", recompute="selective")
+    plain = dse.estimate(**kw)
+    light = dse.estimate(**kw, recompute_modules=["mla_up_proj", "mlp"])
+    assert light.workload.recompute_modules == 2 | 16
+    assert light.mem_gib < plain.mem_gib and light.step_time_s > plain.step_time_s
+    with pytest.raises(InputError, match="recompute_modules"):
+        dse.estimate(**kw, recompute_modules="attention")
