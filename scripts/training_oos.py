@@ -1,0 +1,53 @@
+"""The pooled out-of-sample training error: every ``tests/data/published_<suite>.csv``
+training suite predicted by ``dse predict``'s code path, the error per suite and pooled.
+
+    .venv/bin/python scripts/training_oos.py            # ~2.5 min on 2 cores
+
+Prints mean absolute error and bias (predicted / measured - 1) per suite and over every
+row with a prediction, and writes the rows to ``results/training_oos.csv`` (via a
+temporary file).  The suites are the held-out proxies of docs/accuracy.md: no constant is
+chosen on them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = ("nemo", "fsdp", "moe", "other", "mlperf_training", "bridge_catalog", "bridge_nvfp4",
+          "amd_training")
+
+
+def main() -> int:
+    import pandas as pd
+    from dse.predict import predict_frame, read_csv
+    frames = []
+    for s in SUITES:
+        path = ROOT / "tests" / "data" / f"published_{s}.csv"
+        if not path.is_file():
+            print(f"error: {path}: missing (run from a checkout with tests/data)", file=sys.stderr)
+            return 2
+        p = predict_frame(read_csv(str(path)), str(path))
+        p["suite"] = s
+        frames.append(p)
+    p = pd.concat(frames, ignore_index=True)
+    p["error"] = p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1.0
+    scored = p[p["error"].notna()]
+    by = scored.groupby("suite")["error"].agg(n="size", mape=lambda e: e.abs().mean(), bias="mean")
+    print(by.round(3).to_string())
+    print(f"pooled: n={len(scored)} of {len(p)} rows, mape={scored['error'].abs().mean():.4f}, "
+          f"bias={scored['error'].mean():.4f}")
+    out = ROOT / "results" / "training_oos.csv"
+    out.parent.mkdir(exist_ok=True)
+    tmp = out.with_suffix(".csv.tmp")
+    p[["suite", "id", "gpu", "measured_iter_time_s", "predicted_iter_time_s", "error", "status"]].to_csv(
+        tmp, index=False)
+    os.replace(tmp, out)
+    print(f"rows: {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
