@@ -102,9 +102,10 @@ def _workload_codes(precision, attention, framework, where):
             _code(framework_code, framework, "framework", where))
 
 
-def _recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules="core_attn") -> dict:
+def _recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules="core_attn",
+            allow_auto: bool = False) -> dict:
     from dse.spec.layout import recipe_codes
-    return recipe_codes(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules)
+    return recipe_codes(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules, allow_auto)
 
 
 def _check_precision(hws, prec, where):
@@ -138,7 +139,8 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_
     ``moe_a2a_overlap``, ``cuda_graphs`` (``none`` | ``full_iteration``), ``moe_dispatcher``
     (``alltoall`` | ``deepep`` | ``hybridep``), ``recompute_modules`` (Megatron-Core's list
     for selective recompute, a list of names or ``"mla_up_proj,mlp"``; default
-    ``core_attn``): the recipe switches of :class:`dse.spec.layout.Workload` (the
+    ``core_attn``; ``"auto"`` sweeps every list the model has and adds a ``recompute_modules``
+    column): the recipe switches of :class:`dse.spec.layout.Workload` (the
     ``dse predict`` columns of the same names).
 
     Example::
@@ -162,7 +164,8 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_
     from dse.train.memory_parts import check_margin
     df = run_sweep(m, hws, gpus, global_batch, seq, prec, attention=att, framework=fw,
                    tp_overlap=int(bool(tp_overlap)), mem_margin=check_margin(mem_margin, where),
-                   recipe=_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules))
+                   recipe=_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
+                                  allow_auto=True))
     df = sweep_band(df, framework)
     prices = gpu_hour_usd if gpu_hour_usd is None or isinstance(gpu_hour_usd, (list, tuple)) else [gpu_hour_usd]
     return add_energy_columns(df, {h.name: float(h.tdp_w) for h in hws},

@@ -12,7 +12,7 @@ from dse.cli_layout import (GPUS_MAX, _gpu_count, _positive_float, _positive_int
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
-SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp",
+SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "recompute_modules", "zero", "sp",
         "step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
         "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
         "mem_reserve_gib", "compute_s", "recompute_s",
@@ -38,7 +38,7 @@ def cmd_sweep(a) -> int:
     df = sweep(model, hws, a.gpus, a.global_batch, a.seq,
                precision_code(a.precision), progress=True, attention=attention_code(a.attention),
                framework=framework_code(a.framework), tp_overlap=int(a.tp_overlap),
-               mem_margin=a.mem_margin, recipe=recipe(a))
+               mem_margin=a.mem_margin, recipe=recipe(a, allow_auto=True))
     from dse.intervals import sweep_band
     df = sweep_band(df, a.framework)
     from dse.cost.energy import add_energy_columns, parse_tokens
@@ -71,6 +71,9 @@ def cmd_sweep_stream(a, model, hws) -> int:
     if a.output is not None and not a.output.endswith(".parquet"):
         raise InputError("-o", "output", f"a streamed sweep writes Parquet: must end in .parquet, but got {a.output!r}")
     seq = a.seq
+    if str(getattr(a, "recompute_modules", "")).strip().lower() == "auto":
+        raise InputError("--recompute-modules", "recompute_modules", "auto needs the in-memory sweep (it "
+                         "sweeps each list in turn); drop --stream or state the modules")
     wl = training_workload(a, a.global_batch, seq)
     cols = enumerate_layouts(model, a.gpus, a.global_batch, seq, framework=int(wl.framework))
     if len(cols["tp"]) == 0:

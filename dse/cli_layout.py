@@ -106,16 +106,16 @@ def training_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--recompute-modules", default="core_attn",
                    help="what selective recompute re-runs: Megatron-Core's recompute_modules, e.g. "
                    "mla_up_proj,mlp (core_attn | mla_up_proj | layernorm | moe_act | mlp | "
-                   "shared_experts; none = nothing)")
+                   "shared_experts; none = nothing; dse sweep: auto = try every list the model has)")
 
 
-def recipe(a) -> dict:
+def recipe(a, allow_auto: bool = False) -> dict:
     """The recipe switches of :func:`training_flags` as Workload keyword codes (exit 2 on a
-    bad name)."""
+    bad name; ``allow_auto``: ``--recompute-modules auto``, a search over the lists)."""
     from dse.spec.layout import recipe_codes
     return recipe_codes(bool(getattr(a, "moe_a2a_overlap", False)), getattr(a, "cuda_graphs", "none"),
                         getattr(a, "moe_dispatcher", "alltoall"), "command line",
-                        getattr(a, "recompute_modules", "core_attn"))
+                        getattr(a, "recompute_modules", "core_attn"), allow_auto)
 
 
 def training_workload(a, global_batch: int, seq: int):

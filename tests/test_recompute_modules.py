@@ -116,6 +116,12 @@ def test_estimate_flag(capsys):
     assert main(args + ["--recompute-modules", "moe"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "recompute_modules" in err[0] and "'moe'" in err[0]
+    assert main(args + ["--recompute-modules", "auto"]) == 2
+    assert "search setting" in capsys.readouterr().err
+    sweep = ["sweep", "--model", "llama3-8b", "--hardware", "h100-sxm-80gb", "--gpus", "8", "--global-batch", "32",
+             "--stream", "--recompute-modules", "auto"]
+    assert main(sweep) == 2
+    assert "drop --stream" in capsys.readouterr().err
 
 
 def test_predict_column(tmp_path):
@@ -147,3 +153,33 @@ def test_api_estimate_takes_the_list():
     assert light.mem_gib < plain.mem_gib and light.step_time_s > plain.step_time_s
     with pytest.raises(InputError, match="recompute_modules"):
         dse.estimate(**kw, recompute_modules="attention")
+
+
+def test_auto_candidates_are_the_lists_a_model_has():
+    from dse.sweep.run import module_candidates
+    names = lambda m: [recompute_modules_names(c) for c in module_candidates(get_model(m))]
+    assert names("llama3-70b") == ["core_attn", "core_attn+mlp"]
+    assert sorted(names("mixtral-8x7b")) == sorted(["core_attn", "core_attn+layernorm", "core_attn+moe_act",
+                                                    "core_attn+layernorm+moe_act"])
+    dsv3 = names("deepseek-v3")          # MLA, routed + shared experts, dense first layers
+    assert dsv3[0] == "core_attn" and len(dsv3) == 32 and len(set(dsv3)) == 32
+
+
+def test_auto_sweep_fits_selective_layouts_with_the_fastest_list():
+    """``--recompute-modules auto``: a selective layout that does not fit with core_attn alone
+    comes back with the fastest list that makes it fit (Llama-3 8B at 8k tokens on 40 GB
+    A100s: ``mlp``); every other row is the plain sweep's, and each layout appears once."""
+    import dse
+    kw = dict(model="llama3-8b", hardware="a100-sxm-40gb", gpus=8, global_batch=64, seq_len=8192)
+    key = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"]
+    plain = dse.sweep(**kw).set_index(key)
+    auto = dse.sweep(**kw, recompute_modules="auto")
+    assert not auto.duplicated(subset=key).any() and len(auto) == len(plain)
+    moved = auto[auto["recompute_modules"] != "core_attn"].set_index(key)
+    assert len(moved) > 0 and moved["feasible"].all() and (moved.index.get_level_values("recompute") == "selective").all()
+    assert not plain.loc[moved.index, "feasible"].any()
+    same = auto[auto["recompute_modules"] == "core_attn"].set_index(key)
+    assert (same["step_time_s"].fillna(-1) == plain.loc[same.index, "step_time_s"].fillna(-1)).all()
+    with pytest.raises(InputError, match="search setting"):
+        dse.estimate(model="llama3-8b", hardware="a100-sxm-40gb", gpus=8, recompute="selective",
+                     recompute_modules="auto")

@@ -76,6 +76,9 @@ RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
 RECOMPUTE_MODULES = {"core_attn": 1, "mla_up_proj": 2, "layernorm": 4, "moe_act": 8, "mlp": 16,
                      "shared_experts": 32}
 RECOMPUTE_MODULES_DEFAULT = RECOMPUTE_MODULES["core_attn"]
+# ``auto`` (a search setting, ``dse sweep``): every list of the modules the model has,
+# each sweep's selective layouts beside the others (dse.sweep.run.module_candidates)
+RECOMPUTE_MODULES_AUTO = -1
 # nvfp4 (= fp4) training: Transformer Engine's NVFP4BlockScaling recipe on Blackwell
 # (dse.cost.rates.quant_cast_bytes has its sources); code 3 is serving's NVFP4 too
 # mxfp8 (= fp8-mx, Megatron-Bridge's "FP8-MX"): Transformer Engine's MXFP8BlockScaling
@@ -178,12 +181,18 @@ def recompute_code(name: str, where: str = "--recompute") -> int:
     return _code(RECOMPUTE, "recompute", name, where)
 
 
-def recompute_modules_code(names, where: str = "--recompute-modules") -> int:
+def recompute_modules_code(names, where: str = "--recompute-modules", allow_auto: bool = False) -> int:
     """The bit set (:data:`RECOMPUTE_MODULES`) of a module list as runs state it: a
     sequence of names, or one string of names separated by commas, spaces or ``+``, in
     square brackets or not (``[mla_up_proj, mlp]``); ``none`` or ``[]`` is the empty list
-    (selective recompute of nothing).  InputError naming ``where`` on an unknown or
-    repeated name."""
+    (selective recompute of nothing); ``auto`` (:data:`RECOMPUTE_MODULES_AUTO`) where the
+    caller searches the lists (``allow_auto``).  InputError naming ``where`` on an unknown
+    or repeated name, or on ``auto`` elsewhere."""
+    if isinstance(names, str) and names.strip().lower() == "auto":
+        if not allow_auto:
+            raise InputError(where, "recompute_modules", "'auto' is a search setting (dse sweep); "
+                             "state the modules of this run, e.g. mla_up_proj,mlp")
+        return RECOMPUTE_MODULES_AUTO
     if isinstance(names, str):
         text = names.strip().strip("[]").replace("'", " ").replace('"', " ")
         parts = [p for p in re.split(r"[,\s+]+", text) if p]
@@ -222,13 +231,14 @@ def framework_code(name: str, where: str = "--framework") -> int:
 
 def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
                  moe_dispatcher: str = "alltoall", where: str = "--",
-                 recompute_modules="core_attn") -> dict[str, int]:
+                 recompute_modules="core_attn", allow_auto: bool = False) -> dict[str, int]:
     """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
     ``moe_dispatcher``, ``recompute_modules``; module docstring) from their stated names, as
-    keyword arguments (InputError naming ``where`` + the field on an unknown name)."""
+    keyword arguments (InputError naming ``where`` + the field on an unknown name;
+    ``allow_auto``: :func:`recompute_modules_code`)."""
     if not isinstance(moe_a2a_overlap, (bool, int)) or moe_a2a_overlap not in (0, 1):
         raise InputError(where, "moe_a2a_overlap", f"must be true or false, but got {moe_a2a_overlap!r}")
     return {"moe_a2a_overlap": int(bool(moe_a2a_overlap)),
             "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
             "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where),
-            "recompute_modules": recompute_modules_code(recompute_modules, where)}
+            "recompute_modules": recompute_modules_code(recompute_modules, where, allow_auto)}

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from dse.spec.hardware import GIB, Hardware, stack
-from dse.spec.layout import PRECISION_NAMES, RECOMPUTE_NAMES, Workload
+from dse.spec.layout import (PRECISION_NAMES, RECOMPUTE_MODULES, RECOMPUTE_MODULES_AUTO,
+                             RECOMPUTE_MODULES_DEFAULT, RECOMPUTE_NAMES, Workload, recompute_modules_names)
 from dse.spec.model import Model
 from dse.sweep.grid import FIELDS, GridOptions, enumerate_layouts
 from dse.sweep.blocks import MASK_FIRST_BELOW, evaluate_all, evaluate_masked
@@ -101,12 +102,18 @@ def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_l
     when it fits in ``(1 - mem_margin) x HBM`` (:mod:`dse.train.memory_parts`).  ``recipe``:
     the Workload's recipe switches (:func:`dse.spec.layout.recipe_codes`; None = all off)."""
     cols = enumerate_layouts(model, gpus, global_batch, seq_len, opt, framework)
+    recipe = dict(recipe or {})
+    auto = recipe.get("recompute_modules") == RECOMPUTE_MODULES_AUTO
+    if auto:
+        recipe["recompute_modules"] = RECOMPUTE_MODULES_DEFAULT
     wl = Workload(global_batch=global_batch, seq_len=seq_len, precision=precision, attention=attention,
-                  framework=framework, tp_overlap=tp_overlap, **(recipe or {}))
+                  framework=framework, tp_overlap=tp_overlap, **recipe)
     if len(cols["tp"]) == 0:
         return pd.DataFrame()
     sr = sweep_points(model, wl, hws, cols, progress=progress, mem_margin=mem_margin)
     df = to_dataframe(sr)
+    if auto:
+        df = with_module_lists(df, model, wl, hws, cols, mem_margin)
     df.insert(0, "model", model.name)
     df.insert(2, "gpus", gpus)
     df.insert(3, "global_batch", global_batch)
@@ -114,6 +121,65 @@ def sweep(model: Model, hws: list[Hardware], gpus: int, global_batch: int, seq_l
     df.insert(5, "precision", PRECISION_NAMES[precision])
     return df.sort_values(["feasible", "step_time_s"], ascending=[False, True],
                           kind="stable").reset_index(drop=True)
+
+
+def module_candidates(model: Model) -> list[int]:
+    """The ``recompute_modules`` lists an ``auto`` sweep tries (:data:`RECOMPUTE_MODULES`),
+    each with ``core_attn``: every combination of the modules that have work on this model
+    (:func:`dse.graph.train.module_recompute_ops`) -- ``mla_up_proj`` with MLA, ``layernorm``
+    with MLA or MoE layers (a dense layer's norms are fused into its linears), ``moe_act``
+    with MoE, ``mlp`` with dense MLP layers, ``shared_experts`` with shared experts -- the
+    default (``core_attn`` alone) first."""
+    from dse.spec.model import dense_layer_fraction, is_mla, shared_ffn
+    moe = model.num_experts > 1
+    has = {"mla_up_proj": bool(is_mla(model)), "layernorm": bool(is_mla(model)) or moe, "moe_act": moe,
+           "mlp": (not moe) or float(dense_layer_fraction(model)) > 0, "shared_experts": moe and shared_ffn(model) > 0}
+    bits = [RECOMPUTE_MODULES[m] for m, on in has.items() if on]
+    out = []
+    for k in range(1 << len(bits)):
+        out.append(RECOMPUTE_MODULES_DEFAULT | sum(b for i, b in enumerate(bits) if k >> i & 1))
+    return out
+
+
+def with_module_lists(df: pd.DataFrame, model: Model, wl: Workload, hws, cols, mem_margin) -> pd.DataFrame:
+    """``df`` (the sweep with ``core_attn`` alone) with a ``recompute_modules`` column, and
+    each selective layout that does not fit swept again with every other list of
+    :func:`module_candidates`; where some list makes it fit, its row becomes the fastest
+    list that fits.  A layout that fits with ``core_attn`` keeps it: every further module
+    only adds forward work (:func:`dse.graph.train.module_recompute_ops`), and the other
+    recompute settings ignore the list.  The list is a leaf of the Workload: the passes
+    share one compiled program."""
+    import dataclasses
+    base = df.assign(recompute_modules=recompute_modules_names(RECOMPUTE_MODULES_DEFAULT))
+    miss = base[(base["recompute"] == RECOMPUTE_NAMES[1]) & ~base["feasible"]]
+    if miss.empty:
+        return base
+    lay = miss[list(FIELDS)].drop_duplicates()
+    sub = {f: lay[f].to_numpy().astype(cols[f].dtype) for f in FIELDS if f not in ("recompute", "sp")}
+    sub["recompute"] = np.full(len(lay), 1, dtype=cols["recompute"].dtype)
+    sub["sp"] = lay["sp"].to_numpy().astype(cols["sp"].dtype)
+    # lists by size: a list that holds one that already fits a layout is slower there and
+    # no smaller (more recompute), so each layout is swept only until it fits everywhere
+    fits = [[] for _ in range(len(lay))]
+    found = []
+    for code in sorted(module_candidates(model)[1:], key=lambda c: bin(c).count("1")):
+        todo = np.array([not any(f & ~code == 0 for f in fl) for fl in fits])
+        if not todo.any():
+            continue
+        w = dataclasses.replace(wl, recompute_modules=code)
+        part = {f: v[todo] for f, v in sub.items()}
+        d = to_dataframe(sweep_points(model, w, hws, part, mem_margin=mem_margin))
+        ok = d[d["feasible"]]
+        # a layout is settled once the list fits it on every hardware (rows in point order
+        # h * n + l)
+        everywhere = d["feasible"].to_numpy().reshape(len(hws), int(todo.sum())).all(axis=0)
+        for i in np.flatnonzero(todo)[everywhere]:
+            fits[i].append(code)
+        found.append(ok.assign(recompute_modules=recompute_modules_names(code)))
+    key = ["hardware", *FIELDS]
+    out = pd.concat([base, *found], ignore_index=True)
+    out = out.sort_values(["feasible", "step_time_s"], ascending=[False, True], kind="stable")
+    return out.drop_duplicates(subset=key, keep="first").reset_index(drop=True)
 
 
 def oom_status(mem_bytes: float, hbm_bytes: float, mem_margin: float = 0.0) -> str:
