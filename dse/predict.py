@@ -286,7 +286,7 @@ def _recompute_modules(row, where) -> int:
     v = row.get("recompute_modules")
     if _blank(v):
         return RECOMPUTE_MODULES_DEFAULT
-    return recompute_modules_code(str(v), where)
+    return recompute_modules_code(_word(v), where)
 
 
 MOE_TOKEN_DROP = {"dropless": 0, "pad": 1}

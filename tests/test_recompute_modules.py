@@ -31,7 +31,7 @@ def _point(model, lay, modules, hw=B200, precision=1, gbs=4096):
 
 @pytest.mark.parametrize("text, code", [
     ("core_attn", 1), ("[mla_up_proj, mlp]", 2 | 16), ("layernorm+moe_act", 4 | 8),
-    ("'mla_up_proj' 'mlp'", 2 | 16), ("none", 0), ("[]", 0), ("MLP", 16)])
+    ("'mla_up_proj' 'mlp'", 2 | 16), ("none", 0), ("[]", 0), ("[ ]", 0), ("MLP", 16), (["mlp", "moe_act"], 24)])
 def test_module_lists_parse_as_runs_write_them(text, code):
     assert recompute_modules_code(text) == code
 
@@ -44,7 +44,8 @@ def test_names_round_trip():
 
 @pytest.mark.parametrize("text, says", [
     ("moe", "not modelled"), ("mlp,mlp", "twice"), ("core_attn,flash", "'flash'"),
-    ("mla-up-proj", "must be module names")])
+    ("mla-up-proj", "must be module names"), ("", "must name modules or none"), (",", "must name modules"),
+    ("[", "must name modules"), ("\x00\xff", "must be module names"), ("none,mlp", "'none'")])
 def test_bad_module_lists_are_refused_by_name(text, says):
     with pytest.raises(InputError) as e:
         recompute_modules_code(text, where="x.csv row 3")

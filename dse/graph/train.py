@@ -268,7 +268,10 @@ def module_recompute_ops(model: Model, wl: Workload, lay: Layout, fwd_ops, T, el
     * ``mlp`` (the dense MLP submodule; Megatron-Core skips a MoE layer's): its fc1 and fc2
       forward GEMMs (with its fused pre-MLP norm) and activation, on a dense model's every
       layer or a MoE model's dense share;
-    * ``shared_experts``: the shared experts' fc1 and fc2 forward GEMMs and activation."""
+    * ``shared_experts``: the shared experts' fc1 and fc2 forward GEMMs and activation.
+
+    Not charged again: the TP collectives inside a recomputed dense MLP or shared expert
+    (its fc2 all-reduce, or the SP all-gather / reduce-scatter around it)."""
     t = lay.tp * 1.0
     h = model.hidden_size * 1.0
     gated = model.gated_mlp * 1.0

@@ -194,11 +194,16 @@ def recompute_modules_code(names, where: str = "--recompute-modules", allow_auto
                              "state the modules of this run, e.g. mla_up_proj,mlp")
         return RECOMPUTE_MODULES_AUTO
     if isinstance(names, str):
-        text = names.strip().strip("[]").replace("'", " ").replace('"', " ")
+        bare = names.strip()
+        if bare.replace(" ", "") == "[]":
+            return 0
+        text = bare.strip("[]").replace("'", " ").replace('"', " ")
         parts = [p for p in re.split(r"[,\s+]+", text) if p]
     else:
         parts = [str(p).strip() for p in names]
-    if [p.lower() for p in parts] in (["none"], ["empty"]):
+    if not parts:
+        raise InputError(where, "recompute_modules", f"must name modules or none, but got {names!r}")
+    if [p.lower() for p in parts] == ["none"]:
         return 0
     code = 0
     for p in parts:
