@@ -57,7 +57,10 @@ def generation_of(gpu) -> str:
 
 
 def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() in ("", "nan")
+    """:func:`dse.na_cells.blank_cell`, or the text ``nan`` (a predicted frame's cell cast to
+    str)."""
+    from dse.na_cells import blank_cell
+    return blank_cell(v) or str(v).strip() == "nan"
 
 
 def training_cell_of(framework, generation: str) -> str:

@@ -25,6 +25,12 @@ FREE_TEXT = frozenset({"notes", "source", "source_id", "source_url_or_repo_path"
 NA_CELLS = "dse_na_word_cells"       # DataFrame.attrs key: {row position: [(column, text)]}
 
 
+def blank_cell(v) -> bool:
+    """A cell the file left blank: None, a float NaN (how pandas reads an empty cell) or
+    text that is empty once stripped -- "not stated" in every schema of this project."""
+    return v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == ""
+
+
 def na_word_cells(header: list[str], records: list[list[str]]) -> dict[int, list[tuple[str, str]]]:
     """Per row position, the cells outside :data:`FREE_TEXT` whose text is one of
     :data:`NA_WORDS` (exactly as pandas matches them)."""

@@ -62,7 +62,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dse.na_cells import NA_CELLS, na_word_cells, na_word_status
+from dse.na_cells import NA_CELLS, blank_cell, na_word_cells, na_word_status
 from dse.errors import InputError, require
 from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predict.has_prediction)
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
@@ -100,9 +100,6 @@ ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
 # architecture columns that may be 0 (0 = none)
 ARCH_ZERO_OK = {"mtp_layers"}
 
-
-def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
 
 
 def _word(v) -> str:
@@ -148,15 +145,15 @@ def row_model(row, where) -> tuple[Model, str]:
     name = catalog_name_of(row.get("model"))
     if name is not None:
         cat = catalog()[name]
-        filled = {**_catalog_columns(cat), **{k: v for k, v in row.items() if not _blank(v)}}
+        filled = {**_catalog_columns(cat), **{k: v for k, v in row.items() if not blank_cell(v)}}
         m = _columns_model(filled, where)
         if _agrees(m, cat):
-            mtp = cat.mtp_layers if all(_blank(row.get(c)) for c in ("mtp_layers", "mtp_num_layers")) \
+            mtp = cat.mtp_layers if all(blank_cell(row.get(c)) for c in ("mtp_layers", "mtp_num_layers")) \
                 else m.mtp_layers
             return dataclasses.replace(cat, seq_length=m.seq_length, vocab_size=m.vocab_size,
                                        mtp_layers=mtp, name=m.name), name
     for c in ARCH_REQUIRED:
-        require(c in row and not _blank(row[c]), where, c,
+        require(c in row and not blank_cell(row[c]), where, c,
                 "must be given (or `model` must name a catalog model: dse/spec/catalog/models.toml)")
     return _columns_model(row, where), "columns"
 
@@ -193,11 +190,11 @@ def _columns_model(row, where) -> Model:
     h = _int(row, "hidden_size", where)
     f = _int(row, "ffn_hidden_size", where)
     heads = _int(row, "num_attention_heads", where)
-    kv = heads if _blank(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
+    kv = heads if blank_cell(row.get("num_kv_heads")) else _int(row, "num_kv_heads", where)
     gated = f != 4 * h
     arch, named = {}, {}
     for col, field in ARCH_COLS.items():
-        if col in row and not _blank(row[col]):
+        if col in row and not blank_cell(row[col]):
             v = _int(row, col, where, positive=field not in ARCH_ZERO_OK)
             require(arch.get(field, v) == v, where, col,
                     f"must agree with {named.get(field)} ({arch.get(field)}), but got {v}")
@@ -217,28 +214,28 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
     """Grid restricted to the row's known fields; returns (options, fixed values)."""
     fixed = {}
     for col, f in LAYOUT_COLS.items():
-        if col in row and not _blank(row[col]):
+        if col in row and not blank_cell(row[col]):
             fixed[f] = _int(row, col, where)
     kw = {k: (v,) for k, v in fixed.items() if k != "dp"}
     sp = row.get("sequence_parallel")
-    if not _blank(sp):
+    if not blank_cell(sp):
         s = _word(sp)
         require(s in ("true", "false"), where, "sequence_parallel", f"must be true or false, but got {s!r}")
         kw["sp"] = (1,) if s == "true" else (0,)
         fixed["sp"] = kw["sp"][0]
     rc = row.get("recompute")
-    if not _blank(rc):
+    if not blank_cell(rc):
         rc_ = _word(rc)
         require(rc_ in RECOMPUTE, where, "recompute", f"must be one of {sorted(RECOMPUTE)}, but got {rc_!r}")
         kw["recompute"] = (RECOMPUTE[rc_],)
-    if not _blank(row.get("recompute_modules")):
+    if not blank_cell(row.get("recompute_modules")):
         # a module list is Megatron-Core's selective granularity (recompute_modules only
         # applies there): a blank recompute cell reads as selective, any other is refused
         require(kw.get("recompute", (RECOMPUTE["selective"],)) == (RECOMPUTE["selective"],), where,
                 "recompute_modules", f"applies only to recompute = selective, but recompute is {rc!r}")
         kw["recompute"] = (RECOMPUTE["selective"],)
     z = row.get("zero_stage")
-    if not _blank(z):
+    if not blank_cell(z):
         zi = _int(row, "zero_stage", where, positive=False)
         require(zi in (0, 1, 2, 3), where, "zero_stage", f"must be 0, 1, 2 or 3, but got {z!r}")
         kw["zero"] = (zi,)
@@ -248,14 +245,14 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
 def _run_facts(row, where) -> tuple[str, str, str]:
     """The optional ``attention``, ``framework`` and ``tp_comm_overlap`` columns."""
     att = row.get("attention")
-    att = "flash" if _blank(att) else _word(att)
+    att = "flash" if blank_cell(att) else _word(att)
     require(att in ATTENTION, where, "attention", f"must be one of {sorted(ATTENTION)} or blank, but got {att!r}")
     fw = row.get("framework")
-    fw = "megatron" if _blank(fw) else _word(fw)
+    fw = "megatron" if blank_cell(fw) else _word(fw)
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
     fw = canonical_framework(fw)
     ov = row.get("tp_comm_overlap")
-    ov = "false" if _blank(ov) else _word(ov)
+    ov = "false" if blank_cell(ov) else _word(ov)
     require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
     return att, fw, ov
 
@@ -265,15 +262,15 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     (none | full_iteration | blank) and ``moe_dispatcher`` (alltoall | deepep | hybridep |
     blank) columns, as ``Workload`` codes."""
     a2a = row.get("moe_a2a_overlap")
-    a2a = "false" if _blank(a2a) else _word(a2a)
+    a2a = "false" if blank_cell(a2a) else _word(a2a)
     require(a2a in ("true", "false"), where, "moe_a2a_overlap",
             f"must be true, false or blank, but got {a2a!r}")
     cg = row.get("cuda_graphs")
-    cg = "none" if _blank(cg) else _word(cg)
+    cg = "none" if blank_cell(cg) else _word(cg)
     require(cg in CUDA_GRAPHS, where, "cuda_graphs",
             f"must be one of {sorted(CUDA_GRAPHS)} or blank, but got {cg!r}")
     disp = row.get("moe_dispatcher")
-    disp = "alltoall" if _blank(disp) else _word(disp)
+    disp = "alltoall" if blank_cell(disp) else _word(disp)
     require(disp in MOE_DISPATCHERS, where, "moe_dispatcher",
             f"must be one of {sorted(MOE_DISPATCHERS)} or blank, but got {disp!r}")
     return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
@@ -284,7 +281,7 @@ def _recompute_modules(row, where) -> int:
     ``mla_up_proj+mlp`` or ``[layernorm, moe_act]``; ``none`` = the empty list; blank =
     ``core_attn``, Megatron-Core's default) as ``Workload.recompute_modules``."""
     v = row.get("recompute_modules")
-    if _blank(v):
+    if blank_cell(v):
         return RECOMPUTE_MODULES_DEFAULT
     return recompute_modules_code(_word(v), where)
 
@@ -296,7 +293,7 @@ def _token_drop(row, where) -> int:
     """The optional ``moe_token_drop`` column (dropless | pad | blank) as
     ``Workload.moe_drop_pad``."""
     v = row.get("moe_token_drop")
-    v = "dropless" if _blank(v) else _word(v)
+    v = "dropless" if blank_cell(v) else _word(v)
     require(v in MOE_TOKEN_DROP, where, "moe_token_drop",
             f"must be one of {sorted(MOE_TOKEN_DROP)} or blank, but got {v!r}")
     return MOE_TOKEN_DROP[v]
@@ -551,7 +548,7 @@ INFERENCE_KNOWN = {"source_id", "source_url_or_repo_path", "hardware_as_written"
 
 def _unique_ids(df: pd.DataFrame, path: str) -> None:
     """Row ids must be distinct (the error tables key rows by id): the first repeat is named."""
-    ids = df["id"][~df["id"].map(_blank)].astype(str).str.strip()
+    ids = df["id"][~df["id"].map(blank_cell)].astype(str).str.strip()
     dup = ids[ids.duplicated()]
     if len(dup):
         first = dup.iloc[0]

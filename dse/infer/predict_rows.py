@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import InputError
-from dse.na_cells import na_word_status
+from dse.na_cells import blank_cell, na_word_status
 from dse.row_status import has_prediction, is_prediction
 from dse.infer.continuous import engine_rule
 from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults, served_model
@@ -115,13 +115,10 @@ def is_inference_frame(df: pd.DataFrame) -> bool:
     return "scenario" in df.columns
 
 
-def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
-
 
 def _num(row, col, default=None):
     v = row.get(col)
-    if _blank(v):
+    if blank_cell(v):
         return default
     if isinstance(v, (bool, np.bool_)):      # a "true" cell read as a boolean is not a count
         raise InputError("row", col, f"must be a number, but got {v!r}")
@@ -186,7 +183,7 @@ def _dataset_lengths(row):
 def _kv_fp8(row, prec: str, eng=None) -> bool:
     """fp8 KV cache: the ``kv_precision`` column; else the source's words; else the
     engine's default for an fp8 / fp4 model (:mod:`dse.infer.engines`)."""
-    if not _blank(row.get("kv_precision")):
+    if not blank_cell(row.get("kv_precision")):
         kv = str(row["kv_precision"]).strip().lower()
         if kv not in ("fp8", "bf16", "fp16"):
             raise InputError("row", "kv_precision", f"must be fp8, bf16, fp16 or blank, but got "
@@ -267,7 +264,7 @@ def _check_latency_stat(row) -> None:
     published``): the model predicts means and the ShareGPT median; a tail or spread
     statistic (p90, p99, max, std) it cannot predict is an invalid row, not a mean."""
     stat = str(row.get("latency_stat", "") or "")
-    if not _blank(stat) and _TAIL_STAT.search(stat):
+    if not blank_cell(stat) and _TAIL_STAT.search(stat):
         raise InputError("row", "latency_stat", "must be a mean or a median (p50): the model has no "
                          f"per-request latency spread, but got {stat!r}")
 
@@ -276,7 +273,7 @@ def _note_unapplied_power(row, res: dict) -> dict:
     """An ok row that states a power limit on hardware without a power model
     (:data:`dse.spec.power.REFERENCE`: B200, MI300X) says in its status that it was not applied."""
     from dse.spec.power import REFERENCE
-    stated = not _blank(row.get("power_w")) or _POWER.search(str(row.get("hardware_as_written", "")))
+    stated = not blank_cell(row.get("power_w")) or _POWER.search(str(row.get("hardware_as_written", "")))
     if not (stated and is_prediction(res.get("status", ""))):
         return res
     gen = get_hardware(str(row.get("hardware", "")).strip(), where="hardware").generation
@@ -378,7 +375,7 @@ def predict_inference_row(row: dict) -> dict:
         return {**out, **chosen, "status": f"infeasible: `input_len + output_len <= "
                 f"--max-model-len` must hold (the engine rejects longer requests), but got "
                 f"(input_len={S:g}, output_len={O:g}, max_model_len={max_model_len:g})"}
-    if not _blank(row.get("disagg")):
+    if not blank_cell(row.get("disagg")):
         return _disagg_row(row, out, chosen, scen, model, hw, eng, tp, pp, code, kvb, ep, dp,
                            gpus, S, O, med_O)
     if gpus % (tp * dp * pp):
