@@ -4,7 +4,8 @@
 A blank layout field is *unknown*: the sweep searches every value the grid allows for it
 (with the given fields held) and keeps the fastest layout that fits in memory, as a
 practitioner tuning that run would; the chosen values are written back in
-``chosen_<field>`` columns.  Architecture heuristics the schema leaves implicit, each
+``chosen_<field>`` columns (and ``chosen_recompute_modules``, the list selective recompute
+re-ran; blank for the other recompute settings).  Architecture heuristics the schema leaves implicit, each
 documented: a gated (SwiGLU) MLP when ``ffn_hidden_size != 4*hidden_size``; dropout for
 non-gated (GPT-style) models; tied input/output embeddings for non-gated models (Megatron-LM
 ties them unless ``--untie-embeddings-and-output-weights``, which every Llama-style SwiGLU
@@ -67,7 +68,7 @@ from dse.errors import InputError, require
 from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predict.has_prediction)
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
-                             RECOMPUTE_MODULES_DEFAULT, recompute_modules_code,
+                             RECOMPUTE_MODULES_DEFAULT, recompute_modules_code, recompute_modules_names,
                              Workload, canonical_framework)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
 from dse.spec.model_names import catalog_name_of
@@ -444,6 +445,9 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
            "model_arch": arch, "status": status}
     for f in ("tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "zero", "sp"):
         res[f"chosen_{f}"] = best[f]
+    # what selective recompute re-ran (blank for the other settings, which ignore the list)
+    res["chosen_recompute_modules"] = (recompute_modules_names(wl.recompute_modules)
+                                       if best["recompute"] == "selective" else "")
     return res
 
 

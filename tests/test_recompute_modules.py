@@ -140,6 +140,7 @@ def test_predict_column(tmp_path):
     f.write_text("\n".join([head, *rows]) + "\n")
     p = predict_frame(read_csv(str(f)), str(f))
     assert p.loc[0, "status"].startswith("ok") and p.loc[0, "chosen_recompute"] == "selective"
+    assert p.loc[0, "chosen_recompute_modules"] == "core_attn"
     for i, says in ((1, "applies only to recompute = selective"), (2, "not modelled"), (3, "'bogus'")):
         assert "recompute_modules" in p.loc[i, "status"] and says in p.loc[i, "status"], p.loc[i, "status"]
 
