@@ -12,7 +12,8 @@ from dse.cli_layout import (GPUS_MAX, _gpu_count, _positive_float, _positive_int
 from dse.errors import InputError
 from dse.report.atomic import check_output_file, write_csv
 
-SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "recompute_modules", "zero", "sp",
+SHOW = ["hardware", "tp", "pp", "dp", "cp", "ep", "mbs", "vpp", "recompute", "recompute_modules", "zero",
+        "sp",
         "step_time_s", "step_time_lo_s", "step_time_hi_s", "tokens_per_s", "mfu", "mem_gib",
         "mem_weights_gib", "mem_grads_gib", "mem_optimizer_gib", "mem_activations_gib",
         "mem_reserve_gib", "compute_s", "recompute_s",

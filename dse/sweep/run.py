@@ -131,14 +131,13 @@ def module_candidates(model: Model) -> list[int]:
     with MoE, ``mlp`` with dense MLP layers, ``shared_experts`` with shared experts -- the
     default (``core_attn`` alone) first."""
     from dse.spec.model import dense_layer_fraction, is_mla, shared_ffn
-    moe = model.num_experts > 1
-    has = {"mla_up_proj": bool(is_mla(model)), "layernorm": bool(is_mla(model)) or moe, "moe_act": moe,
-           "mlp": (not moe) or float(dense_layer_fraction(model)) > 0, "shared_experts": moe and shared_ffn(model) > 0}
+    moe, mla = model.num_experts > 1, bool(is_mla(model))
+    has = {"mla_up_proj": mla, "layernorm": mla or moe, "moe_act": moe,
+           "mlp": not moe or float(dense_layer_fraction(model)) > 0,
+           "shared_experts": moe and shared_ffn(model) > 0}
     bits = [RECOMPUTE_MODULES[m] for m, on in has.items() if on]
-    out = []
-    for k in range(1 << len(bits)):
-        out.append(RECOMPUTE_MODULES_DEFAULT | sum(b for i, b in enumerate(bits) if k >> i & 1))
-    return out
+    return [RECOMPUTE_MODULES_DEFAULT | sum(b for i, b in enumerate(bits) if k >> i & 1)
+            for k in range(1 << len(bits))]
 
 
 def with_module_lists(df: pd.DataFrame, model: Model, wl: Workload, hws, cols, mem_margin) -> pd.DataFrame:
