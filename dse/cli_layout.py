@@ -107,6 +107,10 @@ def training_flags(s: argparse.ArgumentParser) -> None:
                    help="what selective recompute re-runs: Megatron-Core's recompute_modules, e.g. "
                    "mla_up_proj,mlp (core_attn | mla_up_proj | layernorm | moe_act | mlp | "
                    "shared_experts; none = nothing; dse sweep: auto = try every list the model has)")
+    s.add_argument("--grad-reduce-in-fp32", default=None, metavar="true|false",
+                   help="Megatron-Core's grad_reduce_in_fp32: fp32 (true) or 16-bit (false, every "
+                   "Megatron-Bridge / NeMo performance recipe) main gradients; default: fp32 in bf16, "
+                   "16-bit in fp8 (Megatron family)")
 
 
 def recipe(a, allow_auto: bool = False) -> dict:
@@ -115,7 +119,8 @@ def recipe(a, allow_auto: bool = False) -> dict:
     from dse.spec.layout import recipe_codes
     return recipe_codes(bool(getattr(a, "moe_a2a_overlap", False)), getattr(a, "cuda_graphs", "none"),
                         getattr(a, "moe_dispatcher", "alltoall"), "command line",
-                        getattr(a, "recompute_modules", "core_attn"), allow_auto)
+                        getattr(a, "recompute_modules", "core_attn"), allow_auto,
+                        getattr(a, "grad_reduce_in_fp32", None))
 
 
 def training_workload(a, global_batch: int, seq: int):

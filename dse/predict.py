@@ -44,7 +44,10 @@ column (Megatron-Core's list: ``core_attn``, ``mla_up_proj``, ``layernorm``, ``m
 ``mlp``, ``shared_experts``, separated by ``+``, commas or spaces, brackets allowed; ``none``
 = the empty list; blank = ``core_attn``) which modules selective recompute re-runs -- a
 stated list makes a blank ``recompute`` cell selective (:func:`dse.graph.train.module_recompute_ops`,
-:func:`dse.train.memory.module_savings`).
+:func:`dse.train.memory.module_savings`); an optional ``grad_reduce_in_fp32`` column (true |
+false; blank = the framework's default: fp32 main gradients in bf16, 16-bit in the Megatron
+family's fp8) -- Megatron-Core's setting, false in every Megatron-Bridge / NeMo performance
+recipe (:func:`dse.graph.train.main_grad_bytes`).
 
 Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
 (weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
@@ -88,7 +91,8 @@ CHUNK = 1 << 14
 # unless its name is a near-miss of one of these: then it is an error, not ignored)
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
               "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
-              "moe_dispatcher", "moe_token_drop", "recompute_modules", "measured_iter_time_s",
+              "moe_dispatcher", "moe_token_drop", "recompute_modules", "grad_reduce_in_fp32",
+              "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
 # of experts (ffn_hidden_size is then each expert's MLP width, unless moe_ffn_hidden_size
@@ -277,6 +281,17 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
 
 
+def _grad_reduce(row, where) -> int:
+    """The optional ``grad_reduce_in_fp32`` column (true | false | blank = the framework's
+    default) as ``Workload.grad_reduce_fp32``."""
+    v = row.get("grad_reduce_in_fp32")
+    if blank_cell(v):
+        return -1
+    w = _word(v)
+    require(w in ("true", "false"), where, "grad_reduce_in_fp32", f"must be true, false or blank, but got {w!r}")
+    return int(w == "true")
+
+
 def _recompute_modules(row, where) -> int:
     """The optional ``recompute_modules`` column (Megatron-Core's list, e.g.
     ``mla_up_proj+mlp`` or ``[layernorm, moe_act]``; ``none`` = the empty list; blank =
@@ -393,6 +408,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     a2a, graphs, dispatcher = _schedule_facts(row, where)
     drop_pad = _token_drop(row, where)
     modules = _recompute_modules(row, where)
+    grad_fp32 = _grad_reduce(row, where)
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
             f"but got (global_batch_size={gbs}, seq_length={seq})")
@@ -419,7 +435,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=framework, tp_overlap=int(ov == "true"),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
-                  moe_drop_pad=drop_pad, recompute_modules=modules)
+                  moe_drop_pad=drop_pad, recompute_modules=modules, grad_reduce_fp32=grad_fp32)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True
     if not df["feasible"].any() and mem_margin > 0:

@@ -69,7 +69,7 @@ from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
-from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP8, PRECISION_MXFP8,
+from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP32, PRECISION_FP8, PRECISION_MXFP8,
                              RECOMPUTE_MODULES, Layout, Workload)
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
@@ -591,14 +591,18 @@ def zero3_ops(wl: Workload, lay: Layout, params_per_gpu, embedding_params, layer
 
 
 def main_grad_bytes(wl: Workload):
-    """Bytes per element of the main-gradient buffer and of its reduce: 4 (Megatron-LM
-    forces fp32 accumulation for bf16, ``--accumulate-allreduce-grads-in-fp32``,
+    """Bytes per element of the main-gradient buffer and of its reduce: by default 4
+    (Megatron-LM forces fp32 accumulation for bf16, ``--accumulate-allreduce-grads-in-fp32``,
     megatron/training/arguments.py), or the framework profile's ``fp8_main_grad_bytes`` in
     fp8 runs (2 for the megatron family, whose fp8 recipes run
-    ``grad_reduce_in_fp32=False``: :mod:`dse.spec.frameworks`).  DeepSpeed's and FSDP's
-    own accounting is :mod:`dse.train.memory`'s."""
+    ``grad_reduce_in_fp32=False``: :mod:`dse.spec.frameworks`); where the run states
+    Megatron-Core's ``grad_reduce_in_fp32`` (``Workload.grad_reduce_fp32`` 1 / 0), 4 or 2
+    (fp32 training: 4 always).  DeepSpeed's and FSDP's own accounting is
+    :mod:`dse.train.memory`'s."""
     from dse.spec.frameworks import profile
-    return jnp.where(wl.precision >= PRECISION_FP8, profile(wl.framework).fp8_main_grad_bytes, 4.0)
+    default = jnp.where(wl.precision >= PRECISION_FP8, profile(wl.framework).fp8_main_grad_bytes, 4.0)
+    stated = jnp.where(wl.grad_reduce_fp32 > 0, 4.0, 2.0)
+    return jnp.where(wl.precision == PRECISION_FP32, 4.0, jnp.where(wl.grad_reduce_fp32 < 0, default, stated))
 
 
 def gather_bytes_per_param(wl: Workload, act_bytes, params_per_gpu, embedding_params):

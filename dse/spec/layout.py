@@ -49,6 +49,11 @@ with ``moe_pad_expert_input_to_capacity``: every expert computes exactly its cap
 Megatron-Core's ``recompute_modules`` that selective recompute (``recompute`` 1) re-runs
 (:data:`RECOMPUTE_MODULES`; default ``core_attn`` alone, Megatron-Core's default
 ``["core_attn"]``); other recompute settings ignore it, as Megatron-Core does.
+``grad_reduce_fp32`` (a leaf) is Megatron-Core's ``grad_reduce_in_fp32`` as a run states it:
+1 = fp32 main gradients and reduce, 0 = the 16-bit ones (every Megatron-Bridge / NeMo
+performance recipe, bf16 or fp8: Megatron-Bridge ``perf_recipes/_common.py``
+``_benchmark_common``), -1 = the framework profile's default
+(:func:`dse.graph.train.main_grad_bytes`); fp32 training keeps fp32 gradients either way.
 """
 
 from __future__ import annotations
@@ -132,6 +137,7 @@ class Workload:
     moe_dispatcher: int = 0
     moe_drop_pad: int = 0
     recompute_modules: int = RECOMPUTE_MODULES_DEFAULT
+    grad_reduce_fp32: int = -1
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:
@@ -234,11 +240,24 @@ def framework_code(name: str, where: str = "--framework") -> int:
     return _code(FRAMEWORK, "framework", name, where)
 
 
+def grad_reduce_code(value, where: str = "--grad-reduce-in-fp32") -> int:
+    """``Workload.grad_reduce_fp32`` from a stated ``grad_reduce_in_fp32``: True / ``true`` 1,
+    False / ``false`` 0, None / ``default`` -1 (the framework's default)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "default")):
+        return -1
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return int(value.strip().lower() == "true")
+    raise InputError(where, "grad_reduce_in_fp32", f"must be true, false or default, but got {value!r}")
+
+
 def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
                  moe_dispatcher: str = "alltoall", where: str = "--",
-                 recompute_modules="core_attn", allow_auto: bool = False) -> dict[str, int]:
+                 recompute_modules="core_attn", allow_auto: bool = False,
+                 grad_reduce_in_fp32=None) -> dict[str, int]:
     """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
-    ``moe_dispatcher``, ``recompute_modules``; module docstring) from their stated names, as
+    ``moe_dispatcher``, ``recompute_modules``, ``grad_reduce_fp32``; module docstring) from their stated names, as
     keyword arguments (InputError naming ``where`` + the field on an unknown name;
     ``allow_auto``: :func:`recompute_modules_code`)."""
     if not isinstance(moe_a2a_overlap, (bool, int)) or moe_a2a_overlap not in (0, 1):
@@ -246,4 +265,5 @@ def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
     return {"moe_a2a_overlap": int(bool(moe_a2a_overlap)),
             "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
             "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where),
-            "recompute_modules": recompute_modules_code(recompute_modules, where, allow_auto)}
+            "recompute_modules": recompute_modules_code(recompute_modules, where, allow_auto),
+            "grad_reduce_fp32": grad_reduce_code(grad_reduce_in_fp32, where)}
