@@ -106,13 +106,22 @@ ARCH_COLS = {"num_experts": "num_experts", "num_moe_experts": "num_experts",
 ARCH_ZERO_OK = {"mtp_layers"}
 
 
-
 def _word(v) -> str:
     """A word column's cell, lower-cased, as the file wrote it: pandas reads a column of
     numbers as floats, so a ``1`` in a text column is quoted back as ``'1'``, not ``'1.0'``."""
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     return str(v).strip().lower()
+
+
+def _true_false(row, col: str, where: str):
+    """A ``true | false | blank`` column's cell: True / False, None where blank."""
+    v = row.get(col)
+    if blank_cell(v):
+        return None
+    w = _word(v)
+    require(w in ("true", "false"), where, col, f"must be true, false or blank, but got {w!r}")
+    return w == "true"
 
 
 # Upper bounds on the integer columns: sizes the sweep's int32 arrays hold, and GPU
@@ -247,7 +256,7 @@ def row_options(row, where) -> tuple[GridOptions, dict]:
     return GridOptions(pow2_only=False, max_tp=1024, max_cp=64, max_mbs=64, max_vpp=64, **kw), fixed
 
 
-def _run_facts(row, where) -> tuple[str, str, str]:
+def _run_facts(row, where) -> tuple[str, str, bool]:
     """The optional ``attention``, ``framework`` and ``tp_comm_overlap`` columns."""
     att = row.get("attention")
     att = "flash" if blank_cell(att) else _word(att)
@@ -256,20 +265,14 @@ def _run_facts(row, where) -> tuple[str, str, str]:
     fw = "megatron" if blank_cell(fw) else _word(fw)
     require(fw in FRAMEWORK, where, "framework", f"must be one of {sorted(FRAMEWORK)} or blank, but got {fw!r}")
     fw = canonical_framework(fw)
-    ov = row.get("tp_comm_overlap")
-    ov = "false" if blank_cell(ov) else _word(ov)
-    require(ov in ("true", "false"), where, "tp_comm_overlap", f"must be true, false or blank, but got {ov!r}")
-    return att, fw, ov
+    return att, fw, bool(_true_false(row, "tp_comm_overlap", where))
 
 
 def _schedule_facts(row, where) -> tuple[int, int, int]:
     """The optional ``moe_a2a_overlap`` (true | false | blank), ``cuda_graphs``
     (none | full_iteration | blank) and ``moe_dispatcher`` (alltoall | deepep | hybridep |
     blank) columns, as ``Workload`` codes."""
-    a2a = row.get("moe_a2a_overlap")
-    a2a = "false" if blank_cell(a2a) else _word(a2a)
-    require(a2a in ("true", "false"), where, "moe_a2a_overlap",
-            f"must be true, false or blank, but got {a2a!r}")
+    a2a = bool(_true_false(row, "moe_a2a_overlap", where))
     cg = row.get("cuda_graphs")
     cg = "none" if blank_cell(cg) else _word(cg)
     require(cg in CUDA_GRAPHS, where, "cuda_graphs",
@@ -278,18 +281,14 @@ def _schedule_facts(row, where) -> tuple[int, int, int]:
     disp = "alltoall" if blank_cell(disp) else _word(disp)
     require(disp in MOE_DISPATCHERS, where, "moe_dispatcher",
             f"must be one of {sorted(MOE_DISPATCHERS)} or blank, but got {disp!r}")
-    return int(a2a == "true"), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
+    return int(a2a), CUDA_GRAPHS[cg], MOE_DISPATCHERS[disp]
 
 
 def _grad_reduce(row, where) -> int:
     """The optional ``grad_reduce_in_fp32`` column (true | false | blank = the framework's
     default) as ``Workload.grad_reduce_fp32``."""
-    v = row.get("grad_reduce_in_fp32")
-    if blank_cell(v):
-        return -1
-    w = _word(v)
-    require(w in ("true", "false"), where, "grad_reduce_in_fp32", f"must be true, false or blank, but got {w!r}")
-    return int(w == "true")
+    v = _true_false(row, "grad_reduce_in_fp32", where)
+    return -1 if v is None else int(v)
 
 
 def _recompute_modules(row, where) -> int:
@@ -433,7 +432,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
                                  "(dp*tp*pp*cp must equal num_gpus; tp must divide heads and "
                                  "kv heads; global batch must split into micro-batches)")}
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
-                  framework=framework, tp_overlap=int(ov == "true"),
+                  framework=framework, tp_overlap=int(ov),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
                   moe_drop_pad=drop_pad, recompute_modules=modules, grad_reduce_fp32=grad_fp32)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))

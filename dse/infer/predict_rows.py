@@ -115,7 +115,6 @@ def is_inference_frame(df: pd.DataFrame) -> bool:
     return "scenario" in df.columns
 
 
-
 def _num(row, col, default=None):
     v = row.get(col)
     if blank_cell(v):
