@@ -295,7 +295,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
     wl = Workload(global_batch=global_batch, seq_len=seq, precision=prec, attention=att,
                   framework=fw, tp_overlap=int(bool(tp_overlap)),
                   **_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
-                           grad_reduce_in_fp32=grad_reduce_in_fp32))
+                            grad_reduce_in_fp32=grad_reduce_in_fp32))
     from dse.intervals import apply_band, band_for, training_cell_of
     from dse.host_eval import host_design_point
     from dse.train.memory_parts import check_margin, gib_columns, step_and_memory
@@ -356,7 +356,7 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int = DEFAULT_SEQ
                          gpu_hour_usd, _train_tokens(train_tokens, where), pue, objective, where,
                          check_margin(mem_margin, where), framework,
                          _recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
-                           grad_reduce_in_fp32=grad_reduce_in_fp32))
+                                 grad_reduce_in_fp32=grad_reduce_in_fp32))
 
 
 # --- inference --------------------------------------------------------------------------

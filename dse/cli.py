@@ -72,7 +72,8 @@ def cmd_sweep_stream(a, model, hws) -> int:
     if a.output is not None and not a.output.endswith(".parquet"):
         raise InputError("-o", "output", f"a streamed sweep writes Parquet: must end in .parquet, but got {a.output!r}")
     seq = a.seq
-    if str(getattr(a, "recompute_modules", "")).strip().lower() == "auto":
+    from dse.spec.layout import RECOMPUTE_MODULES_AUTO
+    if recipe(a, allow_auto=True)["recompute_modules"] == RECOMPUTE_MODULES_AUTO:
         raise InputError("--recompute-modules", "recompute_modules", "auto needs the in-memory sweep (it "
                          "sweeps each list in turn); drop --stream or state the modules")
     wl = training_workload(a, a.global_batch, seq)

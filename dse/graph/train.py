@@ -175,6 +175,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     mo = moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe)
     # tokens per local expert of the busiest EP rank (dropless: dse.graph.moe.ep_busiest_factor)
     tpe = jnp.where(moe, T * k_top * lay.ep / E * mo.imbalance, T)
+    routed_el = tpe * n_local * f / t              # the routed experts' activation elements
     ops += mo.mlp + mla_linears(model, T, t) + mlp_kind_linears(model, T, t, ring, pipe)
     router = mo.router
 
@@ -194,9 +195,8 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
 
     el = act_bytes
     rep = jnp.where(lay.sp > 0, T * h / t, T * h)             # replicated-region elements
-    ffn_el = tpe * n_local * f / t
     # the mean layer's activation elements: routed + shared experts, or the dense MLP
-    ffn_el = w_moe * (ffn_el + T * shared_ffn(model) / t) + x_dense * T * model.ffn_hidden_size / t
+    ffn_el = w_moe * (routed_el + T * shared_ffn(model) / t) + x_dense * T * model.ffn_hidden_size / t
     rope = model.qk_rope_head_dim
     fwd_bytes = el * (2 * 2 * rep                              # two norms: read + write
                       + 2 * 3 * rep                            # two residual adds
@@ -234,7 +234,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     for phase, n_ex in (("fwd", 1.0), ("bwd", 2.0)):
         comm.append(P2P(kv_chunk, t, calls=jnp.where(lay.cp > 1, n_ex * (lay.cp - 1), 0.0),
                         name="cp kv exchange", phase=phase, group="cp"))
-    recompute = module_recompute_ops(model, wl, lay, ops + mo.passes, T, el, w_moe, tpe * n_local * f / t)
+    recompute = module_recompute_ops(model, wl, lay, ops + mo.passes, T, el, w_moe, routed_el)
     return tuple(ops + router + attn + elementwise + mo.passes + recompute
                  + grad_accumulate_ops(model, wl, lay) + comm + mo.comm)
 

@@ -243,12 +243,13 @@ def framework_code(name: str, where: str = "--framework") -> int:
 def grad_reduce_code(value, where: str = "--grad-reduce-in-fp32") -> int:
     """``Workload.grad_reduce_fp32`` from a stated ``grad_reduce_in_fp32``: True / ``true`` 1,
     False / ``false`` 0, None / ``default`` -1 (the framework's default)."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "default")):
-        return -1
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return int(value.strip().lower() == "true")
+    word = value.strip().lower() if isinstance(value, str) else value
+    if word is None or word in ("", "default"):
+        return -1
+    if word in ("true", "false"):
+        return int(word == "true")
     raise InputError(where, "grad_reduce_in_fp32", f"must be true, false or default, but got {value!r}")
 
 

@@ -11,7 +11,7 @@ overlapped with copy-back).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -148,7 +148,6 @@ def with_module_lists(df: pd.DataFrame, model: Model, wl: Workload, hws, cols, m
     only adds forward work (:func:`dse.graph.train.module_recompute_ops`), and the other
     recompute settings ignore the list.  The list is a leaf of the Workload: the passes
     share one compiled program."""
-    import dataclasses
     base = df.assign(recompute_modules=recompute_modules_names(RECOMPUTE_MODULES_DEFAULT))
     miss = base[(base["recompute"] == RECOMPUTE_NAMES[1]) & ~base["feasible"]]
     if miss.empty:
@@ -165,7 +164,7 @@ def with_module_lists(df: pd.DataFrame, model: Model, wl: Workload, hws, cols, m
         todo = np.array([not any(f & ~code == 0 for f in fl) for fl in fits])
         if not todo.any():
             continue
-        w = dataclasses.replace(wl, recompute_modules=code)
+        w = replace(wl, recompute_modules=code)
         part = {f: v[todo] for f, v in sub.items()}
         d = to_dataframe(sweep_points(model, w, hws, part, mem_margin=mem_margin))
         ok = d[d["feasible"]]

@@ -156,6 +156,13 @@ def embedding_params_per_gpu(model: Model, lay: Layout):
     return jnp.where(lay.pp > 1, 1.0, 2.0 - model.tied_embeddings) * emb
 
 
+def linear_input_saving(wl: Workload):
+    """Bytes saved per element of a 16-bit linear input that Transformer Engine stores for the
+    weight gradient in its low-precision copy: ``fp8 (2 - q)``, ``q`` the quantized element's
+    bytes (fp8 1, NVFP4 0.5625; 0 in 16-bit training)."""
+    return low_precision(wl.precision) * (2.0 - linear_el_bytes(wl.precision, 2.0))
+
+
 def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_bytes):
     """Stored activation bytes of one layer for one micro-batch (no recompute), as
     (everything but the attention scores, the unfused path's score bytes)."""
@@ -178,7 +185,7 @@ def activation_bytes_per_layer(model: Model, wl: Workload, lay: Layout, act_byte
     # NVFP4 keeps q = 0.5625 B (its column-wise copy for wgrad, NVFP4_BYTES) instead of 1
     fp8 = low_precision(wl.precision)
     q = linear_el_bytes(wl.precision, 2.0)
-    saved = fp8 * (2.0 - q)          # bytes saved per element of a 16-bit input
+    saved = linear_input_saving(wl)
     replicated = replicated - saved * jnp.where(lay.sp > 0, 2 * s * b * h / t, 2 * s * b * h) * el
     tp_region = tp_region + fp8 * (q * s * b * a * d - (2.0 - q) * s * b * f) * el / t
     # unfused attention also stores the scores: softmax output (2 B) and, with dropout,
@@ -214,7 +221,7 @@ def module_savings(model: Model, wl: Workload, lay: Layout, act_bytes):
     t = lay.tp * 1.0
     el = act_bytes / 2.0
     gated = model.gated_mlp * 1.0
-    lin = 2.0 - low_precision(wl.precision) * (2.0 - linear_el_bytes(wl.precision, 2.0))
+    lin = 2.0 - linear_input_saving(wl)
     normed = lin * s * b * h * jnp.where(lay.sp > 0, 1.0 / t, 1.0)
     moe = jnp.where(model.num_experts > 1, 1.0, 0.0)
     x_dense = dense_layer_fraction(model)
