@@ -20,6 +20,12 @@ multi-second XLA compile) -- no cost arithmetic here.  Ops per micro-batch and s
   LM head + cross-entropy after the last layer forward, LM-head backward before the
   first layer backward.  Pipeline RECV before / SEND after each stage pass (group_dim
   "pp", peer_delta -1/+1, tag 0 activations, 1 gradients).
+* layers per rank: the split the cost model prices (:func:`chunk_layer_counts`,
+  :func:`dse.train.step.pipeline_stages`) -- ``ceil`` layers per stage, with an uneven
+  split the LM head's stage one fewer (all of the slack beside multi-token prediction:
+  DeepSeek-V3 at PP 8 runs ``[8 x 7, 5 + MTP + loss]``) and the embedding's one fewer
+  when slack is left, so every layer is run once and no stage carries the head on top of
+  a full stage of layers.
 * order (:func:`pipeline_order`), ``vpp == 1``: 1F1B -- ``min(pp - s - 1, m)`` warm-up
   forwards on stage ``s``, steady one-forward-one-backward, cool-down backwards; the
   p2p sits on stream 0 (blocking), as the cost model counts ``2 (m + pp - 1)`` exposed
@@ -93,7 +99,7 @@ from dse.spec.model import Model
 from dse.spec.numerics import as_float
 from dse.host_eval import host_design_point
 from dse.trace.graph import CollectiveKind, NodeKind, NodeTable, RankGrid, RankTrace, TraceSet
-from dse.train.memory import embedding_params_per_gpu, layers_per_stage
+from dse.train.memory import embedding_params_per_gpu, head_stage_deficit, layers_per_stage
 from dse.train.outer_ops import p2p_bytes
 from dse.train.step import step_and_schedule
 
@@ -216,6 +222,51 @@ def _int(x) -> int:
     return int(round(float(x)))
 
 
+def chunk_layer_counts(pp: int, vpp: int, layers_per_rank: int, num_layers: int,
+                       mtp_layers: int) -> list[list[int]]:
+    """Decoder layers of each rank's model chunks, ``counts[rank][chunk]``, summing to
+    ``num_layers``: the uneven split the cost model prices (:func:`dse.train.step.
+    pipeline_stages`).  Every chunk starts at ``layers_per_rank / vpp``; with ``slack =
+    pp x layers_per_rank - num_layers >= 1`` and ``pp > 1`` the LM head's rank gives up
+    ``j`` = :func:`dse.train.memory.head_stage_deficit` layers (the loss counted as one
+    layer, or with multi-token prediction all of the slack -- Megatron-Bridge's
+    DeepSeek-V3 layout ``[E+8, 8 x 6, 5+mtp+L]`` at PP 8), from its last chunk backwards;
+    the embedding's rank one more from its first chunk if slack is left; any slack still
+    left comes off the middle ranks (from rank ``pp - 2`` down, then round the ranks), whose
+    lighter stages never set the pace.  ``pp == 1``: every chunk full, the slack off the
+    last chunks (one rank holds head and embedding)."""
+    L_ch = layers_per_rank // vpp
+    counts = [[L_ch] * vpp for _ in range(pp)]
+
+    def take(rank: int, n: int, from_end: bool) -> int:
+        """Remove up to ``n`` layers from ``rank``'s chunks; returns how many it took."""
+        took = 0
+        for c in (range(vpp - 1, -1, -1) if from_end else range(vpp)):
+            k = min(n - took, counts[rank][c])
+            counts[rank][c] -= k
+            took += k
+        return took
+
+    slack = pp * layers_per_rank - num_layers
+    if slack <= 0:
+        return counts
+    left = slack
+    if pp > 1:
+        j = int(round(float(head_stage_deficit(float(slack), float(mtp_layers)))))
+        left -= take(pp - 1, min(j, left), True)
+        if left >= 1:
+            left -= take(0, 1, False)
+    order = list(range(pp - 2, 0, -1)) + list(range(pp - 1, -1, -1))
+    while left > 0:
+        before = left
+        for rank in order:
+            if left > 0:
+                left -= take(rank, 1, True)
+        if left == before:      # nothing left to take (cannot happen: slack < total)
+            break
+    return counts
+
+
 def pipeline_order(pp: int, vpp: int, m: int, stage: int) -> list[tuple[bool, int, int]]:
     """Program order of stage ``stage``'s passes as ``(forward, micro_batch, chunk)``:
     1F1B for ``vpp == 1``, Megatron's interleaved 1F1B otherwise (module docstring;
@@ -264,7 +315,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for name, steps in z3_raw.items()}
     c = {k: float(v) for k, v in raw.items()}
     m = int(wl.global_batch) // (dp * mbs)
-    L_st = _int(c["layers_per_stage"])   # the heaviest rank's layers, on every rank
+    L_st = _int(c["layers_per_stage"])   # the heaviest rank's layers
     moe = int(model.num_experts) > 1
     grid = RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
 
@@ -290,13 +341,17 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     check_layout(model, tp * pp * dp * cp, int(wl.global_batch), int(wl.seq_len),
                  Layout(**{f: _int(getattr(lay, f)) for f in FIELDS}),
                  where=f"layout tp={tp} pp={pp} dp={dp} vpp={vpp}", framework=int(wl.framework))
-    L_ch = L_st // vpp                              # layers per model chunk
+    # each rank's chunks under the uneven split the cost model prices (pipeline_stages)
+    split = chunk_layer_counts(pp, vpp, L_st, _int(model.num_layers), _int(model.mtp_layers))
     # full: all layers; block: the first rc_layers/vpp layers of every chunk
     rc_per_chunk = int(round(c["rc_frac"] * L_st)) // vpp
     n_virt = pp * vpp
     roles: dict[str, RankTrace] = {}
     for s in range(pp):
         b = _Builder()
+        # this rank's layers: chunk c holds layers starts[c] .. starts[c] + split[s][c] - 1
+        starts = [sum(split[s][:c]) for c in range(vpp)]
+        chunk = lambda c: range(starts[c], starts[c] + split[s][c])
         P = b.proto
         add = b.add
         last_s3 = None               # interleaved: last p2p SEND (stream 3)
@@ -412,7 +467,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 for _ in range(n_ex):
                     cp_node = last_s2 = add(f"{tag} cp kv exchange", B_CP,
                                             (last_s2, last_s0, *deps))
-            if bwd and (k % L_ch) < rc_per_chunk:
+            if bwd and (k - starts[ch]) < rc_per_chunk:
                 s0(f"{tag} recompute", B_FWD, deps)
                 tp_colls(f"{tag} recompute", 2)
                 ep_colls(f"{tag} recompute")
@@ -478,8 +533,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv act", d, t)
             if v == 0:
                 s0(f"mb{mb} embedding", B_EMB, (dep,))
-            for k in range(ch * L_ch, (ch + 1) * L_ch):
-                layer_pass(mb, k, False, (dep,), k == ch * L_ch, k == (ch + 1) * L_ch - 1, ch)
+            for k in chunk(ch):
+                layer_pass(mb, k, False, (dep,), k == chunk(ch)[0], k == chunk(ch)[-1], ch)
                 dep = None
             if v == n_virt - 1:
                 s0(f"mb{mb} lm-head+loss", B_HEAD_F)
@@ -496,8 +551,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
                 dep = p2p(NodeKind.RECV, f"mb{mb}{tag_c} recv grad", d, t)
             else:
                 s0(f"mb{mb} lm-head bwd", B_HEAD_B)
-            for k in reversed(range(ch * L_ch, (ch + 1) * L_ch)):
-                layer_pass(mb, k, True, (dep,), k == (ch + 1) * L_ch - 1, k == ch * L_ch, ch)
+            for k in reversed(chunk(ch)):
+                layer_pass(mb, k, True, (dep,), k == chunk(ch)[-1], k == chunk(ch)[0], ch)
                 dep = None
             if ch == 0 and c["accum"] > 0:
                 s0(f"mb{mb} grad accumulation", B_ACCUM)
@@ -511,7 +566,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 
         # ZeRO-1/2: parameter all-gather (after last step's optimizer) overlapping mb 0
         if zero in (1, 2) and has_dp:
-            for k in range(L_st):
+            for k in range(sum(split[s])):
                 pre_ag[k] = comm(f"L{k} param all-gather", "all_gather", 1)
         for fwd, mb, ch in pipeline_order(pp, vpp, m, s):
             (forward if fwd else backward)(mb, ch)

@@ -215,3 +215,56 @@ def test_corrupt_trace_is_input_error(tmp_path):
     et.write_bytes(et.read_bytes()[:-7])
     with pytest.raises(InputError):
         read_trace_set(tmp_path)
+
+
+@pytest.mark.parametrize("L, mtp, pp, vpp, want", [
+    # DeepSeek-V3 at PP 8: Megatron-Bridge's [E+8, 8 x 6, 5+mtp+L]
+    (61, 1, 8, 1, [[8]] * 7 + [[5]]),
+    (61, 1, 8, 2, [[4, 4]] * 7 + [[4, 1]]),
+    # Llama 3.1 405B at PP 8 (126 layers): the loss and the embedding each count as a layer
+    (126, 0, 8, 1, [[15]] + [[16]] * 6 + [[15]]),
+    (94, 0, 8, 1, [[11]] + [[12]] * 6 + [[11]]),      # Qwen3-235B
+    (80, 0, 4, 2, [[10, 10]] * 4),                     # even: nothing moves
+    (13, 0, 1, 1, [[13]]),
+])
+def test_chunk_layer_counts_are_the_priced_uneven_split(L, mtp, pp, vpp, want):
+    from dse.trace.generate import chunk_layer_counts
+    from dse.train.memory import layers_per_stage
+    L_st = int(layers_per_stage(get_model("llama3-8b").replace(num_layers=L),
+                                Layout(pp=pp, vpp=vpp)))
+    assert chunk_layer_counts(pp, vpp, L_st, L, mtp) == want
+
+
+def test_chunk_layer_counts_hold_every_layer_and_the_heaviest_rank_sets_l_st():
+    """Every layer placed once; no rank above ``L_st``; without interleaving (slack < pp)
+    some rank holds ``L_st`` -- the stage the vectorized model's pace prices."""
+    from dse.trace.generate import chunk_layer_counts
+    for L in (7, 13, 61, 94, 95, 126):
+        for pp in (1, 2, 3, 4, 8):
+            for vpp in (1, 2, 3):
+                if pp * vpp > L:
+                    continue
+                L_st = vpp * -(-L // (pp * vpp))
+                for mtp in (0, 1):
+                    c = chunk_layer_counts(pp, vpp, L_st, L, mtp)
+                    assert sum(map(sum, c)) == L and min(map(min, c)) >= 0
+                    ranks = [sum(r) for r in c]
+                    assert max(ranks) <= L_st and (vpp > 1 or pp == 1 or max(ranks) == L_st)
+
+
+def test_deepseek_v3_trace_runs_the_split_the_model_prices():
+    """The trace's head stage holds the 5 layers beside MTP and the loss, as the vectorized
+    model's schedule (dse.train.step.pipeline_stages) prices: the list schedule then agrees
+    with the vectorized step (with every stage at 8 layers it was 23 % longer)."""
+    from dse.sim import simulate
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import model_step_time_s
+    hw, model = get_hardware("h100-sxm-80gb"), get_model("deepseek-v3")
+    lay = Layout(tp=1, pp=8, dp=8, ep=8, mbs=1, zero=1)
+    wl = Workload(global_batch=128, seq_len=4096, precision=2)
+    ts = generate_trace_set(model, wl, lay, hw)
+    fwd = lambda role: [n for n in ts.roles[role].nodes if n.name.startswith("mb0 L")
+                        and n.name.endswith(" fwd")]
+    assert [len(fwd(f"stage{s}")) for s in range(8)] == [8] * 7 + [5]
+    res = simulate(ts, topology_for_hardware(hw, 64), grid=rank_grid(lay), record_timeline=False)
+    assert res.step_time_s == pytest.approx(model_step_time_s(model, wl, lay, hw), rel=0.05)
