@@ -5,9 +5,12 @@ Each row is scored on every measured figure it has (output tokens/s of the syste
 latency).  Prints, per source and per metric, the number of figures, the mean absolute
 percentage error (MAPE), the signed mean error (bias: > 0 predicts high) and the largest
 error; then per source the row-mean error (each row: the mean of its figures' absolute
-errors) and the overall row-mean and figure-mean.  Writes to ``out``:
-``predictions.csv`` (every row with its predictions, chosen settings and status),
-``errors.csv`` (one line per scored figure), ``mape_by_source.csv`` and a manifest.
+errors) and the overall row-mean and figure-mean; then, for every concurrency sweep (rows
+that differ only in the concurrency), the fixed per-step and per-request parts of its TPOT,
+measured and predicted (:mod:`dse.infer.tpot_sweeps`), with a sentence computed from them.
+Writes to ``out``: ``predictions.csv`` (every row with its predictions, chosen settings and
+status), ``errors.csv`` (one line per scored figure), ``mape_by_source.csv``,
+``tpot_sweeps.csv`` and a manifest.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pandas as pd
 
 from dse.errors import InputError, require
 from dse.infer.predict_rows import MEASURED, error_long, error_tables, predict_inference_frame
+from dse.infer.tpot_sweeps import sweep_summary, tpot_sweeps
 from dse.predict import unusable_measures
 from dse.row_status import has_prediction
 from dse.report.atomic import check_output_dir, make_output_dir, write_csv
@@ -84,6 +88,17 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     if len(cov):
         print("\noutput tokens/s inside the 80 % interval (dse.intervals), per source")
         print(cov.to_string(formatters={"inside": "{:.1%}".format}))
+    sweeps = tpot_sweeps(pred)
+    if len(sweeps):
+        print("\nTPOT of each concurrency sweep as fixed + slope x concurrency (least squares; "
+              "ms, ms per request in flight; dse.infer.tpot_sweeps)")
+        show = ["source_id", "hardware", "precision", "engine", "layout", "input_len", "output_len",
+                "points", "c_min", "c_max", "fixed_ms_measured", "fixed_ms_predicted",
+                "slope_ms_measured", "slope_ms_predicted"]
+        table = sweeps[show].assign(engine=sweeps["engine"].astype(str).str.slice(0, 40))
+        with pd.option_context("display.width", 250):
+            print(table.to_string(index=False, float_format="{:.3g}".format))
+        print(sweep_summary(sweeps))
     given_bad = _bad_measurements(pred)
     if given_bad:
         print(f"excluded from the errors: {len(given_bad)} measured figure(s) that are not "
@@ -100,8 +115,10 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
         write_csv(pred, o / "predictions.csv", index=False)
         write_csv(error_long(pred), o / "errors.csv", index=False)
         write_csv(by_sm, o / "mape_by_source.csv")
+        write_csv(sweeps, o / "tpot_sweeps.csv", index=False)
         from dse.report.manifest import write_manifest
         from dse.report.manifest import file_sha256 as _sha256
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
-        print(f"wrote {o}/predictions.csv, errors.csv, mape_by_source.csv, manifest.json")
+        print(f"wrote {o}/predictions.csv, errors.csv, mape_by_source.csv, tpot_sweeps.csv, "
+              "manifest.json")
     return pred
