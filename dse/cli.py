@@ -163,7 +163,8 @@ def cmd_estimate(a) -> int:
     if lay.recompute == 1 and int(wl.recompute_modules) != RECOMPUTE_MODULES_DEFAULT:
         rc += f" ({recompute_modules_names(wl.recompute_modules)})"
     print(f"{model.name} on {a.gpus} x {hw.name}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} "
-          f"mbs{lay.mbs} vpp{lay.vpp} {rc} ZeRO-{lay.zero}{' SP' if lay.sp else ''}")
+          f"mbs{lay.mbs} vpp{lay.vpp} {rc} ZeRO-{lay.zero}{' SP' if lay.sp else ''}"
+          f"{', fp8 attention' if int(wl.fp8_attention) else ''}")
     if lay.recompute >= 2:
         print(f"  full recompute of {float(r.recompute_layers):.0f} layer(s) per rank")
     verdict = print_memory_table(parts, float(hw.hbm_bytes), a.mem_margin)

@@ -111,16 +111,21 @@ def training_flags(s: argparse.ArgumentParser) -> None:
                    help="Megatron-Core's grad_reduce_in_fp32: fp32 (true) or 16-bit (false, every "
                    "Megatron-Bridge / NeMo performance recipe) main gradients; default: fp32 in bf16, "
                    "16-bit in fp8 (Megatron family)")
+    s.add_argument("--fp8-attention", action="store_true",
+                   help="the fused attention in FP8 (Transformer Engine fp8_dpa, Megatron "
+                   "--fp8-dot-product-attention); needs --precision fp8 or mxfp8")
 
 
 def recipe(a, allow_auto: bool = False) -> dict:
     """The recipe switches of :func:`training_flags` as Workload keyword codes (exit 2 on a
     bad name; ``allow_auto``: ``--recompute-modules auto``, a search over the lists)."""
-    from dse.spec.layout import recipe_codes
+    from dse.spec.layout import PRECISION, recipe_codes
+    prec = PRECISION.get(str(getattr(a, "precision", "")).strip().lower())   # unknown: refused elsewhere
     return recipe_codes(bool(getattr(a, "moe_a2a_overlap", False)), getattr(a, "cuda_graphs", "none"),
                         getattr(a, "moe_dispatcher", "alltoall"), "command line",
                         getattr(a, "recompute_modules", "core_attn"), allow_auto,
-                        getattr(a, "grad_reduce_in_fp32", None))
+                        getattr(a, "grad_reduce_in_fp32", None),
+                        bool(getattr(a, "fp8_attention", False)), prec)
 
 
 def training_workload(a, global_batch: int, seq: int):

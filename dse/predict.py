@@ -47,7 +47,10 @@ stated list makes a blank ``recompute`` cell selective (:func:`dse.graph.train.m
 :func:`dse.train.memory.module_savings`); an optional ``grad_reduce_in_fp32`` column (true |
 false; blank = the framework's default: fp32 main gradients in bf16, 16-bit in the Megatron
 family's fp8) -- Megatron-Core's setting, false in every Megatron-Bridge / NeMo performance
-recipe (:func:`dse.graph.train.main_grad_bytes`).
+recipe (:func:`dse.graph.train.main_grad_bytes`); an optional ``fp8_attention`` column (or
+Megatron's name, ``fp8_dot_product_attention``; true | false; blank = false): the fused
+attention in FP8 (Transformer Engine's ``fp8_dpa``), precision fp8 or mxfp8 only
+(:class:`dse.graph.ops.Attention`'s ``fp8``).
 
 Outputs beside the prediction: the per-GPU memory breakdown ``predicted_mem_<part>_gib``
 (weights, grads, optimizer, activations, reserve; :mod:`dse.train.memory_parts`), the
@@ -72,7 +75,7 @@ from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predi
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                              RECOMPUTE_MODULES_DEFAULT, recompute_modules_code, recompute_modules_names,
-                             Workload, canonical_framework)
+                             Workload, canonical_framework, fp8_attention_code)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
 from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
@@ -92,6 +95,7 @@ CHUNK = 1 << 14
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
               "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
               "moe_dispatcher", "moe_token_drop", "recompute_modules", "grad_reduce_in_fp32",
+              "fp8_attention", "fp8_dot_product_attention",
               "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
@@ -291,6 +295,17 @@ def _grad_reduce(row, where) -> int:
     return -1 if v is None else int(v)
 
 
+def _fp8_attention(row, where, precision: int) -> int:
+    """The optional ``fp8_attention`` column, or its Megatron name ``fp8_dot_product_attention``
+    (true | false | blank = off; both given: they must agree) as ``Workload.fp8_attention``,
+    refused outside an FP8 recipe (:func:`dse.spec.layout.fp8_attention_code`)."""
+    given = {c: v for c in ("fp8_attention", "fp8_dot_product_attention")
+             if (v := _true_false(row, c, where)) is not None}
+    require(len(set(given.values())) <= 1, where, "fp8_attention",
+            f"and fp8_dot_product_attention must agree when both are given, but got {given}")
+    return fp8_attention_code(next(iter(given.values()), None), precision, where)
+
+
 def _recompute_modules(row, where) -> int:
     """The optional ``recompute_modules`` column (Megatron-Core's list, e.g.
     ``mla_up_proj+mlp`` or ``[layernorm, moe_act]``; ``none`` = the empty list; blank =
@@ -408,6 +423,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     drop_pad = _token_drop(row, where)
     modules = _recompute_modules(row, where)
     grad_fp32 = _grad_reduce(row, where)
+    fp8_att = _fp8_attention(row, where, PRECISION[prec])
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
             f"but got (global_batch_size={gbs}, seq_length={seq})")
@@ -434,7 +450,8 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     wl = Workload(global_batch=gbs, seq_len=seq, precision=PRECISION[prec], attention=ATTENTION[att],
                   framework=framework, tp_overlap=int(ov),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
-                  moe_drop_pad=drop_pad, recompute_modules=modules, grad_reduce_fp32=grad_fp32)
+                  moe_drop_pad=drop_pad, recompute_modules=modules, grad_reduce_fp32=grad_fp32,
+                  fp8_attention=fp8_att)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True
     if not df["feasible"].any() and mem_margin > 0:

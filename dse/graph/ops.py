@@ -88,7 +88,18 @@ class Attention:
     """One attention core call per ``calls``: (batch, heads) query tiles of ``s_q`` rows
     over ``s_kv`` keys; ``d_fused`` is the (padded) head dim the fused kernel uses.
     ``stream_bw``: HBM at the achieved (STREAM-like) rate, as the serving tier costs its
-    kernels, instead of the raw rate the training GEMM roofline uses."""
+    kernels, instead of the raw rate the training GEMM roofline uses.  ``fp8`` 1: the fused
+    kernel's matmuls (QK^T, PV and the backward's) run on the fp8 tensor peak -- cuDNN's FP8
+    SDPA under Transformer Engine's ``fp8_dpa`` (``Workload.fp8_attention``; only inside an
+    FP8 recipe, whose linear peak :class:`dse.cost.rates.Rates` carries is then the fp8
+    one) -- at the 16-bit kernel's tensor-core fraction ``eff_attn``, with its exponentials
+    unchanged (one per score, on the SFUs), and its HBM bytes at the 16-bit size: with
+    ``fp8_dpa`` but not ``fp8_mha`` TE casts Q, K, V to FP8 before the kernel and O back
+    after it, about the bytes the 16-bit kernel's own I/O moves.  Carried, not fitted:
+    NVIDIA measures cuDNN FP8 SDPA at up to 1.2 PFLOP/s on H200 ("Accelerating
+    Transformers with NVIDIA cuDNN 9", 2024), about twice its BF16 kernel, and
+    FlashAttention-3 (arXiv:2407.08608, Fig. 7) cuDNN FP8 forward at head dim 256 1015-1139
+    TFLOP/s on H100 against 580 in BF16 (Fig. 5) -- the fp8 peak at the 16-bit fraction."""
     batch: float
     heads: float
     kv_heads: float
@@ -108,6 +119,7 @@ class Attention:
     window_share: float = 0.0    # share of the layers that are windowed (with_window)
     window: int = 0              # their sliding window / chunk in tokens; 0 = every layer full
     chunked: bool = False        # chunks (Llama 4) instead of a sliding window
+    fp8: float = 0.0             # 1: the fused kernel's matmuls on the fp8 peak (fp8_dpa)
     replace = _replace
 
 
@@ -255,8 +267,9 @@ def _gemm_terms(op: Gemm, hw, r):
 
 def _attn_call_args(op: Attention, hw, r):
     bw = r.hbm_bw_bytes_per_s if op.stream_bw else r.hbm_bw_raw_bytes_per_s
+    peak = jnp.where(op.fp8 > 0, r.peak_linear_flops_per_s, r.peak_16_flops_per_s)
     flash = (op.batch, op.heads, op.kv_heads, op.s_q, op.s_kv, op.d_fused, op.causal,
-             r.peak_16_flops_per_s, hw.eff_attn * (hw.eff_attn_bwd if op.backward else 1.0),
+             peak, hw.eff_attn * (hw.eff_attn_bwd if op.backward else 1.0),
              bw, r.l2_bw_bytes_per_s, hw.l2_bytes, hw.num_sms,
              hw.smem_per_sm_bytes, r.act_bytes)
     unfused = (op.batch, op.heads, op.s_q, op.s_kv, op.d, 1.0, op.dropout, r.peak_16_flops_per_s,

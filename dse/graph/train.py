@@ -186,7 +186,9 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     core = dict(batch=lay.mbs * 1.0, heads=a / t, kv_heads=kv_heads_per_rank(model, lay.tp),
                 s_q=s_q, s_kv=s_kv, d=d, d_fused=flash_head_dim(d, attention_kernel(wl) == ATTENTION_FA2),
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
-                softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv))
+                softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv),
+                # FP8 attention (TE fp8_dpa) inside an FP8 recipe only (Workload.fp8_attention)
+                fp8=wl.fp8_attention * ((wl.precision == PRECISION_FP8) | (wl.precision == PRECISION_MXFP8)))
     attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
         Attention(**core, calls=full, name="attention", phase="fwd"),
         Attention(**core, calls=full, name="attention", phase="bwd", backward=True),

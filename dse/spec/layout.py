@@ -54,6 +54,11 @@ Megatron-Core's ``recompute_modules`` that selective recompute (``recompute`` 1)
 performance recipe, bf16 or fp8: Megatron-Bridge ``perf_recipes/_common.py``
 ``_benchmark_common``), -1 = the framework profile's default
 (:func:`dse.graph.train.main_grad_bytes`); fp32 training keeps fp32 gradients either way.
+``fp8_attention`` (a leaf) 1 = the fused attention runs in FP8 (Transformer Engine's
+``fp8_dpa``, Megatron-Core / Megatron-Bridge ``fp8_dot_product_attention``: cuDNN's FP8
+scaled-dot-product attention, forward and backward), only inside an FP8 recipe (precision
+fp8 or mxfp8; :func:`recipe_codes` refuses it otherwise); 0 = 16-bit attention (the default
+of every recipe that does not state it; :meth:`dse.graph.ops.Attention`'s ``fp8``).
 """
 
 from __future__ import annotations
@@ -92,6 +97,7 @@ RECOMPUTE_MODULES_AUTO = -1
 PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2, "nvfp4": 3, "fp4": 3,
              "mxfp8": 5, "fp8-mx": 5}
 PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8", 3: "nvfp4", 5: "mxfp8"}
+FP8_RECIPES = (2, 5)        # the training precisions that are FP8 recipes (fp8_attention)
 # Serving also runs 4-bit block-scaled weights and activations (Blackwell / CDNA4 fp4
 # tensor cores): NVFP4 = e2m1 with one e4m3 scale per 16 elements (NVIDIA, "Introducing
 # NVFP4", 2025; TensorRT-LLM / ModelOpt NVFP4), MXFP4 = e2m1 with one e8m0 scale per 32
@@ -138,6 +144,7 @@ class Workload:
     moe_drop_pad: int = 0
     recompute_modules: int = RECOMPUTE_MODULES_DEFAULT
     grad_reduce_fp32: int = -1
+    fp8_attention: int = 0
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:
@@ -253,17 +260,35 @@ def grad_reduce_code(value, where: str = "--grad-reduce-in-fp32") -> int:
     raise InputError(where, "grad_reduce_in_fp32", f"must be true, false or default, but got {value!r}")
 
 
+def fp8_attention_code(value, precision, where: str = "--fp8-attention") -> int:
+    """``Workload.fp8_attention`` from a stated ``fp8_dot_product_attention`` (True / False;
+    None = off), refused unless ``precision`` (a :data:`PRECISION` code, or None = not
+    known here) is an FP8 recipe: Transformer Engine runs FP8 attention only under one
+    (``fp8_dpa`` is a field of its FP8 recipes)."""
+    if value is None:
+        return 0
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise InputError(where, "fp8_attention", f"must be true or false, but got {value!r}")
+    if value and precision is not None and int(precision) not in FP8_RECIPES:
+        raise InputError(where, "fp8_attention", "needs precision fp8 or mxfp8 (Transformer Engine "
+                         f"runs FP8 attention inside an FP8 recipe), but got precision "
+                         f"{PRECISION_NAMES.get(int(precision), precision)!r}")
+    return int(bool(value))
+
+
 def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
                  moe_dispatcher: str = "alltoall", where: str = "--",
                  recompute_modules="core_attn", allow_auto: bool = False,
-                 grad_reduce_in_fp32=None) -> dict[str, int]:
+                 grad_reduce_in_fp32=None, fp8_attention=None, precision=None) -> dict[str, int]:
     """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
-    ``moe_dispatcher``, ``recompute_modules``, ``grad_reduce_fp32``; module docstring) from their stated names, as
-    keyword arguments (InputError naming ``where`` + the field on an unknown name;
-    ``allow_auto``: :func:`recompute_modules_code`)."""
+    ``moe_dispatcher``, ``recompute_modules``, ``grad_reduce_fp32``, ``fp8_attention``;
+    module docstring) from their stated names, as keyword arguments (InputError naming
+    ``where`` + the field on an unknown name; ``allow_auto``: :func:`recompute_modules_code`;
+    ``precision``: the run's code, which ``fp8_attention`` needs to be an FP8 recipe)."""
     if not isinstance(moe_a2a_overlap, (bool, int)) or moe_a2a_overlap not in (0, 1):
         raise InputError(where, "moe_a2a_overlap", f"must be true or false, but got {moe_a2a_overlap!r}")
-    return {"moe_a2a_overlap": int(bool(moe_a2a_overlap)),
+    return {"fp8_attention": fp8_attention_code(fp8_attention, precision, where),
+            "moe_a2a_overlap": int(bool(moe_a2a_overlap)),
             "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
             "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where),
             "recompute_modules": recompute_modules_code(recompute_modules, where, allow_auto),
