@@ -536,6 +536,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             for k in chunk(ch):
                 layer_pass(mb, k, False, (dep,), k == chunk(ch)[0], k == chunk(ch)[-1], ch)
                 dep = None
+            if dep is not None:      # a chunk with no layers (uneven split): wait for the data
+                s0(f"mb{mb}{tag_c} recv act wait", B_WAIT, (dep,))
             if v == n_virt - 1:
                 s0(f"mb{mb} lm-head+loss", B_HEAD_F)
             else:
@@ -554,6 +556,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             for k in reversed(chunk(ch)):
                 layer_pass(mb, k, True, (dep,), k == chunk(ch)[-1], k == chunk(ch)[0], ch)
                 dep = None
+            if dep is not None:      # a chunk with no layers: wait for the gradient
+                s0(f"mb{mb}{tag_c} recv grad wait", B_WAIT, (dep,))
             if ch == 0 and c["accum"] > 0:
                 s0(f"mb{mb} grad accumulation", B_ACCUM)
             if zero == 2 and has_dp:

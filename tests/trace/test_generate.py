@@ -268,3 +268,23 @@ def test_deepseek_v3_trace_runs_the_split_the_model_prices():
     assert [len(fwd(f"stage{s}")) for s in range(8)] == [8] * 7 + [5]
     res = simulate(ts, topology_for_hardware(hw, 64), grid=rank_grid(lay), record_timeline=False)
     assert res.step_time_s == pytest.approx(model_step_time_s(model, wl, lay, hw), rel=0.05)
+
+
+def test_an_empty_interleaved_chunk_still_waits_for_its_data():
+    """DeepSeek-V3 at PP 8 x VPP 4 (L_st 8, two layers a chunk): the head's rank gives its
+    last chunk's layers up to MTP; a chunk with no layers still waits for what it receives
+    before it sends on (or runs the LM head), and the replay stays deadlock-free."""
+    from dse.sim import simulate
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import chunk_layer_counts
+    assert chunk_layer_counts(8, 4, 8, 61, 1)[7] == [2, 2, 1, 0]
+    hw, model = get_hardware("h100-sxm-80gb"), get_model("deepseek-v3")
+    lay = Layout(tp=1, pp=8, dp=8, ep=8, mbs=1, zero=1, vpp=4)
+    ts = generate_trace_set(model, Workload(global_batch=128, seq_len=4096, precision=2), lay, hw)
+    nodes = {n.name: n for n in ts.roles["stage7"].nodes}
+    head, recv = nodes["mb0 lm-head+loss"], nodes["mb0 c3 recv act"]
+    waits = [n for n in ts.roles["stage7"].nodes if n.name == "mb0 c3 recv act wait"]
+    assert len(waits) == 1 and recv.id in waits[0].data_deps
+    assert waits[0].id in head.data_deps or waits[0].id in head.ctrl_deps
+    res = simulate(ts, topology_for_hardware(hw, 64), grid=rank_grid(lay), record_timeline=False)
+    assert res.blocked is None and res.step_time_s > 0
