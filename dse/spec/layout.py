@@ -58,7 +58,7 @@ performance recipe, bf16 or fp8: Megatron-Bridge ``perf_recipes/_common.py``
 ``fp8_dpa``, Megatron-Core / Megatron-Bridge ``fp8_dot_product_attention``: cuDNN's FP8
 scaled-dot-product attention, forward and backward), only inside an FP8 recipe (precision
 fp8 or mxfp8; :func:`recipe_codes` refuses it otherwise); 0 = 16-bit attention (the default
-of every recipe that does not state it; :meth:`dse.graph.ops.Attention`'s ``fp8``).
+of every recipe that does not state it; :class:`dse.graph.ops.Attention`'s ``fp8``).
 """
 
 from __future__ import annotations
