@@ -70,7 +70,7 @@ from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert
 from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
 from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP32, PRECISION_FP8, PRECISION_MXFP8,
-                             RECOMPUTE_MODULES, Layout, Workload)
+                             RECOMPUTE_MODULES, Layout, Workload, fp8_recipe)
 from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
@@ -188,7 +188,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                 causal=causal_fraction(s_kv), dropout=model.dropout * 1.0, fused=fused,
                 softmax_fused=fused_softmax_available(lay.mbs * 1.0, a / t, s_q, s_kv),
                 # FP8 attention (TE fp8_dpa) inside an FP8 recipe only (Workload.fp8_attention)
-                fp8=wl.fp8_attention * ((wl.precision == PRECISION_FP8) | (wl.precision == PRECISION_MXFP8)))
+                fp8=wl.fp8_attention * fp8_recipe(wl.precision))
     attn = [with_window(op, model) for op in (   # sliding-window / chunked layers: the mix
         Attention(**core, calls=full, name="attention", phase="fwd"),
         Attention(**core, calls=full, name="attention", phase="bwd", backward=True),

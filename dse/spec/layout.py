@@ -98,6 +98,11 @@ PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2, "nvfp4": 3, "
              "mxfp8": 5, "fp8-mx": 5}
 PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8", 3: "nvfp4", 5: "mxfp8"}
 FP8_RECIPES = (2, 5)        # the training precisions that are FP8 recipes (fp8_attention)
+
+
+def fp8_recipe(precision):
+    """Whether ``precision`` (a code, or an array of codes) is an FP8 recipe (:data:`FP8_RECIPES`)."""
+    return (precision == FP8_RECIPES[0]) | (precision == FP8_RECIPES[1])
 # Serving also runs 4-bit block-scaled weights and activations (Blackwell / CDNA4 fp4
 # tensor cores): NVFP4 = e2m1 with one e4m3 scale per 16 elements (NVIDIA, "Introducing
 # NVFP4", 2025; TensorRT-LLM / ModelOpt NVFP4), MXFP4 = e2m1 with one e8m0 scale per 32
