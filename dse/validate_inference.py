@@ -10,7 +10,10 @@ that differ only in the concurrency), the fixed per-step and per-request parts o
 measured and predicted (:mod:`dse.infer.tpot_sweeps`), with a sentence computed from them.
 Writes to ``out``: ``predictions.csv`` (every row with its predictions, chosen settings and
 status), ``errors.csv`` (one line per scored figure), ``mape_by_source.csv``,
-``tpot_sweeps.csv`` and a manifest.
+``tpot_sweeps.csv``, the plots ``scatter.png`` (predicted against measured per metric),
+``bias_by_source.png`` (signed error per source and metric) and, where the file has
+concurrency sweeps, ``tpot_sweeps.png`` (:mod:`dse.report.serving_validation_plots`), and a
+manifest.
 """
 
 from __future__ import annotations
@@ -113,12 +116,20 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     if out is not None:
         o = make_output_dir(o, "--out")
         write_csv(pred, o / "predictions.csv", index=False)
-        write_csv(error_long(pred), o / "errors.csv", index=False)
+        write_csv(error_long(pred), o / "errors.csv", index=False)   # the figures scored
         write_csv(by_sm, o / "mape_by_source.csv")
         write_csv(sweeps, o / "tpot_sweeps.csv", index=False)
+        from dse.report import serving_validation_plots as svp
+        errors = error_long(pred)
+        svp.scatter(errors, o / "scatter.png")
+        svp.bias_by_source(errors, o / "bias_by_source.png")
+        plots = "scatter.png, bias_by_source.png, "
+        if len(sweeps):
+            svp.tpot_sweeps_plot(pred, sweeps, o / "tpot_sweeps.png")
+            plots += "tpot_sweeps.png, "
         from dse.report.manifest import write_manifest
         from dse.report.manifest import file_sha256 as _sha256
         write_manifest(o, None, {"input": str(path), "input_sha256": _sha256(path)})
         print(f"wrote {o}/predictions.csv, errors.csv, mape_by_source.csv, tpot_sweeps.csv, "
-              "manifest.json")
+              f"{plots}manifest.json")
     return pred

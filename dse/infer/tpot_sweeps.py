@@ -35,7 +35,7 @@ SWEEP_KEY = ("source_id", "model", "hardware", "precision", "engine", "gpus", "t
              "attn_dp", "replicas", "input_len", "output_len", "kv_precision", "dataset")
 COLUMNS = ["source_id", "model", "hardware", "precision", "engine", "layout", "input_len",
            "output_len", "points", "c_min", "c_max", "fixed_ms_measured", "fixed_ms_predicted",
-           "slope_ms_measured", "slope_ms_predicted"]
+           "slope_ms_measured", "slope_ms_predicted", "ids"]
 
 
 def _line(c: np.ndarray, t: np.ndarray) -> tuple[float, float]:
@@ -58,7 +58,8 @@ def tpot_sweeps(pred: pd.DataFrame) -> pd.DataFrame:
     """One line per concurrency sweep of ``pred`` (the frame :func:`dse.infer.predict_rows.
     predict_inference_frame` returns): its points, its concurrency range and the fixed /
     per-request parts of the measured and the predicted TPOT (module docstring), ms and ms
-    per request in flight.  Empty (with :data:`COLUMNS`) where the file has no sweep."""
+    per request in flight, and the row ids of each sweep (``;``-joined).  Empty (with
+    :data:`COLUMNS`) where the file has no sweep."""
     need = {"scenario", "batch_or_concurrency", "measured_tpot_ms", "predicted_tpot_ms"}
     if not need <= set(pred.columns):
         return pd.DataFrame(columns=COLUMNS)
@@ -80,7 +81,8 @@ def tpot_sweeps(pred: pd.DataFrame) -> pd.DataFrame:
         r = g.iloc[0]
         rows.append([r.get("source_id"), r.get("model"), r.get("hardware"), r.get("precision"),
                      r.get("engine"), _layout(g), r.get("input_len"), r.get("output_len"),
-                     len(g), int(g["_c"].min()), int(g["_c"].max()), am, ap, bm, bp])
+                     len(g), int(g["_c"].min()), int(g["_c"].max()), am, ap, bm, bp,
+                     ";".join(g["id"].astype(str)) if "id" in g else ""])
     out = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("input_len", "output_len"):       # whole tokens, blank where the row says none
         out[col] = pd.to_numeric(out[col], errors="coerce").round().astype("Int64")

@@ -85,3 +85,34 @@ def test_validate_writes_and_prints_the_sweeps(tmp_path, capsys):
     assert s.loc[0, "fixed_ms_measured"] == pytest.approx(a) and s.loc[0, "slope_ms_measured"] == pytest.approx(b)
     b, a = np.polyfit(pred["batch_or_concurrency"], pred["predicted_tpot_ms"], 1)
     assert s.loc[0, "fixed_ms_predicted"] == pytest.approx(a)
+    assert s.loc[0, "ids"] == "o244;o245;o246"
+    for png in ("scatter.png", "bias_by_source.png", "tpot_sweeps.png"):
+        assert (tmp_path / "v" / png).stat().st_size > 10_000, png
+
+
+def test_serving_plots_label_their_axes_with_units(monkeypatch):
+    """Every panel of the three serving validation plots has axis labels with units, a title
+    and a legend (on the figure for the scatter's shared one)."""
+    from dse.report import serving_validation_plots as svp
+    figs = []
+    monkeypatch.setattr(svp, "save_fig", lambda fig, path, dpi=130, **kw: figs.append(fig))
+    monkeypatch.setattr(svp.plt, "close", lambda fig: None)
+    cs = [4, 8, 16]
+    pred = pd.DataFrame([_row(c, 10.0 + 0.5 * c, 7.0 + 0.6 * c) for c in cs])
+    errors = pd.DataFrame([{"id": r["id"], "source": "s", "metric": m, "measured": v, "predicted": v * 1.1,
+                            "error": 0.1} for r in pred.to_dict("records")
+                           for m, v in (("tpot_ms", r["measured_tpot_ms"]), ("output_tok_s", 100.0))])
+    svp.scatter(errors, "results/x.png")
+    svp.bias_by_source(errors, "results/x.png")
+    svp.tpot_sweeps_plot(pred, tpot_sweeps(pred), "results/x.png")
+    assert len(figs) == 3
+    scatter_fig, bias_fig, sweep_fig = figs
+    assert scatter_fig.legends and [ax.get_xscale() for ax in scatter_fig.axes] == ["log", "log"]
+    for ax in scatter_fig.axes:
+        assert "measured" in ax.get_xlabel() and "predicted" in ax.get_ylabel() and ax.get_title()
+    assert "(ms)" in scatter_fig.axes[1].get_ylabel() and "tokens/s" in scatter_fig.axes[0].get_ylabel()
+    ax = bias_fig.axes[0]
+    assert ax.get_yscale() == "linear" and "(%)" in ax.get_ylabel() and ax.get_legend() is not None
+    ax = sweep_fig.axes[0]
+    assert ax.get_xlabel() == "requests in flight" and ax.get_ylabel() == "TPOT (ms)"
+    assert ax.get_legend() is not None and sweep_fig._suptitle.get_text()
