@@ -252,7 +252,7 @@ def chunk_layer_counts(pp: int, vpp: int, layers_per_rank: int, num_layers: int,
         return counts
     left = slack
     if pp > 1:
-        j = int(round(float(head_stage_deficit(float(slack), float(mtp_layers)))))
+        j = int(round(float(head_stage_deficit(float(slack), float(mtp_layers), float(layers_per_rank)))))
         left -= take(pp - 1, min(j, left), True)
         if left >= 1:
             left -= take(0, 1, False)

@@ -88,14 +88,17 @@ class MemoryBreakdown(NamedTuple):
     expert_params_per_gpu: object = 0.0  # routed-expert share of params_per_gpu (MoE)
 
 
-def head_stage_deficit(slack_layers, mtp_layers):
+def head_stage_deficit(slack_layers, mtp_layers, layers_per_stage=None):
     """Layers the LM head's stage holds fewer than ``L_st`` under an uneven split (``slack
     >= 1``): one (the loss counted as a layer, :func:`dse.train.step.stage_balanced_head_s`),
     or with multi-token prediction all of the slack -- Megatron-Bridge's DeepSeek-V3 layouts (``recipes/deepseek/h100/
     deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: PP 4 ``[E+16, 16, 16, 13+mtp+L]``,
     PP 8 ``[E+8, 8 x 6, 5+mtp+L]``, PP 16 / (4, 4) / (8, 2) ``[E+4, 4 x 14, 1+mtp+L]``)
-    put the MTP module and the loss beside the fewest decoder layers."""
-    return jnp.where(mtp_layers > 0, slack_layers, 1.0)
+    put the MTP module and the loss beside the fewest decoder layers -- but never more than
+    the ``layers_per_stage`` (``L_st``) it has: at PP 32 DeepSeek-V3 (L_st 2, slack 3) the
+    head's stage holds no decoder layer and the third short layer falls on another stage."""
+    j = jnp.where(mtp_layers > 0, slack_layers, 1.0)
+    return j if layers_per_stage is None else jnp.minimum(j, layers_per_stage)
 
 
 def layers_per_stage(model: Model, lay: Layout):
@@ -306,7 +309,7 @@ def peak_inflight(model: Model, wl: Workload, lay: Layout, inflight0, m):
     L_st = layers_per_stage(model, lay)
     slack = lay.pp * L_st - model.num_layers
     # the first stage is short only if the head's stage leaves it slack (head_stage_deficit)
-    on = (lay.pp > 1) & (slack - head_stage_deficit(slack, model.mtp_layers) >= 1) \
+    on = (lay.pp > 1) & (slack - head_stage_deficit(slack, model.mtp_layers, L_st) >= 1) \
         & (wl.framework == FRAMEWORK_MEGATRON)
     vpp = lay.vpp * 1.0
     chunks0 = inflight0 * vpp

@@ -162,7 +162,8 @@ def step_and_schedule(model: Model, wl: Workload, lay: Layout, hw: Hardware):
     ep_exposed = _ep_exposed_s(model, wl, lay, hw, r, graph.layer, lc, recompute_full, m)
     per_layer = layer_compute + layer_recompute + tp_exposed + cp_exposed + ep_exposed
     slack = lay.pp * L_st - model.num_layers
-    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, slack, lay.pp, model.mtp_layers)
+    head_stage = stage_balanced_head_s(head_stage, head, emb, per_layer, slack, lay.pp, model.mtp_layers,
+                                       L_st)
     # the stages that can set the pace, and each one's time beyond L_st layers (the
     # largest of them is head_stage)
     stages = pipeline_stages(lay.pp, slack, L_st, head, emb, model.mtp_layers)
@@ -284,7 +285,8 @@ def _ep_exposed_s(model, wl, lay, hw, r, layer_ops, lc, recompute_full, m):
                      u * lc.ep_comm_s + (1.0 - u) * paired, lc.ep_comm_s)
 
 
-def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp, mtp_layers=0):
+def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers, pp, mtp_layers=0,
+                          layers_per_stage=None):
     """Time the heaviest pipeline stage spends beyond its ``L_st`` layers, per micro-batch.
 
     Even split (``pp * L_st == L``): every stage holds ``L_st`` layers and the last (first)
@@ -302,8 +304,9 @@ def stage_balanced_head_s(head_stage_s, head_s, emb_s, per_layer_s, slack_layers
     the others ``L_st``: the extra time is ``max(0, head - layer, emb - [slack >= 2]
     layer)``.  With ``pp = 1`` (head and embedding on the one stage) nothing changes.  With
     multi-token prediction the head's stage gives up ``j`` = :func:`head_stage_deficit`
-    layers and the embedding's one more if the slack has one left."""
-    j = head_stage_deficit(slack_layers, mtp_layers)
+    layers (at most ``layers_per_stage``, the ``L_st`` it holds) and the embedding's one
+    more if the slack has one left."""
+    j = head_stage_deficit(slack_layers, mtp_layers, layers_per_stage)
     spare = jnp.where(slack_layers - j >= 1, per_layer_s, 0.0)
     uneven = jnp.maximum(jnp.maximum(head_s - j * per_layer_s, emb_s - spare), 0.0)
     return jnp.where((pp > 1) & (slack_layers >= 1), jnp.minimum(head_stage_s, uneven), head_stage_s)
@@ -332,7 +335,7 @@ def pipeline_stages(pp, slack_layers, L_st, head_s, emb_s, mtp_layers=0):
     shrinking the window of a stage whose time no longer includes it)."""
     multi = pp > 1
     one = head_s + emb_s
-    j = head_stage_deficit(slack_layers, mtp_layers)
+    j = head_stage_deficit(slack_layers, mtp_layers, L_st)
     head_layers = L_st - jnp.where(multi & (slack_layers >= 1), j, 0.0)
     emb_layers = L_st - jnp.where(multi & (slack_layers - j >= 1), 1.0, 0.0)
     return ((head_layers, jnp.where(multi, head_s, one), 1.0),

@@ -252,6 +252,27 @@ def test_chunk_layer_counts_hold_every_layer_and_the_heaviest_rank_sets_l_st():
                     assert max(ranks) <= L_st and (vpp > 1 or pp == 1 or max(ranks) == L_st)
 
 
+def test_the_head_stage_gives_up_no_more_layers_than_it_holds():
+    """DeepSeek-V3 at PP 32 (L_st 2, slack 3): MTP would take all three short layers from the
+    head's stage, which holds two -- it holds none, the third falls on the embedding's stage,
+    and the vectorized step prices that stage (head + MTP beside no decoder layer) as the
+    trace replays it."""
+    from dse.sim import simulate
+    from dse.sim.topology import topology_for_hardware
+    from dse.trace.generate import chunk_layer_counts, model_step_time_s
+    from dse.train.memory import head_stage_deficit
+    assert float(head_stage_deficit(3.0, 1.0)) == 3.0 and float(head_stage_deficit(3.0, 1.0, 2.0)) == 2.0
+    assert float(head_stage_deficit(3.0, 0.0, 2.0)) == 1.0
+    c = chunk_layer_counts(32, 1, 2, 61, 1)
+    assert c[-1] == [0] and c[0] == [1] and sum(map(sum, c)) == 61
+    hw, model = get_hardware("h100-sxm-80gb"), get_model("deepseek-v3")
+    lay = Layout(tp=1, pp=32, dp=8, ep=8, mbs=1, zero=1)
+    wl = Workload(global_batch=256, seq_len=4096, precision=2)
+    ts = generate_trace_set(model, wl, lay, hw)
+    res = simulate(ts, topology_for_hardware(hw, 256), grid=rank_grid(lay), record_timeline=False)
+    assert res.step_time_s == pytest.approx(model_step_time_s(model, wl, lay, hw), rel=0.05)
+
+
 def test_deepseek_v3_trace_runs_the_split_the_model_prices():
     """The trace's head stage holds the 5 layers beside MTP and the loss, as the vectorized
     model's schedule (dse.train.step.pipeline_stages) prices: the list schedule then agrees
