@@ -116,11 +116,11 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     if out is not None:
         o = make_output_dir(o, "--out")
         write_csv(pred, o / "predictions.csv", index=False)
-        write_csv(error_long(pred), o / "errors.csv", index=False)   # the figures scored
+        errors = error_long(pred)                         # the figures scored
+        write_csv(errors, o / "errors.csv", index=False)
         write_csv(by_sm, o / "mape_by_source.csv")
         write_csv(sweeps, o / "tpot_sweeps.csv", index=False)
         from dse.report import serving_validation_plots as svp
-        errors = error_long(pred)
         svp.scatter(errors, o / "scatter.png")
         svp.bias_by_source(errors, o / "bias_by_source.png")
         plots = "scatter.png, bias_by_source.png, "

@@ -44,14 +44,10 @@ def _line(c: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def _layout(g: pd.DataFrame) -> str:
-    r = g.iloc[0]
-    parts = []
-    for col in ("tp", "pp", "ep", "attn_dp"):
-        v = pd.to_numeric(pd.Series([r.get(col)]), errors="coerce").iloc[0]
-        if v == v:
-            parts.append(f"{col}{int(v)}")
-    return " ".join(parts)
+def _layout(r: pd.Series) -> str:
+    """A row's ``tp / pp / ep / attn_dp`` as ``tp8 pp1 ep8`` (the columns it fills)."""
+    v = pd.to_numeric(r.reindex(["tp", "pp", "ep", "attn_dp"]), errors="coerce")
+    return " ".join(f"{col}{int(x)}" for col, x in v.items() if x == x)
 
 
 def tpot_sweeps(pred: pd.DataFrame) -> pd.DataFrame:
@@ -80,7 +76,7 @@ def tpot_sweeps(pred: pd.DataFrame) -> pd.DataFrame:
         ap, bp = _line(g["_c"].values, g["_p"].values)
         r = g.iloc[0]
         rows.append([r.get("source_id"), r.get("model"), r.get("hardware"), r.get("precision"),
-                     r.get("engine"), _layout(g), r.get("input_len"), r.get("output_len"),
+                     r.get("engine"), _layout(r), r.get("input_len"), r.get("output_len"),
                      len(g), int(g["_c"].min()), int(g["_c"].max()), am, ap, bm, bp,
                      ";".join(g["id"].astype(str)) if "id" in g else ""])
     out = pd.DataFrame(rows, columns=COLUMNS)

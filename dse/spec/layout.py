@@ -97,12 +97,6 @@ RECOMPUTE_MODULES_AUTO = -1
 PRECISION = {"fp32": 0, "tf32": 0, "bf16": 1, "fp16": 1, "fp8": 2, "nvfp4": 3, "fp4": 3,
              "mxfp8": 5, "fp8-mx": 5}
 PRECISION_NAMES = {0: "fp32", 1: "bf16", 2: "fp8", 3: "nvfp4", 5: "mxfp8"}
-FP8_RECIPES = (2, 5)        # the training precisions that are FP8 recipes (fp8_attention)
-
-
-def fp8_recipe(precision):
-    """Whether ``precision`` (a code, or an array of codes) is an FP8 recipe (:data:`FP8_RECIPES`)."""
-    return (precision == FP8_RECIPES[0]) | (precision == FP8_RECIPES[1])
 # Serving also runs 4-bit block-scaled weights and activations (Blackwell / CDNA4 fp4
 # tensor cores): NVFP4 = e2m1 with one e4m3 scale per 16 elements (NVIDIA, "Introducing
 # NVFP4", 2025; TensorRT-LLM / ModelOpt NVFP4), MXFP4 = e2m1 with one e8m0 scale per 32
@@ -115,6 +109,13 @@ SERVING_PRECISION = {**{k: v for k, v in PRECISION.items() if k != "fp4" and v !
                      "nvfp4": 3, "mxfp4": 4}
 SERVING_PRECISION_NAMES = {**{k: v for k, v in PRECISION_NAMES.items() if k != PRECISION_MXFP8},
                            3: "nvfp4", 4: "mxfp4"}
+
+FP8_RECIPES = (2, 5)        # the training precisions that are FP8 recipes (fp8_attention)
+
+
+def fp8_recipe(precision):
+    """Whether ``precision`` (a code, or an array of codes) is an FP8 recipe (:data:`FP8_RECIPES`)."""
+    return (precision == FP8_RECIPES[0]) | (precision == FP8_RECIPES[1])
 
 
 @pytree_dataclass

@@ -253,7 +253,7 @@ def chunk_layer_counts(pp: int, vpp: int, layers_per_rank: int, num_layers: int,
     left = slack
     if pp > 1:
         j = int(round(float(head_stage_deficit(float(slack), float(mtp_layers), float(layers_per_rank)))))
-        left -= take(pp - 1, min(j, left), True)
+        left -= take(pp - 1, j, True)           # j <= slack (head_stage_deficit)
         if left >= 1:
             left -= take(0, 1, False)
     order = list(range(pp - 2, 0, -1)) + list(range(pp - 1, -1, -1))
