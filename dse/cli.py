@@ -174,7 +174,7 @@ def cmd_estimate(a) -> int:
     q10, q90, basis = band_for("training", training_cell_of(a.framework, hw.generation))
     lo, hi = apply_band(float(r.step_time_s), q10, q90)
     print(f"  step time {float(r.step_time_s):.3f} s, {float(r.tokens_per_s):,.0f} tokens/s, "
-          f"MFU {float(r.mfu):.1%}")
+          f"MFU {float(r.mfu):.1%} of the {'tf32' if int(wl.precision) == 0 else '16-bit'} dense peak")
     if lo == lo:
         print(f"  80 % band of the calibration residuals: {lo:.3f} - {hi:.3f} s ({basis}; "
               "docs/accuracy.md: not a guarantee out of sample)")

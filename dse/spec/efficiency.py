@@ -30,7 +30,10 @@ means and where it comes from:
     1745 of 2250 TFLOP/s = 77.6 % against H100 / H200 SXM 794.5 of 989 = 80.3 % (ratio
     0.97) and fp8 3432.5 of 4500 = 76.3 % against H200 1453.4 of 1979 = 73.4 % (1.04):
     with a mature stack B200 reaches Hopper's fraction of peak within 4 %, so Hopper's
-    values stand for Blackwell.  (The same table: MI300X bf16 781.9 of 1300 = 60.1 % on
+    values stand for Blackwell.  A third, kernel by kernel: Transformer Engine's GEMM
+    profiling guide times one layer's twelve GEMMs on a B300 (pre-quantized BF16 13.102 ms
+    per layer) and an H200 NVL; this ``gemm`` prices them within 2.4 % on both
+    (tests/test_out_of_sample_gemm.py, docs/accuracy.md).  (The same table: MI300X bf16 781.9 of 1300 = 60.1 % on
     ROCm 6.2, AMD's own MAF 708 of 1307 = 54 %, ``cdna3`` below.)
     GB200's sustained clock below its 2.06 GHz quoted clock is :mod:`dse.spec.power`'s.
 ``gemm_fp8``
