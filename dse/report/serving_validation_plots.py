@@ -98,6 +98,18 @@ def bias_by_source(errors: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def engine_label(text) -> str:
+    """A panel's short engine label: the engine text's first word and its own version
+    (:func:`dse.infer.engines.version3`; ``"sglang (lmsysorg/sglang:v0.5.12-rocm700-mi30x)"``
+    -> ``"sglang 0.5.12"``), the first word alone when it states none."""
+    from dse.infer.engines import version3
+    words = str(text).split()
+    if not words:
+        return ""
+    v = version3(str(text))
+    return words[0] if v is None else f"{words[0]} {v[0]}.{v[1]}.{v[2]}"
+
+
 def tpot_sweeps_plot(pred: pd.DataFrame, sweeps: pd.DataFrame, path: Path) -> None:
     """One panel per concurrency sweep (:func:`dse.infer.tpot_sweeps.tpot_sweeps`; the
     :data:`MAX_SWEEP_PANELS` with the most points when there are more, the title says how
@@ -123,7 +135,7 @@ def tpot_sweeps_plot(pred: pd.DataFrame, sweeps: pd.DataFrame, path: Path) -> No
         ax.plot(x, s["fixed_ms_predicted"] + s["slope_ms_predicted"] * x, "--", color="tab:red",
                 lw=1, label="predicted line")
         lens = "" if s["input_len"] is pd.NA else f" {s['input_len']}/{s['output_len']}"
-        ax.set_title(f"{_short(s['source_id'], 22)}, {_short(s['engine'], 26)}\n{s['hardware']} "
+        ax.set_title(f"{_short(s['source_id'], 22)}, {engine_label(s['engine'])}\n{s['hardware']} "
                      f"{s['precision']} {s['layout']}{lens}", fontsize=7)
         ax.set_xlabel("requests in flight", fontsize=7)
         ax.set_ylabel("TPOT (ms)", fontsize=7)
