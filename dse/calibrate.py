@@ -3,7 +3,9 @@
 Inputs
   * a GEMM CSV with columns ``m, n, k, dtype, tflops`` (measured TFLOP/s of one
     ``C[m,n] = A[m,k] @ B[k,n]``, e.g. from a cuBLAS / ``torch.matmul`` sweep or
-    ml-engineering's ``mamf-finder.py``);
+    ml-engineering's ``mamf-finder.py``), or the printed output of Transformer Engine's
+    ``benchmarks/gemm/benchmark_gemm.py`` (:mod:`dse.calibrate_te`: which of its columns
+    are fitted and why);
   * nccl-tests output files (``all_reduce_perf``, ``all_gather_perf``,
     ``reduce_scatter_perf``, ``alltoall_perf``): the "# Using devices" lines give the
     rank count, the table ``size count type redop [root] time algbw busbw ...`` the
@@ -96,6 +98,18 @@ def read_gemm_csv(path: str) -> pd.DataFrame:
             f"{dt[bad].iloc[0] if bad.any() else ''!r}")
     df["precision"] = dt.map(SERVING_PRECISION)
     return df
+
+
+def read_gemm_input(path: str) -> tuple[pd.DataFrame, list[str]]:
+    """(GEMM rows, notes) of ``--gemm``: Transformer Engine's ``benchmark_gemm.py`` output
+    (:mod:`dse.calibrate_te`) when the file is one, else the GEMM CSV
+    (:func:`read_gemm_csv`)."""
+    from dse.io import read_text
+    from dse.calibrate_te import is_te_benchmark, parse_te_gemm
+    text = read_text(path)
+    if is_te_benchmark(text):
+        return parse_te_gemm(path, text)
+    return read_gemm_csv(path), []
 
 
 def _numeric(tok: str) -> bool:
@@ -406,7 +420,8 @@ def register(sub) -> None:
     s = sub.add_parser("calibrate", help="fit eff_gemm and NVLink/NIC bandwidth+latency to "
                        "GEMM and nccl-tests measurements; writes a hardware TOML")
     s.add_argument("--base", required=True, help="catalog name the file starts from")
-    s.add_argument("--gemm", help="CSV with columns m,n,k,dtype,tflops")
+    s.add_argument("--gemm", help="CSV with columns m,n,k,dtype,tflops, or the printed output of "
+                   "Transformer Engine's benchmarks/gemm/benchmark_gemm.py (best run with --pre-quantize)")
     s.add_argument("--nccl", nargs="+", default=[], help="nccl-tests output files")
     s.add_argument("--name", default=None, help="table name (default <base>-calibrated)")
     s.add_argument("-o", "--output", required=True, help="hardware TOML to write")
@@ -425,9 +440,10 @@ def cmd_calibrate(a) -> int:
     name = f"{a.base}-calibrated" if a.name is None else a.name
     require(re.fullmatch(r"[A-Za-z0-9_.-]+", name) is not None, "--name", "name",
             f"must be letters, digits, '_', '.' or '-', but got {name!r}")
-    gemm = read_gemm_csv(a.gemm) if a.gemm else None
+    gemm, read_notes = read_gemm_input(a.gemm) if a.gemm else (None, [])
     runs = [parse_nccl(p) for p in a.nccl]
     keys, notes, _ = calibrate(a.base, gemm, runs)
+    notes = read_notes + notes
     text = toml_text(name, a.base, keys, notes, ([a.gemm] if a.gemm else []) + list(a.nccl))
 
     def write_and_load(tmp):          # the file must load before it replaces anything
