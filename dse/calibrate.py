@@ -339,18 +339,24 @@ def _check_inside(flag: str, key: str, value: float, box, what: str) -> None:
             f"edge ({value:g}): check their units and values")
 
 
+def _line_of(df: pd.DataFrame, i) -> int:
+    """The input line of GEMM row ``i``: a ``line`` column where the reader kept one
+    (Transformer Engine output, :mod:`dse.calibrate_te`), else the CSV's (header line 1)."""
+    return int(df.loc[i, "line"]) if "line" in df.columns else int(i) + 2
+
+
 def _check_below_peak(hw: Hardware, df: pd.DataFrame) -> None:
     """No GEMM row may beat ``PEAK_SLACK`` x the base's dense peak of its precision."""
     from dse.cost.rates import rates
     for p, sub in df.groupby("precision"):
         peak_tflops = float(rates(hw, int(p)).peak_linear_flops_per_s) / 1e12
         require(peak_tflops > 0, "--gemm", "dtype", f"{sub['dtype'].iloc[0]} rows need a GPU "
-                f"with {sub['dtype'].iloc[0]} tensor cores, but {hw.name} has none (line {sub.index[0] + 2})")
+                f"with {sub['dtype'].iloc[0]} tensor cores, but {hw.name} has none (line {_line_of(df, sub.index[0])})")
         over = sub[sub["tflops"] > PEAK_SLACK * peak_tflops]
         require(over.empty, "--gemm", "tflops",
                 f"`tflops <= {PEAK_SLACK:g} x peak` ({PEAK_SLACK * peak_tflops:.4g} for "
                 f"{over['dtype'].iloc[0] if len(over) else ''} on {hw.name}) must hold, but got "
-                f"{_plain(over['tflops'].iloc[0]) if len(over) else ''!r} (line {over.index[0] + 2 if len(over) else ''})")
+                f"{_plain(over['tflops'].iloc[0]) if len(over) else ''!r} (line {_line_of(df, over.index[0]) if len(over) else ''})")
 
 
 def _mape(model, meas) -> float:

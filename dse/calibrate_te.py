@@ -91,7 +91,7 @@ def _ms(tok: str, path: str, line_no: int, col: str) -> float | None:
 
 def parse_te_gemm(path: str, text: str) -> tuple[pd.DataFrame, list[str]]:
     """(rows ``m, n, k, dtype, tflops`` as :func:`dse.calibrate.read_gemm_csv` gives them,
-    notes on what was not fitted) of a benchmark_gemm.py output (module docstring)."""
+    plus the ``line`` each came from; notes on what was not fitted) of a benchmark_gemm.py output (module docstring)."""
     autocast = "Mode: Autocast" in text
     header: list[tuple[str, str]] | None = None
     rows, seen, skipped = [], set(), {}
@@ -124,7 +124,7 @@ def parse_te_gemm(path: str, text: str) -> tuple[pd.DataFrame, list[str]]:
                 continue
             seen.add(prec)
             rows.append({"m": float(M), "n": float(N), "k": float(K), "dtype": name,
-                         "tflops": 2.0 * M * N * K / (ms * 1e-3) / 1e12})
+                         "tflops": 2.0 * M * N * K / (ms * 1e-3) / 1e12, "line": n})
     require(header is not None, path, "table", "must hold a benchmark_gemm.py table (a header line "
             "with 'Shape' and '<precision> ms' columns)")
     require(bool(rows), path, "rows", "must hold at least one fitted cell (BF16, FP8 current "

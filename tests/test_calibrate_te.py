@@ -90,3 +90,11 @@ def test_cli_writes_a_loadable_file(tmp_path, capsys):
     assert not (tmp_path / "x.toml").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.txt" in err[0] and "BF16 ms" in err[0]
+
+
+def test_a_row_above_the_base_peak_names_its_line_in_the_file(capsys):
+    # B300's BF16 QKV GEMM (line 15: 1,492 TFLOP/s) cannot run on an H100 (989 peak)
+    assert main(["calibrate", "--base", "h100-sxm-80gb", "--gemm", str(PUBLISHED), "-o",
+                 "results/never_written.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "(line 15)" in err and not Path("results/never_written.toml").exists()
