@@ -55,8 +55,14 @@ means and where it comes from:
     fp8 time, while the per-tile work beside it
     does not shrink -- the block scales (one e4m3 per 16 elements, staged into tensor
     memory) and the epilogue's tensor-memory -> register -> 16-bit global store of the same
-    output tile.  Serving uses it for the fp4 linears of :func:`dse.cost.rates.rates`
-    only; an MXFP4-expert checkpoint's W4A8 experts run at the fp8 rate with ``gemm_fp8``
+    output tile.  That same per-tile work makes the value per SKU: Blackwell Ultra (B300 /
+    GB300) widens the 4-bit datapath 1.5x on the same SM and clock, so its MMA time
+    shrinks and the per-tile work does not -- :func:`fp4_efficiency` (0.458 -> 0.410),
+    applied where a catalog SKU's dense fp4 FLOP per SM per clock differs from its
+    generation's reference (:mod:`dse.spec.power`), and checked against Transformer
+    Engine's published B300 NVFP4 GEMM times (model / published 0.93-1.01 per pass with it,
+    0.85-0.90 without; tests/test_out_of_sample_gemm.py).  Serving uses it for the fp4
+    linears of :func:`dse.cost.rates.rates` and training for NVFP4; an MXFP4-expert checkpoint's W4A8 experts run at the fp8 rate with ``gemm_fp8``
     (:mod:`dse.infer.moe_serving`).  ``cdna4`` (MI355X fp4): ``cdna3``'s ``gemm_fp8``
     carried over, unmeasured.  Generations without fp4 tensor cores carry their
     ``gemm_fp8`` (never read: their fp4 peak is 0 and the precision is refused).
@@ -280,6 +286,24 @@ MXFP8_OVER_FP8 = 6.812 / 7.161                           # 0.951
 SFU_EX2_PER_SM_CLK = 16.0
 #: head dimension of the rows the ``attn`` values were measured / fitted on
 ATTN_REFERENCE_HEAD_DIM = 128.0
+
+
+def fp4_efficiency(gemm_fp8: float, gemm_fp4: float, fp4_datapath_ratio: float) -> float:
+    """``gemm_fp4`` of a SKU whose 4-bit tensor datapath is ``fp4_datapath_ratio`` times
+    its generation's reference SKU's (dense fp4 FLOP per SM per clock; 1.5 for Blackwell
+    Ultra, B300 / GB300, against B200), on the same SM.  A block-scaled 4-bit GEMM tile
+    spends its MMA time plus per-tile work the MMA rate does not shorten -- the block
+    scales' loads and the epilogue's store of the same output tile (module docstring
+    ``gemm_fp4``) -- so with time per FLOP ``1 / (P e8) + c`` at the reference, where
+    ``gemm_fp4 = e4`` gives ``c P = 1 / e4 - 1 / e8``, a datapath ``rho`` times wider
+    (peak ``rho P``, the same ``c`` per FLOP on the same SM and clock) reaches
+    ``1 / e4' = 1 / e8 + rho (1 / e4 - 1 / e8)``.  Blackwell: e8 0.60, e4 0.458 -> B300
+    0.410 (x0.895).  Checked, not fitted: Transformer Engine's GEMM profiling guide times
+    NVFP4 GEMMs on a B300 at 0.85-0.90 of what the reference value gives
+    (tests/test_out_of_sample_gemm.py)."""
+    if fp4_datapath_ratio <= 0.0 or gemm_fp4 >= gemm_fp8:
+        return gemm_fp4
+    return 1.0 / (1.0 / gemm_fp8 + fp4_datapath_ratio * (1.0 / gemm_fp4 - 1.0 / gemm_fp8))
 
 
 def without_exp(total_eff: float, flop_per_ex2: float, flop_per_score: float) -> float:

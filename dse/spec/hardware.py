@@ -20,8 +20,8 @@ import jax.numpy as jnp
 
 from dse.errors import InputError, require
 from dse.io import catalog_key, load_toml  # noqa: F401  (load_toml re-exported: older imports)
-from dse.spec.efficiency import GENERATIONS
-from dse.spec.power import REFERENCE, power_clock, same_sm
+from dse.spec.efficiency import GENERATIONS, fp4_efficiency
+from dse.spec.power import REFERENCE, SAME_SM_TOL, power_clock, same_sm
 from dse.spec.pytree import pytree_dataclass
 from dse.spec.schema import Field, validate_table
 
@@ -188,7 +188,10 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw["power_clock"] = sustained_clock(gen, v["gpu_power_w"] or v["tdp_w"], v["num_sms"],
                                         kw["clock_hz"], where, name, flop_per_sm_clk(kw))
     e = GENERATIONS[gen]
-    defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8, eff_gemm_fp4=e.gemm_fp4, eff_attn=e.attn,
+    ref = REFERENCE.get(str(gen))
+    fp4_ratio = fp4_datapath_ratio(ref, flop_per_sm_clk(kw))
+    defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8,
+                    eff_gemm_fp4=fp4_efficiency(e.gemm_fp8, e.gemm_fp4, fp4_ratio), eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
                     eff_nvlink=e.nvlink, eff_nic=e.nic)
     defaults["dram_latency_s"] = e.dram_latency_s
@@ -199,6 +202,18 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
               tile_n=float(e.tile_n), gemm_cluster=float(e.cluster),
               fp8_transpose=float(e.fp8_transpose))
     return Hardware(name=name, generation=gen, description=str(v["description"] or name), **kw)
+
+
+def fp4_datapath_ratio(ref, flop_per_sm_clk_sku) -> float:
+    """A SKU's dense fp4 FLOP per SM per clock over its generation's power reference's
+    (:data:`dse.spec.power.REFERENCE`): 1 within the datasheet rounding
+    :data:`dse.spec.power.SAME_SM_TOL` allows (B200, GB200), 1.5 for Blackwell Ultra; 0 where
+    the generation has no fp4 reference (no per-SKU fp4 efficiency,
+    :func:`dse.spec.efficiency.fp4_efficiency`)."""
+    if ref is None or ref.flop_per_sm_clk[2] <= 0:
+        return 0.0
+    ratio = float(flop_per_sm_clk_sku[2]) / ref.flop_per_sm_clk[2]
+    return 1.0 if abs(ratio - 1.0) <= SAME_SM_TOL else ratio
 
 
 def flop_per_sm_clk(hw) -> tuple[float, float, float]:
