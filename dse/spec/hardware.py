@@ -108,6 +108,10 @@ EFF_DOCS = {
                 "exponentials charged apart at sfu_ex2_per_sm_clk (an end-to-end figure e at head "
                 "dim d converts as 1 / (1 / e - tensor FLOP per exponential / 4d), "
                 "dse.spec.efficiency.without_exp; default: the generation's)",
+    "eff_gemm_fp4": "4-bit (NVFP4 / MXFP4) GEMMs' fraction of the fp4 peak (default: the "
+                    "generation's, lowered for a SKU whose fp4 datapath is wider than its "
+                    "generation's reference on the same SM, dse.spec.efficiency.fp4_efficiency: "
+                    "B300 / GB300 0.410 against B200's 0.458)",
 }
 
 # The hardware file schema (human units; docs/architecture.md "Bad input").
