@@ -39,6 +39,7 @@ import re
 import pandas as pd
 
 from dse.errors import InputError, require
+from dse.spec.layout import SERVING_PRECISION
 
 #: benchmark_gemm.py precision column -> dse precision name (None: read, not fitted)
 TE_PRECISIONS = {"BF16": "bf16", "FP8Cur": "fp8", "FP8Current": "fp8", "NVFP4": "nvfp4",
@@ -91,7 +92,8 @@ def _ms(tok: str, path: str, line_no: int, col: str) -> float | None:
 
 def parse_te_gemm(path: str, text: str) -> tuple[pd.DataFrame, list[str]]:
     """(rows ``m, n, k, dtype, tflops`` as :func:`dse.calibrate.read_gemm_csv` gives them,
-    plus the ``line`` each came from; notes on what was not fitted) of a benchmark_gemm.py output (module docstring)."""
+    plus the ``line`` each came from; notes on what was not fitted) of one benchmark_gemm.py
+    output (module docstring)."""
     autocast = "Mode: Autocast" in text
     header: list[tuple[str, str]] | None = None
     rows, seen, skipped = [], set(), {}
@@ -138,7 +140,6 @@ def parse_te_gemm(path: str, text: str) -> tuple[pd.DataFrame, list[str]]:
                if autocast and TE_PRECISIONS[prec] is not None else NOT_FITTED[prec])
         notes.append(f"{path}: column {prec} not fitted ({count} cells): {why}")
     df = pd.DataFrame(rows)
-    from dse.spec.layout import SERVING_PRECISION
     df["precision"] = df["dtype"].map(SERVING_PRECISION)
     return df, notes
 
