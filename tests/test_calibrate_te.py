@@ -98,3 +98,25 @@ def test_a_row_above_the_base_peak_names_its_line_in_the_file(capsys):
                  "results/never_written.toml"]) == 2
     err = capsys.readouterr().err
     assert "(line 15)" in err and not Path("results/never_written.toml").exists()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_TOKENS = st.sampled_from(["Shape", "Op", "BF16", "ms", "TFLOPS", "FP8Cur", "NVFP4", "MXFP8", "N/A",
+                           "Speedup", "1.5x", "0.5", "-1", "inf", "nan", "1e309", "0", "4096x4096x4096",
+                           "0x1x1", "99999999999x2x2", "x", "***", "Mode:", "Autocast", "GEMM", "Benchmark",
+                           "\u00e9", "1,000", "7"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_TOKENS, max_size=9), max_size=12))
+def test_any_text_parses_or_fails_with_one_input_error(lines):
+    """Whatever a hostile or truncated benchmark_gemm.py output holds, the reader returns
+    rows or raises the one-line InputError (exit 2), never another exception."""
+    text = "GEMM Benchmark on X\n" + "\n".join(" ".join(t) for t in lines)
+    try:
+        df, notes = parse_te_gemm("fuzz.txt", text)
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    assert len(df) > 0 and (df["tflops"] > 0).all() and notes
