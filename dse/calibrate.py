@@ -393,7 +393,8 @@ def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
         require(not pick or float(hw.nic_bw_bytes_per_s) > 0, "--nccl", "nic", "base has no NIC")
         bw, alpha = fit_link(hw, rs, link)
         eff = float(getattr(hw, f"eff_{link}"))
-        bw0 = float(getattr(hw, f"{link}_bw_bytes_per_s")) * eff
+        line_rate = float(getattr(hw, f"{link}_bw_bytes_per_s"))
+        bw0 = line_rate * eff
         _check_inside("--nccl", f"{link}_gb_s", bw, (bw0 / LINK_BOX, bw0 * LINK_BOX),
                       f"the {link} runs ({', '.join(r.path for r in rs)})")
         _check_inside("--nccl", f"{link}_latency_us", alpha, ALPHA_BOX_S,
@@ -407,7 +408,30 @@ def calibrate(base: str, gemm: pd.DataFrame | None, runs: list[NcclRun]):
                      f"{alpha * 1e6:.3g} us per step (alpha-beta fit over "
                      f"{sum(len(r.sizes_bytes) for r in rs)} sizes in {len(rs)} file(s), MAPE "
                      f"{err:.1f}%); {link}_gb_s = achieved / eff_{link} ({eff:g})")
+        if (link == "nvlink" and bw / eff > NVLS_FLAG * line_rate
+                and any(r.op == "all_reduce" for r in rs)):
+            notes.append(in_switch_note(bw / eff, line_rate))
     return keys, notes, hw
+
+
+#: how far above the line rate an NVLink all-reduce fit's ``nvlink_gb_s`` must be to be
+#: flagged as NVLS (:func:`in_switch_note`): beyond the few % a ring-rate fit scatters by
+#: (the model's own 72-rank ring times on GB200 give back its 900 GB/s, up to rounding)
+NVLS_FLAG = 1.05
+
+
+def in_switch_note(achieved: float, line_rate: float) -> str:
+    """The warning for an NVLink all-reduce fit that needs ``nvlink_gb_s`` above the
+    datasheet line rate (achieved / the generation's ``eff_nvlink``): a ring at the ring
+    efficiency cannot move that much, so the run used NCCL's NVLS algorithm (NVLink SHARP:
+    the NVSwitch reduces in flight, each GPU sends its buffer once; NCCL
+    ``src/graph/tuning.cc`` ``NCCL_ALGO_NVLS``), whose busbw -- by nccl-tests' ring formula,
+    ``doc/PERFORMANCE.md`` -- is not a link rate: the fitted ``nvlink_gb_s`` then overstates
+    the ring collectives (all-gather, reduce-scatter, all-to-all) that dse prices with it."""
+    return (f"nvlink: WARNING the all-reduce fit needs nvlink_gb_s {achieved / 1e9:.0f} GB/s, above the NVLink line "
+            f"rate ({line_rate / 1e9:.0f} GB/s): NCCL ran NVLS (in-switch reduction), whose busbw is "
+            f"not a link rate; fit all_gather / reduce_scatter / alltoall runs (or NCCL_NVLS_ENABLE=0 "
+            f"all-reduce runs) for nvlink_gb_s")
 
 
 def toml_text(name: str, base: str, keys: dict, notes: list[str], sources: list[str]) -> str:

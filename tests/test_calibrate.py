@@ -134,3 +134,21 @@ def test_published_b200_fp4_sample_gives_a_kernel_ceiling(tmp_path):
     base = get_hardware("b200")
     assert base.eff_gemm_fp4 < hw.eff_gemm_fp4 < 1.0
     assert hw.eff_gemm_fp8 == base.eff_gemm_fp8
+
+
+def test_nvls_all_reduce_fit_above_the_line_rate_is_flagged(tmp_path):
+    """A full GB200 NVL72 rack's all-reduce (coreweave/nccl-tests PR #43, 72 ranks) reaches a
+    busbw a ring at eff_nvlink cannot: the fit is written, with the NVLS warning in the
+    report and the file (dse.calibrate.in_switch_note)."""
+    run = parse_nccl(str(DATA / "all_reduce_perf_72_gb200_nvl72.txt"))
+    assert run.ranks == 72 and run.busbw_bytes_per_s[-2] / 1e9 == pytest.approx(839.2, abs=0.2)
+    keys, notes, _ = calibrate("gb200", None, [run])
+    assert keys["nvlink_gb_s"] > 900 and any("NVLS" in n and "WARNING" in n for n in notes)
+    out = tmp_path / "gb200.toml"
+    assert main(["calibrate", "--base", "gb200", "--nccl", str(DATA / "all_reduce_perf_72_gb200_nvl72.txt"),
+                 "-o", str(out)]) == 0
+    assert "NVLS" in out.read_text()
+    # a ring-rate run of the same machine (the model's own times) carries no warning
+    ring = parse_nccl("ring.txt", nccl_text(get_hardware("gb200"), "all_reduce", 72, run.sizes_bytes,
+                                            gpus_per_host=4))
+    assert not any("NVLS" in n for n in calibrate("gb200", None, [ring])[1])
