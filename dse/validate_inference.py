@@ -69,7 +69,8 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     src = pred["source_id"]
     blank = src.isna() | (src.astype(str).str.strip() == "")
     pred.loc[blank & has_prediction(pred["status"]), "status"] = "invalid: source_id: must be a non-empty name"
-    by_sm, by_m, by_s, overall = error_tables(pred)
+    errors = error_long(pred)                             # the figures scored
+    by_sm, by_m, by_s, overall = error_tables(pred, errors)
     if overall["figures"] == 0:
         n_ok = int(has_prediction(pred["status"]).sum())
         raise InputError(path, "measured_*", "at least one row must have a prediction (status ok) "
@@ -116,7 +117,6 @@ def run_inference_validation(df: pd.DataFrame, path: str, out: str | None) -> pd
     if out is not None:
         o = make_output_dir(o, "--out")
         write_csv(pred, o / "predictions.csv", index=False)
-        errors = error_long(pred)                         # the figures scored
         write_csv(errors, o / "errors.csv", index=False)
         write_csv(by_sm, o / "mape_by_source.csv")
         write_csv(sweeps, o / "tpot_sweeps.csv", index=False)

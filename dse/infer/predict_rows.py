@@ -629,11 +629,12 @@ def error_long(pred: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(recs, columns=["id", "source", "metric", "measured", "predicted", "error"])
 
 
-def error_tables(pred: pd.DataFrame):
+def error_tables(pred: pd.DataFrame, errors: pd.DataFrame | None = None):
     """(per source x metric, per metric, per source, overall) MAPE and signed bias; the
     overall row-mean scores each row on every measured figure it has (mean of its
-    figures' absolute errors, then mean over rows)."""
-    e = error_long(pred)
+    figures' absolute errors, then mean over rows).  ``errors``: :func:`error_long` of
+    ``pred`` where the caller has it already (not modified)."""
+    e = (error_long(pred) if errors is None else errors).copy()
     e["ape"] = e["error"].abs()
     agg = dict(n="count", mape=("ape", "mean"), bias=("error", "mean"), max_err=("ape", "max"))
     agg["n"] = ("ape", "count")

@@ -189,11 +189,11 @@ def hardware_from_dict(d: dict, where: str, name: str) -> Hardware:
     kw: dict = {f.attr: v[f.key] * f.scale for f in HARDWARE_FIELDS
                 if f.attr and f.kind in ("number", "integer") and v[f.key] is not None}
     kw["throttle_clock"] = 1.0 if v["throttle_clock"] else 0.0
+    per_clk = flop_per_sm_clk(kw)
     kw["power_clock"] = sustained_clock(gen, v["gpu_power_w"] or v["tdp_w"], v["num_sms"],
-                                        kw["clock_hz"], where, name, flop_per_sm_clk(kw))
+                                        kw["clock_hz"], where, name, per_clk)
     e = GENERATIONS[gen]
-    ref = REFERENCE.get(str(gen))
-    fp4_ratio = fp4_datapath_ratio(ref, flop_per_sm_clk(kw))
+    fp4_ratio = fp4_datapath_ratio(REFERENCE.get(str(gen)), per_clk)
     defaults = dict(eff_gemm=e.gemm, eff_gemm_fp8=e.gemm_fp8,
                     eff_gemm_fp4=fp4_efficiency(e.gemm_fp8, e.gemm_fp4, fp4_ratio), eff_attn=e.attn,
                     eff_attn_bwd=e.attn_bwd, eff_attn_fa2=e.attn_fa2, eff_hbm=e.hbm,
