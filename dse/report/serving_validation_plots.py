@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dse.report.atomic import save_fig  # noqa: E402
-from dse.report.validation_plots import _short  # noqa: E402
+from dse.report.validation_plots import _short, identity_band  # noqa: E402
 
 METRICS = (("output_tok_s", "output tokens/s (system)"), ("ttft_ms", "time to first token (ms)"),
            ("tpot_ms", "time per output token (ms)"), ("e2e_latency_ms", "end-to-end latency (ms)"))
@@ -34,11 +34,7 @@ def scatter(errors: pd.DataFrame, path: Path) -> None:
     colours = {s: plt.get_cmap("tab20")(i % 20) for i, s in enumerate(srcs)}
     for ax, (k, lab) in zip(axes[0], present):
         e = errors[errors["metric"] == k]
-        lo = min(e["measured"].min(), e["predicted"].min()) * 0.7
-        hi = max(e["measured"].max(), e["predicted"].max()) * 1.4
-        x = np.geomspace(lo, hi, 50)
-        ax.fill_between(x, x * 0.9, x * 1.1, color="0.88", label="±10 %")
-        ax.plot(x, x, "k-", lw=1, label="predicted = measured")
+        identity_band(ax, e["measured"], e["predicted"])
         for src, g in e.groupby(e["source"].astype(str)):
             ax.scatter(g["measured"], g["predicted"], s=12, color=colours[src],
                        label=_short(src, 30))

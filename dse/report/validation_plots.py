@@ -40,17 +40,24 @@ def _inside(d: pd.DataFrame) -> np.ndarray:
     return (e >= lo) & (e <= hi)
 
 
+def identity_band(ax, measured, predicted) -> tuple[float, float]:
+    """On a predicted-against-measured axis: the ±10 % band and the line y = x over the
+    figures' span (0.7x the least to 1.4x the largest, for log axes); returns that span."""
+    lo = min(measured.min(), predicted.min()) * 0.7
+    hi = max(measured.max(), predicted.max()) * 1.4
+    x = np.geomspace(lo, hi, 50)
+    ax.fill_between(x, x * 0.9, x * 1.1, color="0.88", label="±10 %")
+    ax.plot(x, x, "k-", lw=1, label="predicted = measured")
+    return lo, hi
+
+
 def scatter(pred: pd.DataFrame, path: Path) -> None:
     """Left: predicted vs measured iteration time (log-log: times span three decades) with
     each row's 80 % interval as an error bar; right: signed error (linear, %) against the
     measured time, with each row's interval in error space (grey)."""
     d = pred[has_prediction(pred["status"])]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 6))
-    lo = min(d["measured_iter_time_s"].min(), d["predicted_iter_time_s"].min()) * 0.7
-    hi = max(d["measured_iter_time_s"].max(), d["predicted_iter_time_s"].max()) * 1.4
-    x = np.geomspace(lo, hi, 50)
-    ax.fill_between(x, x * 0.9, x * 1.1, color="0.88", label="±10 %")
-    ax.plot(x, x, "k-", lw=1, label="predicted = measured")
+    lo, hi = identity_band(ax, d["measured_iter_time_s"], d["predicted_iter_time_s"])
     has_band = "predicted_iter_time_lo_s" in d
     elo, ehi = _band_err(d)
     for src, g in d.groupby("source"):
