@@ -33,8 +33,8 @@ means and where it comes from:
     values stand for Blackwell.  A third, kernel by kernel: Transformer Engine's GEMM
     profiling guide times one layer's twelve GEMMs on a B300 (pre-quantized BF16 13.102 ms
     per layer) and an H200 NVL; this ``gemm`` prices them within 2.4 % on both
-    (tests/test_out_of_sample_gemm.py, docs/accuracy.md).  (The same table: MI300X bf16 781.9 of 1300 = 60.1 % on
-    ROCm 6.2, AMD's own MAF 708 of 1307 = 54 %, ``cdna3`` below.)
+    (tests/test_out_of_sample_gemm.py, docs/accuracy.md).  (The mamf-finder table: MI300X
+    bf16 781.9 of 1300 = 60.1 % on ROCm 6.2, AMD's own MAF 708 of 1307 = 54 %, ``cdna3`` below.)
     GB200's sustained clock below its 2.06 GHz quoted clock is :mod:`dse.spec.power`'s.
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
@@ -62,7 +62,8 @@ means and where it comes from:
     generation's reference (:mod:`dse.spec.power`), and checked against Transformer
     Engine's published B300 NVFP4 GEMM times (model / published 0.93-1.01 per pass with it,
     0.85-0.90 without; tests/test_out_of_sample_gemm.py).  Serving uses it for the fp4
-    linears of :func:`dse.cost.rates.rates` and training for NVFP4; an MXFP4-expert checkpoint's W4A8 experts run at the fp8 rate with ``gemm_fp8``
+    linears of :func:`dse.cost.rates.rates` and training for NVFP4; an MXFP4-expert
+    checkpoint's W4A8 experts run at the fp8 rate with ``gemm_fp8``
     (:mod:`dse.infer.moe_serving`).  ``cdna4`` (MI355X fp4): ``cdna3``'s ``gemm_fp8``
     carried over, unmeasured.  Generations without fp4 tensor cores carry their
     ``gemm_fp8`` (never read: their fp4 peak is 0 and the precision is refused).
