@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dse import intervals
 from dse.predict import predict_frame, read_csv
@@ -68,18 +70,65 @@ def test_residuals_match_a_fresh_prediction_of_a_sample(name):
 def test_band_math_and_fallback():
     q10, q90, basis = intervals.band_for("training", "megatron/hopper")
     assert basis.startswith("megatron/hopper (n=")
-    cell, overall = STORED["cells"]["training"]["megatron/hopper"], STORED["cells"]["training"]["overall"]
-    # never narrower than the overall spread (the cell's own is in sample)
-    assert q10 == min(cell["q10"], overall["q10"]) and q90 == max(cell["q90"], overall["q90"])
-    assert (q10, q90) != (cell["q10"], cell["q90"]) and "widened" in basis
+    cell, new = STORED["cells"]["training"]["megatron/hopper"], STORED["cells"]["training"]["new_source"]
+    # never narrower than the new-source band (the cell's own spread is in sample)
+    assert q10 == min(cell["q10"], new["q10"]) and q90 == max(cell["q90"], new["q90"])
+    assert (q10, q90) != (cell["q10"], cell["q90"]) and "widened to the new-source spread" in basis
     lo, hi = intervals.apply_band(10.0, q10, q90)
     assert lo == pytest.approx(10 * np.exp(-q90)) and hi == pytest.approx(10 * np.exp(-q10))
     assert lo < 10.0 < hi
     q10o, q90o, basis = intervals.band_for("training", "fsdp/blackwell")
-    assert basis.startswith("overall") and "not in the calibration files" in basis
+    assert (q10o, q90o) == (new["q10"], new["q90"])
+    assert basis.startswith("new-source spread") and "not in the calibration files" in basis
     small = [c for c, v in STORED["cells"]["serving"].items() if v["n"] < intervals.MIN_ROWS]
     assert small
     assert f"< {intervals.MIN_ROWS}" in intervals.band_for("serving", small[0])[2]
+
+
+def test_a_fit_without_the_new_source_band_falls_back_to_the_pooled_one(monkeypatch):
+    cells = {"training": {"overall": {"n": 50, "q10": -0.1, "q90": 0.2},
+                          "megatron/hopper": {"n": 20, "q10": -0.05, "q90": 0.3}}}
+    monkeypatch.setattr(intervals, "load", lambda: cells)
+    assert intervals.band_for("training", "megatron/hopper")[:2] == (-0.1, 0.3)
+    q10, q90, basis = intervals.band_for("training", "fsdp/blackwell")
+    assert (q10, q90) == (-0.1, 0.2) and basis.startswith("overall, n=50")
+
+
+def _new(res, src):
+    return intervals.new_source_quantiles(pd.Series(res, dtype=float), pd.Series(src))
+
+
+def test_new_source_band_weighs_every_source_the_same():
+    """Two sources without scatter inside either: the new run's residual is one source's
+    mean or the other's with equal odds, however many rows each holds."""
+    b = _new([0.2] * 1000 + [-0.3] * 3, ["big"] * 1000 + ["small"] * 3)
+    assert (b["q10"], b["q90"]) == (-0.3, 0.2) and b["sources"] == 2 and b["n"] == 1003
+    # one source: its own weighted quantiles (inverted CDF)
+    r = np.linspace(-0.5, 0.5, 11)
+    one = _new(r, ["s"] * 11)
+    assert one["q10"] == pytest.approx(np.quantile(r, 0.1, method="inverted_cdf"))
+    assert one["q90"] == pytest.approx(np.quantile(r, 0.9, method="inverted_cdf"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.floats(-2, 2)), min_size=1, max_size=40),
+       st.integers(2, 4))
+def test_new_source_band_properties(rows, k):
+    """q10 <= q90, inside [min mean + min deviation, max mean + max deviation], and
+    repeating every row of one source k times leaves the band unchanged (a source's
+    weight does not grow with its row count)."""
+    src, res = [s for s, _ in rows], [r for _, r in rows]
+    b = _new(res, src)
+    assert b["q10"] <= b["q90"]
+    frame = pd.DataFrame({"s": src, "r": res})
+    dev = frame["r"] - frame.groupby("s")["r"].transform("mean")
+    means = frame.groupby("s")["r"].mean()
+    assert means.min() + dev.min() - 1e-6 <= b["q10"] and b["q90"] <= means.max() + dev.max() + 1e-6
+    first = src[0]
+    rep = frame[frame.s == first]
+    more = pd.concat([frame] + [rep] * (k - 1), ignore_index=True)
+    b2 = _new(more["r"], more["s"])
+    assert b2["q10"] == pytest.approx(b["q10"], abs=2e-6) and b2["q90"] == pytest.approx(b["q90"], abs=2e-6)
 
 
 def test_predict_rows_carry_the_band():
@@ -87,7 +136,7 @@ def test_predict_rows_carry_the_band():
     assert (out.predicted_iter_time_lo_s < out.predicted_iter_time_s).all()
     assert (out.predicted_iter_time_s < out.predicted_iter_time_hi_s).all()
     assert out.interval_basis[0].startswith("megatron/ampere")
-    assert out.interval_basis[1].startswith("overall")
+    assert out.interval_basis[1].startswith("new-source spread")
 
 
 def test_compare_frame_carries_the_band():

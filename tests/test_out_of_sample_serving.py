@@ -82,6 +82,11 @@ def test_print_out_of_sample_error(errors, predictions):
     print(_table(errors, ["source", "hardware", "precision", "metric"]))
     print(_table(errors, ["family", "precision", "metric"]))
     print({k: round(float(v), 4) for k, v in overall.items()})
+    from dse.infer.predict_rows import measured_system_tok_s
+    from dse.intervals import coverage
+    inside = coverage(measured_system_tok_s(predictions), predictions["predicted_output_tok_s_lo"],
+                      predictions["predicted_output_tok_s_hi"])
+    print(f"output tok/s inside the 80 % band: {inside.mean():.3f} of {int(inside.notna().sum())} rows")
     assert set(by_s.index) == set(predictions["source_id"])
 
 
