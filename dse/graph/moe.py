@@ -79,7 +79,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.load_balance import ep_load_factor
-from dse.graph.ops import Collective, Gemm, MemPass
+from dse.graph.ops import Collective, Gemm, MemPass, ddp_buckets
 from dse.cost.rates import low_precision, quant_cast_bytes
 from dse.spec.model import expert_ffn
 
@@ -167,9 +167,9 @@ def dp_shard_params(params_per_gpu, expert_params, lay):
     return (params_per_gpu - expert_params) / (lay.dp * lay.cp * 1.0) + expert_params / expert_dp_size(lay)
 
 
-def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0) -> tuple:
+def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7) -> tuple:
     """The expert parameters' data-parallel collectives over the ``edp`` ranks
-    (:func:`expert_dp_size`, ``etp*ep`` apart), whole local expert buffer, in the order of
+    (:func:`expert_dp_size`, ``etp*ep`` apart), the local expert buffer, in the order of
     :func:`dse.graph.train.dp_ops`: the main-gradient all-reduce (ZeRO-0) or
     reduce-scatter (ZeRO >= 1) of ``grad_bytes`` per element and the parameter
     all-gather (ZeRO >= 1) of ``param_bytes`` per element -- the dense buffer's bytes
@@ -179,18 +179,21 @@ def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0) -> tuple:
     is_expert_parallel)`` with the one ``grad_reduce_in_fp32`` of its
     ``DistributedDataParallelConfig`` (``megatron/core/distributed/distributed_data_parallel.py``
     ``group_params_for_buffers``), so the expert buffers (on ``intra_expt_dp_group``)
-    hold main gradients of the dense buffers' dtype.  Zero-sized
-    for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
+    hold main gradients of the dense buffers' dtype, bucketed with the same
+    ``bucket_size`` (``bucket_elems``: one NCCL call per bucket, each paying the protocol
+    latency, as :func:`dse.graph.train.dp_ops`).  Zero-sized for a dense model
+    (``expert_params`` 0) and where ``edp`` is 1."""
     n = expert_dp_size(lay)
     stride = expert_tp(lay) * lay.ep
-    grad, param = grad_bytes * expert_params, param_bytes * expert_params
-    on = jnp.where(expert_params > 0, 1.0, 0.0)
+    nb = ddp_buckets(expert_params, bucket_elems)
+    grad, param = grad_bytes * expert_params / nb, param_bytes * expert_params / nb
+    on = jnp.where(expert_params > 0, nb, 0.0)
     return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
-                       kind="all_reduce", group="dp"),
+                       kind="all_reduce", group="dp", protocols=True),
             Collective(grad, n, stride, calls=on, name="edp grad reduce-scatter", phase="step",
-                       kind="reduce_scatter", group="dp"),
+                       kind="reduce_scatter", group="dp", protocols=True),
             Collective(param, n, stride, calls=on, name="edp param all-gather", phase="step",
-                       kind="all_gather", group="dp"))
+                       kind="all_gather", group="dp", protocols=True))
 
 
 def moe_input_tokens(T, lay):

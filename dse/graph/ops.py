@@ -183,6 +183,13 @@ class MemPass:
     replace = _replace
 
 
+def ddp_buckets(params, bucket_elems):
+    """Buckets a data-parallel buffer of ``params`` elements is reduced in, one collective
+    call each: ``ceil(params / bucket_elems)``, at least 1
+    (:func:`dse.graph.train.ddp_bucket_elems`)."""
+    return jnp.maximum(jnp.ceil(params / bucket_elems), 1.0)
+
+
 @pytree_dataclass(static=("name", "phase", "kind", "group", "protocols"))
 class Collective:
     """A collective of ``kind`` over ``n`` ranks ``stride`` apart (group ``tp`` / ``cp`` /

@@ -67,7 +67,7 @@ from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_av
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
-from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, with_window
+from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, ddp_buckets, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
 from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP32, PRECISION_FP8, PRECISION_MXFP8,
                              RECOMPUTE_MODULES, Layout, Workload, fp8_recipe)
@@ -517,21 +517,44 @@ def accumulation_ops(wl: Workload, params_per_gpu) -> tuple:
                     name="grad accumulation", phase="bwd"),)
 
 
-def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0) -> tuple:
+def ddp_bucket_elems(framework, lay: Layout):
+    """Elements per gradient bucket of framework ``framework``'s data-parallel buffers over
+    the ``dp*cp`` ranks: ``max(ddp_bucket_min_elems, ddp_bucket_per_rank_elems * dp*cp)``
+    (:class:`dse.spec.frameworks.FrameworkProfile`): Megatron-Core ``max(4e7, 1e6 x
+    dp*cp)`` (``distributed_data_parallel.py``, the data-parallel size with context
+    parallelism), DeepSpeed ``reduce_bucket_size`` 5e8, PyTorch DDP 25 MB of fp32."""
+    from dse.spec.frameworks import profile
+    prof = profile(framework)
+    return jnp.maximum(prof.ddp_bucket_min_elems, prof.ddp_bucket_per_rank_elems * lay.dp * lay.cp)
+
+
+def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7) -> tuple:
     """Data-parallel collectives over the ``dp*cp`` ranks of one TP coordinate (``tp``
     apart): the gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1) of the main
     gradients (``grad_bytes`` per element: fp32, or bf16 where the framework's fp8 recipes
     reduce in bf16, :func:`dse.train.memory.main_grad_bytes`) and the parameter
     all-gather (ZeRO >= 1) of ``param_bytes`` per parameter on average (bf16, or fp8 for
     fp8 primary weights: Megatron-Core ``--fp8-param-gather`` gathers the Float8Tensor
-    data, 1 B), each of the whole local buffer; how often they run and what they overlap
-    is the step's schedule (:mod:`dse.train.step`)."""
+    data, 1 B); how often they run and what they overlap is the step's schedule
+    (:mod:`dse.train.step`).
+
+    The framework issues each as one NCCL call per bucket of ``bucket_elems`` elements
+    (:func:`ddp_bucket_elems`; ``calls`` = :func:`ddp_buckets`), and each call pays NCCL's
+    protocol latency -- base plus one hop latency per ring step, ``2(n-1)`` or ``n-1``
+    steps over the ``n`` ranks (``protocols``, :func:`dse.cost.collectives.group_collective_terms`,
+    NCCL ``src/graph/tuning.cc``) -- on top of its bytes over the bus bandwidth: one call
+    for the whole buffer would count the latency once where a 256-rank, 32-bucket
+    reduce-scatter pays it 32 times."""
     n = lay.dp * lay.cp * 1.0
     stride = lay.tp * 1.0
-    grad, param = grad_bytes * params_per_gpu, param_bytes * params_per_gpu
-    return (Collective(grad, n, stride, name="dp grad all-reduce", phase="step", kind="all_reduce", group="dp"),
-            Collective(grad, n, stride, name="dp grad reduce-scatter", phase="step", kind="reduce_scatter", group="dp"),
-            Collective(param, n, stride, name="dp param all-gather", phase="step", kind="all_gather", group="dp"))
+    nb = ddp_buckets(params_per_gpu, bucket_elems)
+    grad, param = grad_bytes * params_per_gpu / nb, param_bytes * params_per_gpu / nb
+    return (Collective(grad, n, stride, calls=nb, name="dp grad all-reduce", phase="step", kind="all_reduce",
+                       group="dp", protocols=True),
+            Collective(grad, n, stride, calls=nb, name="dp grad reduce-scatter", phase="step",
+                       kind="reduce_scatter", group="dp", protocols=True),
+            Collective(param, n, stride, calls=nb, name="dp param all-gather", phase="step", kind="all_gather",
+                       group="dp", protocols=True))
 
 
 def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str, grad_bytes=4.0,
@@ -646,6 +669,7 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
     routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     gb = main_grad_bytes(wl)
+    bucket = ddp_bucket_elems(wl.framework, lay)
     layer, head = layer_ops(model, wl, lay, act_bytes), head_ops(model, wl, lay, act_bytes)
     return StepGraph(layer=layer,
                      head=(*head, *mtp_ops(model, wl, lay, act_bytes, layer, head)),
@@ -656,8 +680,9 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
                                              expert_params),
                      dp=dp_ops(lay, params_per_gpu - expert_params, gb,
                                gather_bytes_per_param(wl, act_bytes, params_per_gpu - expert_params,
-                                                      embedding_params)),
+                                                      embedding_params), bucket),
                      expert_dp=expert_dp_ops(lay, expert_params, gb,
-                                             gather_bytes_per_param(wl, act_bytes, expert_params, 0.0)),
+                                             gather_bytes_per_param(wl, act_bytes, expert_params, 0.0),
+                                             bucket),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

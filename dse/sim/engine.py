@@ -25,7 +25,9 @@ Execution semantics (per rank; the program and its channels: :mod:`dse.sim.progr
 Network model: flow-level fluid simulation with max-min link sharing
 (:mod:`dse.sim.flows`).  A phase of a collective ends ``steps * max(route latency)``
 after its last flow drains (per-hop latency, summed along the route;
-:mod:`dse.sim.collectives`).
+:mod:`dse.sim.collectives`); a collective whose node carries a fixed ``latency_s`` (NCCL
+protocol latency of the framework buckets it stands for,
+:attr:`dse.trace.graph.TraceNode.latency_s`) ends that much later still.
 
 Symmetry coalescing (``coalesce=True``): one representative rank per class of
 :mod:`dse.sim.symmetry` is simulated; its collectives and sends put the flows of *every*
@@ -305,6 +307,9 @@ class _Sim:
             if plans is None:
                 return
             self.plans[pkey] = plans
+        extra = max(self.cls[a].role.xlat[b] for a, b in arr)
+        if extra > 0.0:     # the node's fixed latency (TraceNode.latency_s), after its phases
+            plans = [*plans, PhasePlan(None, None, extra, None, None)]
         for c2, _ in arr:
             self.comm_change(c2, +1)
         self.start_run(plans, size, ("coll", arr))

@@ -131,7 +131,8 @@ _I32, _I64, _U64 = (-(2 ** 31), 2 ** 31 - 1), (-(2 ** 63), 2 ** 63 - 1), (0, 2 *
 _OVERRIDES = {"duration_s": "double_val", "num_ops": "double_val",
               "tensor_bytes": "double_val", "comm_bytes": "double_val",
               "group": "int64_list", "group_dim": "string_val", "peer": "int64_val",
-              "peer_delta": "int64_val", "tag": "int64_val", "stream": "int64_val"}
+              "peer_delta": "int64_val", "tag": "int64_val", "stream": "int64_val",
+              "latency_s": "double_val"}
 _PREFIX = "dse."
 _PG_RANKS = re.compile(r"(-?[0-9]+(,-?[0-9]+)*)?")
 
@@ -254,20 +255,21 @@ def _apply_attrs(node: TraceNode, attrs: dict[str, tuple[str, object]], where: s
 
 def _check_node(node: TraceNode, where: str) -> None:
     ids = (node.id, *node.data_deps, *node.ctrl_deps)
-    floats = (node.duration_s, node.num_ops, node.tensor_bytes, node.comm_bytes)
+    floats = (node.duration_s, node.num_ops, node.tensor_bytes, node.comm_bytes, node.latency_s)
     ints = (node.peer, node.peer_delta, node.tag, node.stream, *node.group)
     if (all(isinstance(i, int) and _U64[0] <= i <= _U64[1] for i in ids)
-            and all(map(math.isfinite, floats)) and node.duration_s >= 0
+            and all(map(math.isfinite, floats)) and node.duration_s >= 0 and node.latency_s >= 0
             and all(isinstance(i, int) and _I64[0] <= i <= _I64[1] for i in ints)):
         return  # fast path; below, find the rule that fails and name it
     f = f"node {node.id}"
     for i in ids:
         require(isinstance(i, int) and _U64[0] <= i <= _U64[1], where, f,
                 f"`0 <= id < 2**64` must hold for the node and its deps, but got {i!r}")
-    for name, x in zip(("duration_s", "num_ops", "tensor_bytes", "comm_bytes"), floats):
+    for name, x in zip(("duration_s", "num_ops", "tensor_bytes", "comm_bytes", "latency_s"), floats):
         require(math.isfinite(x), where, f"{f}: {name}", f"must be finite, but got {x!r}")
-    require(node.duration_s >= 0, where, f"{f}: duration_s",
-            f"`duration_s >= 0` must hold, but got (duration_s={node.duration_s!r})")
+    for name in ("duration_s", "latency_s"):
+        x = getattr(node, name)
+        require(x >= 0, where, f"{f}: {name}", f"`{name} >= 0` must hold, but got ({name}={x!r})")
     raise InputError(where, f, "peer, peer_delta, tag, stream and group ranks must be "
                      f"int64, but got {ints!r}")
 

@@ -87,6 +87,8 @@ by it.  Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from dse.cost.collectives import comm_sm_fraction
 from dse.errors import require
 from dse.graph.ops import map_ops, time_s
@@ -145,7 +147,17 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
           for dim, o in _z3_steps(o0, lay)}
     comm = [cp_fwd, g.zero3[4], *units.values(), *dp.values(), *z3.values()]
     t = dict(zip(["cp", "copy_out", *units, *dp, *z3], map_ops(time_s, comm, hw, r)))
-    dp_steps = {kind: {dim: (dp[kind, dim].size_bytes * dp[kind, dim].calls, t[kind, dim])
+    # the step's DP buckets pay NCCL's protocol latency per call (dse.graph.train.dp_ops);
+    # a layer's trace node carries its share of that latency beyond the alpha-beta hops
+    # the simulator routes: the dense buffer's on the outer dp ring, the experts' on edp
+    proto = [*g.dp, *g.expert_dp]
+    excess = (jnp.stack(map_ops(time_s, proto, hw, r))
+              - jnp.stack(map_ops(time_s, [o.replace(protocols=False) for o in proto], hw, r))) / L_st
+    xlat = {(kind, dim): 0.0 for kind in DP_KINDS for dim in DP_DIMS}
+    for k, kind in enumerate(DP_KINDS):    # dp_ops / expert_dp_ops order: AR, RS, AG
+        xlat[kind, "dp"], xlat[kind, "edp"] = excess[k], excess[len(DP_KINDS) + k]
+    dp_steps = {kind: {dim: (dp[kind, dim].size_bytes * dp[kind, dim].calls, t[kind, dim],
+                             xlat[kind, dim])
                        for dim in DP_DIMS} for kind in DP_KINDS}
     z3_steps = {name: {dim: (z3[name, dim].size_bytes * z3[name, dim].calls, t[name, dim])
                        for dim in ("cp", "dp")} for name in Z3_OPS}
@@ -307,7 +319,7 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
     mbs, zero, sp = _int(lay.mbs), _int(lay.zero), _int(lay.sp)
     selective = _int(lay.recompute) == 1
     raw = dict(_host_costs(model, wl, lay, hw))   # one program, host values
-    dp_steps = {kind: [(dim, float(size), float(dur)) for dim, (size, dur) in steps.items()]
+    dp_steps = {kind: [(dim, float(size), float(dur), float(lat)) for dim, (size, dur, lat) in steps.items()]
                 for kind, steps in raw.pop("dp").items()}
     z3_raw = dict(raw.pop("z3"))
     z3_copy_s = float(z3_raw.pop("copy_out"))
@@ -321,11 +333,12 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
 
     sizes = {"cp": cp, "dp": dp, "edp": len(grid.group(0, "edp")) if moe else 1}
 
-    def dp_colls(kind: str) -> list[tuple[str, str, float, float]]:
-        """(dim, kind, bytes, duration) steps of one layer's DP collective: the dense
-        bucket over the dp x cp ranks, the experts' over the edp ranks
-        (:func:`dse.graph.train.dp_bucket_ops`)."""
-        steps = [(dim, kind, size, dur) for dim, size, dur in dp_steps[kind]
+    def dp_colls(kind: str) -> list[tuple[str, str, float, float, float]]:
+        """(dim, kind, bytes, duration, latency) steps of one layer's DP collective: the
+        dense bucket over the dp x cp ranks, the experts' over the edp ranks
+        (:func:`dse.graph.train.dp_bucket_ops`), each with its share of the protocol
+        latency (:attr:`dse.trace.graph.TraceNode.latency_s`)."""
+        steps = [(dim, kind, size, dur, lat) for dim, size, dur, lat in dp_steps[kind]
                  if sizes[dim] > 1 and size > 0]
         return steps[::-1] if kind == "all_gather" else steps
 
@@ -369,9 +382,9 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
         B_WAIT = P(COMP, duration_s=0.0)
         B_EMB, B_HEAD_F, B_HEAD_B, B_ACCUM, B_OPT = (
             P(COMP, duration_s=c[k]) for k in ("emb", "head_f", "head_b", "accum", "optimizer"))
-        coll = lambda kk, size, dur, dim, stream=0: P(
+        coll = lambda kk, size, dur, dim, stream=0, lat=0.0: P(
             NodeKind.COLLECTIVE, stream=stream, comm_kind=kk, comm_bytes=size, duration_s=dur,
-            group_dim=dim)
+            group_dim=dim, latency_s=lat)
         if sp:
             tp_pair = ((coll(AG, c["act_bytes"], c["tp_ag"], "tp"), "tp all-gather"),
                        (coll(RS, c["act_bytes"], c["tp_rs"], "tp"), "tp reduce-scatter"))
@@ -379,8 +392,8 @@ def generate_trace_set(model: Model, wl: Workload, lay: Layout, hw: Hardware) ->
             tp_pair = ((coll(AR, c["act_bytes"], c["tp_ar"], "tp"), "tp all-reduce"),)
         B_A2A = coll(A2A, c["a2a_bytes"], c["ep_a2a"], "ep")
         B_CP = coll(AG, c["cp_bytes"], c["cp_exchange"], "cp", 2)
-        dp_bodies = {(kind, stream): [(dim, coll(CollectiveKind(k), size, dur, dim, stream))
-                                      for dim, k, size, dur in dp_colls(kind)]
+        dp_bodies = {(kind, stream): [(dim, coll(CollectiveKind(k), size, dur, dim, stream, lat))
+                                      for dim, k, size, dur, lat in dp_colls(kind)]
                      for kind in DP_KINDS for stream in (1, 2)}
         z3_bodies = {name: [(dim, coll(kk, size, dur, dim, stream))
                             for dim, size, dur in z3_steps[name][::-1 if kk is AG else 1]

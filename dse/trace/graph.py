@@ -59,6 +59,11 @@ class TraceNode:
     peer_delta: int = 0        # SEND/RECV: peer = neighbour along group_dim by this step
     tag: int = 0
     stream: int = 0
+    # COLLECTIVE: fixed seconds the call pays beyond its route's per-step latencies -- NCCL's
+    # protocol base and hop latency of the framework's bucket calls it stands for
+    # (dse.trace.generate: the data-parallel buckets of dse.graph.train.dp_ops); the simulator
+    # adds it after the last phase
+    latency_s: float = 0.0
     data_deps: list[int] = field(default_factory=list)
     ctrl_deps: list[int] = field(default_factory=list)
 

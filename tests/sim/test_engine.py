@@ -267,3 +267,16 @@ def test_overlapped_collective_slows_compute_by_its_sm_share():
     ts.meta["comm_sm_fraction"] = "0.7"
     with pytest.raises(InputError, match="comm_sm_fraction"):
         simulate(ts, switch(n), grid=grid)
+
+
+def test_a_collective_pays_its_node_latency_after_its_phases():
+    """TraceNode.latency_s (a framework bucket's NCCL protocol latency, dse.trace.generate)
+    is added to the collective's routed time, and the compute it overlaps runs slowed by
+    the SM share for that long too."""
+    n, S = 4, 2e9
+    ts, grid = _overlap_trace(0.0, S, n)
+    C = simulate(ts, switch(n), grid=grid).step_time_s
+    for node in ts.roles[next(iter(ts.roles))].nodes:
+        if node.kind is NodeKind.COLLECTIVE:
+            node.latency_s = 3e-3
+    assert simulate(ts, switch(n), grid=grid).step_time_s == pytest.approx(C + 3e-3)

@@ -47,6 +47,7 @@ def rank_traces(draw) -> RankTrace:
             group_dim=draw(st.sampled_from(["", "tp", "cp", "dp", "ep", "pp", "a:b"])),
             peer=draw(st.integers(-1, 2 ** 32)), peer_delta=draw(small_int),
             tag=draw(st.integers(0, 2 ** 33)), stream=draw(st.integers(0, 3)),
+            latency_s=draw(st.floats(0, 1, allow_nan=False) | st.just(0.0)),
             data_deps=draw(deps(3)),
             ctrl_deps=draw(deps(2))))
     return RankTrace(rank=draw(st.integers(0, 2 ** 31 + 7)), nodes=nodes)
@@ -414,7 +415,9 @@ def test_foreign_minimal_chakra_node_reads():
 def test_writer_rejects_bad_nodes(tmp_path):
     bad = [TraceNode(id=-1, name="x", kind=NodeKind.COMPUTE),
            TraceNode(id=1, name="x", kind=NodeKind.COMPUTE, duration_s=-1.0),
-           TraceNode(id=1, name="x", kind=NodeKind.COMPUTE, num_ops=float("nan"))]
+           TraceNode(id=1, name="x", kind=NodeKind.COMPUTE, num_ops=float("nan")),
+           TraceNode(id=1, name="x", kind=NodeKind.COLLECTIVE, latency_s=-1e-6),
+           TraceNode(id=1, name="x", kind=NodeKind.COLLECTIVE, latency_s=float("inf"))]
     for node in bad:
         ts = TraceSet(roles={"r": RankTrace(rank=0, nodes=[node])}, rank_role=["r"])
         with pytest.raises(InputError):

@@ -56,14 +56,15 @@ def test_trace_dp_buckets_carry_the_analytic_bytes_over_edp(precision):
     """Mixtral 8x7B, TP 1 x PP 2 x DP 8, EP 4, distributed optimizer: the trace's per-layer
     gradient reduce-scatters and parameter all-gathers sum, per stage, to the analytic
     tier's whole-buffer ``dp`` (dense, over dp) and ``expert_dp`` (experts, over edp = 2)
-    collectives, in bf16 or fp32 main-gradient bytes alike."""
+    collectives (every bucket call of them), in bf16 or fp32 main-gradient bytes alike."""
     lay = Layout(tp=1, pp=2, dp=8, ep=4, mbs=1, zero=1)
     wl = Workload(global_batch=16, seq_len=1024, precision=precision)
     g, mem, l = _graph(MIX, wl, lay)
     ts = generate_trace_set(MIX, wl, lay, HW)
     assert float(expert_dp_size(l)) == 2.0
-    dense_rs, expert_rs = float(g.dp[1].size_bytes), float(g.expert_dp[1].size_bytes)
-    dense_ag, expert_ag = float(g.dp[2].size_bytes), float(g.expert_dp[2].size_bytes)
+    whole = lambda op: float(op.size_bytes * op.calls)       # every bucket call of the buffer
+    dense_rs, expert_rs = whole(g.dp[1]), whole(g.expert_dp[1])
+    dense_ag, expert_ag = whole(g.dp[2]), whole(g.expert_dp[2])
     assert expert_rs > 0.5 * (dense_rs + expert_rs)          # the experts dominate
     assert _trace_bytes(ts, "grad reduce-scatter", "dp") == pytest.approx(dense_rs, rel=1e-5)
     assert _trace_bytes(ts, "grad reduce-scatter", "edp") == pytest.approx(expert_rs, rel=1e-5)
@@ -88,8 +89,8 @@ def test_fp8_expert_gradients_use_the_main_grad_bytes():
         wl = Workload(global_batch=16, seq_len=1024, precision=precision)
         g, mem, _ = _graph(MIX, wl, lay)
         Pe, P = float(mem.expert_params_per_gpu), float(mem.params_per_gpu)
-        per_dense = float(g.dp[1].size_bytes) / (P - Pe)
-        per_expert = float(g.expert_dp[1].size_bytes) / Pe
+        per_dense = float(g.dp[1].size_bytes * g.dp[1].calls) / (P - Pe)
+        per_expert = float(g.expert_dp[1].size_bytes * g.expert_dp[1].calls) / Pe
         assert per_expert == pytest.approx(per_dense, rel=1e-6)
         assert per_expert == pytest.approx(float(main_grad_bytes(as_float(wl))), rel=1e-6)
 
