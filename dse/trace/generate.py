@@ -153,7 +153,8 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     proto = [*g.dp, *g.expert_dp]
     excess = (jnp.stack(map_ops(time_s, proto, hw, r))
               - jnp.stack(map_ops(time_s, [o.replace(protocols=False) for o in proto], hw, r))) / L_st
-    xlat = {(kind, dim): 0.0 for kind in DP_KINDS for dim in DP_DIMS}
+    zero = 0.0 * excess[0]          # a traced float32 zero: every leaf one dtype
+    xlat = {(kind, dim): zero for kind in DP_KINDS for dim in DP_DIMS}
     for k, kind in enumerate(DP_KINDS):    # dp_ops / expert_dp_ops order: AR, RS, AG
         xlat[kind, "dp"], xlat[kind, "edp"] = excess[k], excess[len(DP_KINDS) + k]
     dp_steps = {kind: {dim: (dp[kind, dim].size_bytes * dp[kind, dim].calls, t[kind, dim],
