@@ -27,7 +27,7 @@ A cell's band is never narrower than the new-source one (``q10 = min(cell, new)`
 have many (the 41 Megatron H100 calibration rows hold the Hopper GEMM and attention
 fits), so their in-sample spread understates the error on runs the fit did not see.
 (Measured on the out-of-sample suites of ``tests/data``, never used to size either rule:
-training coverage 55 % (cell alone) -> 60 % (cell or pooled) -> 76 % (cell or new
+training coverage 55 % (cell alone) -> 60 % (cell or pooled) -> 78 % (cell or new
 source); serving output tok/s 50 -> 52 -> 58 %; docs/accuracy.md.)
 
 What the band is not: a guarantee out of sample.  The quantiles are in-sample (the
