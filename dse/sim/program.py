@@ -15,6 +15,8 @@ Units: seconds, bytes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dse.errors import InputError
@@ -52,6 +54,9 @@ class RoleProgram:
         self.ckind = [(nd.comm_kind.value if hasattr(nd.comm_kind, "value")
                        else str(nd.comm_kind or "all_reduce")) for nd in nodes]
         for i, nd in enumerate(nodes):
+            if not (math.isfinite(self.xlat[i]) and self.xlat[i] >= 0.0):
+                raise InputError(f"trace role {name!r}", f"node {nd.id}.latency_s",
+                                 f"must be a finite number >= 0, but got {self.xlat[i]!r}")
             if self.kind[i] == COLL and self.ckind[i] not in coll.KINDS[:-1]:
                 raise InputError(f"trace role {name!r}", f"node {nd.id}.comm_kind",
                                  f"comm_kind must be one of {list(coll.KINDS[:-1])}, but "

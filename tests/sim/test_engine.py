@@ -280,3 +280,13 @@ def test_a_collective_pays_its_node_latency_after_its_phases():
         if node.kind is NodeKind.COLLECTIVE:
             node.latency_s = 3e-3
     assert simulate(ts, switch(n), grid=grid).step_time_s == pytest.approx(C + 3e-3)
+
+
+@pytest.mark.parametrize("bad", [-1e-3, float("inf"), float("nan")])
+def test_a_negative_or_infinite_node_latency_is_refused(bad):
+    ts, grid = _overlap_trace(0.0, 2e9, 4)
+    for node in ts.roles[next(iter(ts.roles))].nodes:
+        if node.kind is NodeKind.COLLECTIVE:
+            node.latency_s = bad
+    with pytest.raises(InputError, match="latency_s"):
+        simulate(ts, switch(4), grid=grid)
