@@ -111,6 +111,10 @@ def training_flags(s: argparse.ArgumentParser) -> None:
                    help="Megatron-Core's grad_reduce_in_fp32: fp32 (true) or 16-bit (false, every "
                    "Megatron-Bridge / NeMo performance recipe) main gradients; default: fp32 in bf16, "
                    "16-bit in fp8 (Megatron family)")
+    s.add_argument("--ddp-bucket-size", default=None, metavar="PARAMS",
+                   help="data-parallel gradient bucket in parameters (Megatron-Core "
+                   "--ddp-bucket-size, DeepSpeed reduce_bucket_size); default: the framework's "
+                   "rule (Megatron max(4e7, 1e6 x dp*cp), DeepSpeed 5e8)")
     s.add_argument("--fp8-attention", action="store_true",
                    help="the fused attention in FP8 (Transformer Engine fp8_dpa, Megatron "
                    "--fp8-dot-product-attention); needs --precision fp8 or mxfp8")
@@ -125,7 +129,8 @@ def recipe(a, allow_auto: bool = False) -> dict:
                         getattr(a, "moe_dispatcher", "alltoall"), "command line",
                         getattr(a, "recompute_modules", "core_attn"), allow_auto,
                         getattr(a, "grad_reduce_in_fp32", None),
-                        bool(getattr(a, "fp8_attention", False)), prec)
+                        bool(getattr(a, "fp8_attention", False)), prec,
+                        getattr(a, "ddp_bucket_size", None))
 
 
 def training_workload(a, global_batch: int, seq: int):

@@ -47,7 +47,9 @@ stated list makes a blank ``recompute`` cell selective (:func:`dse.graph.train.m
 :func:`dse.train.memory.module_savings`); an optional ``grad_reduce_in_fp32`` column (true |
 false; blank = the framework's default: fp32 main gradients in bf16, 16-bit in the Megatron
 family's fp8) -- Megatron-Core's setting, false in every Megatron-Bridge / NeMo performance
-recipe (:func:`dse.graph.train.main_grad_bytes`); an optional ``fp8_attention`` column (or
+recipe (:func:`dse.graph.train.main_grad_bytes`); an optional ``ddp_bucket_size`` column
+(parameters per data-parallel gradient bucket, Megatron-Core ``--ddp-bucket-size``; blank =
+the framework's rule, :func:`dse.graph.train.ddp_bucket_elems`); an optional ``fp8_attention`` column (or
 Megatron's name, ``fp8_dot_product_attention``; true | false; blank = false): the fused
 attention in FP8 (Transformer Engine's ``fp8_dpa``), precision fp8 or mxfp8 only
 (:class:`dse.graph.ops.Attention`'s ``fp8``).
@@ -75,7 +77,7 @@ from dse.row_status import has_prediction  # noqa: F401  (re-exported: dse.predi
 from dse.spec.hardware import GIB, get_hardware, missing_tensor_cores
 from dse.spec.layout import (ATTENTION, CUDA_GRAPHS, FRAMEWORK, MOE_DISPATCHERS, PRECISION, RECOMPUTE,
                              RECOMPUTE_MODULES_DEFAULT, recompute_modules_code, recompute_modules_names,
-                             Workload, canonical_framework, fp8_attention_code)
+                             Workload, canonical_framework, ddp_bucket_code, fp8_attention_code)
 from dse.spec.model import Model, catalog, expert_ffn, head_dim_of, validate_model
 from dse.spec.model_names import catalog_name_of
 from dse.sweep.grid import GridOptions, enumerate_layouts
@@ -95,7 +97,7 @@ CHUNK = 1 << 14
 KNOWN_COLS = {"source", "model", "num_kv_heads", "sequence_parallel", "recompute", "zero_stage",
               "attention", "framework", "tp_comm_overlap", "moe_a2a_overlap", "cuda_graphs",
               "moe_dispatcher", "moe_token_drop", "recompute_modules", "grad_reduce_in_fp32",
-              "fp8_attention", "fp8_dot_product_attention",
+              "fp8_attention", "fp8_dot_product_attention", "ddp_bucket_size",
               "measured_iter_time_s",
               "measured_mem_gib", "target_basis"}
 # optional architecture columns (Megatron's argument names accepted as aliases): mixture
@@ -295,6 +297,14 @@ def _grad_reduce(row, where) -> int:
     return -1 if v is None else int(v)
 
 
+def _ddp_bucket(row, where) -> int:
+    """The optional ``ddp_bucket_size`` column (parameters per data-parallel gradient bucket,
+    Megatron-Core ``--ddp-bucket-size``; blank = the framework's rule) as
+    ``Workload.ddp_bucket_elems`` (:func:`dse.spec.layout.ddp_bucket_code`)."""
+    v = row.get("ddp_bucket_size")
+    return ddp_bucket_code(None if blank_cell(v) else v, where)
+
+
 def _fp8_attention(row, where, precision: int) -> int:
     """The optional ``fp8_attention`` column, or its Megatron name ``fp8_dot_product_attention``
     (true | false | blank = off; both given: they must agree) as ``Workload.fp8_attention``,
@@ -423,6 +433,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
     drop_pad = _token_drop(row, where)
     modules = _recompute_modules(row, where)
     grad_fp32 = _grad_reduce(row, where)
+    bucket = _ddp_bucket(row, where)
     fp8_att = _fp8_attention(row, where, PRECISION[prec])
     require(gbs * seq <= MAX_TOKENS, where, "global_batch_size",
             f"`global_batch_size * seq_length <= {MAX_TOKENS}` (tokens per step) must hold, "
@@ -451,6 +462,7 @@ def predict_row(row: dict, where: str, mem_margin: float = PREDICT_MEM_MARGIN) -
                   framework=framework, tp_overlap=int(ov),
                   moe_a2a_overlap=a2a, cuda_graphs=graphs, moe_dispatcher=dispatcher,
                   moe_drop_pad=drop_pad, recompute_modules=modules, grad_reduce_fp32=grad_fp32,
+                  ddp_bucket_elems=bucket,
                   fp8_attention=fp8_att)
     df = to_dataframe(sweep_points(model, wl, [hw], cols, chunk=CHUNK, mem_margin=mem_margin))
     within = True

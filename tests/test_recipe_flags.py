@@ -14,11 +14,13 @@ MOE = dict(model="mixtral-8x7b", hardware="h100-sxm-80gb", gpus=64, tp=2, ep=8,
 
 def test_recipe_codes_names_and_errors():
     assert recipe_codes() == {"moe_a2a_overlap": 0, "cuda_graphs": 0, "moe_dispatcher": 0,
-                              "recompute_modules": 1, "grad_reduce_fp32": -1, "fp8_attention": 0}
+                              "recompute_modules": 1, "grad_reduce_fp32": -1, "fp8_attention": 0,
+                              "ddp_bucket_elems": 0}
     assert recipe_codes(True, "full_iteration", "hybridep", recompute_modules="mla_up_proj",
-                        grad_reduce_in_fp32=False, fp8_attention=True, precision=5) == {
+                        grad_reduce_in_fp32=False, fp8_attention=True, precision=5,
+                        ddp_bucket_size="768000000") == {
         "moe_a2a_overlap": 1, "cuda_graphs": 1, "moe_dispatcher": 1, "recompute_modules": 2,
-        "grad_reduce_fp32": 0, "fp8_attention": 1}
+        "grad_reduce_fp32": 0, "fp8_attention": 1, "ddp_bucket_elems": 768_000_000}
     with pytest.raises(InputError, match="moe_dispatcher"):
         recipe_codes(moe_dispatcher="nccl")
     with pytest.raises(InputError, match="moe_a2a_overlap"):

@@ -517,15 +517,18 @@ def accumulation_ops(wl: Workload, params_per_gpu) -> tuple:
                     name="grad accumulation", phase="bwd"),)
 
 
-def ddp_bucket_elems(framework, lay: Layout):
+def ddp_bucket_elems(framework, lay: Layout, stated=0):
     """Elements per gradient bucket of framework ``framework``'s data-parallel buffers over
-    the ``dp*cp`` ranks: ``max(ddp_bucket_min_elems, ddp_bucket_per_rank_elems * dp*cp)``
+    the ``dp*cp`` ranks: the run's ``stated`` size where it gives one
+    (``Workload.ddp_bucket_elems`` > 0: Megatron-Core ``--ddp-bucket-size``), else
+    ``max(ddp_bucket_min_elems, ddp_bucket_per_rank_elems * dp*cp)``
     (:class:`dse.spec.frameworks.FrameworkProfile`): Megatron-Core ``max(4e7, 1e6 x
     dp*cp)`` (``distributed_data_parallel.py``, the data-parallel size with context
     parallelism), DeepSpeed ``reduce_bucket_size`` 5e8, PyTorch DDP 25 MB of fp32."""
     from dse.spec.frameworks import profile
     prof = profile(framework)
-    return jnp.maximum(prof.ddp_bucket_min_elems, prof.ddp_bucket_per_rank_elems * lay.dp * lay.cp)
+    rule = jnp.maximum(prof.ddp_bucket_min_elems, prof.ddp_bucket_per_rank_elems * lay.dp * lay.cp)
+    return jnp.where(stated > 0, stated * 1.0, rule)
 
 
 def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7) -> tuple:
@@ -669,7 +672,7 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
     routed-expert share of ``params_per_gpu``, reduced over the expert-data-parallel group."""
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     gb = main_grad_bytes(wl)
-    bucket = ddp_bucket_elems(wl.framework, lay)
+    bucket = ddp_bucket_elems(wl.framework, lay, wl.ddp_bucket_elems)
     layer, head = layer_ops(model, wl, lay, act_bytes), head_ops(model, wl, lay, act_bytes)
     return StepGraph(layer=layer,
                      head=(*head, *mtp_ops(model, wl, lay, act_bytes, layer, head)),

@@ -59,10 +59,14 @@ performance recipe, bf16 or fp8: Megatron-Bridge ``perf_recipes/_common.py``
 scaled-dot-product attention, forward and backward), only inside an FP8 recipe (precision
 fp8 or mxfp8; :func:`recipe_codes` refuses it otherwise); 0 = 16-bit attention (the default
 of every recipe that does not state it; :class:`dse.graph.ops.Attention`'s ``fp8``).
+``ddp_bucket_elems`` (a leaf) is the data-parallel gradient bucket in parameters a run
+states (Megatron-Core ``--ddp-bucket-size``, DeepSpeed ``reduce_bucket_size``); 0 = the
+framework's default rule (:func:`dse.graph.train.ddp_bucket_elems`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from dse.errors import InputError
@@ -151,6 +155,7 @@ class Workload:
     recompute_modules: int = RECOMPUTE_MODULES_DEFAULT
     grad_reduce_fp32: int = -1
     fp8_attention: int = 0
+    ddp_bucket_elems: int = 0
 
 
 # flash: the framework's kernel on the GPU (dse.cost.attention_kernel); fa2 / fa3 / cudnn:
@@ -282,10 +287,31 @@ def fp8_attention_code(value, precision, where: str = "--fp8-attention") -> int:
     return int(bool(value))
 
 
+MAX_DDP_BUCKET_ELEMS = 10 ** 13
+
+
+def ddp_bucket_code(value, where: str = "--ddp-bucket-size") -> int:
+    """``Workload.ddp_bucket_elems`` from a stated data-parallel bucket size in parameters
+    (Megatron-Core ``--ddp-bucket-size``, DeepSpeed ``reduce_bucket_size``): None / blank
+    = 0, the framework's default rule (:func:`dse.graph.train.ddp_bucket_elems`); else a
+    whole number in ``[1, 1e13]`` (InputError naming ``where`` otherwise)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if isinstance(value, bool) or not (math.isfinite(x) and 1 <= x <= MAX_DDP_BUCKET_ELEMS and x == int(x)):
+        raise InputError(where, "ddp_bucket_size", "must be a whole number of parameters in "
+                         f"[1, {MAX_DDP_BUCKET_ELEMS:.0e}] or blank, but got {value!r}")
+    return int(x)
+
+
 def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
                  moe_dispatcher: str = "alltoall", where: str = "--",
                  recompute_modules="core_attn", allow_auto: bool = False,
-                 grad_reduce_in_fp32=None, fp8_attention=None, precision=None) -> dict[str, int]:
+                 grad_reduce_in_fp32=None, fp8_attention=None, precision=None,
+                 ddp_bucket_size=None) -> dict[str, int]:
     """The recipe switches of :class:`Workload` (``moe_a2a_overlap``, ``cuda_graphs``,
     ``moe_dispatcher``, ``recompute_modules``, ``grad_reduce_fp32``, ``fp8_attention``;
     module docstring) from their stated names, as keyword arguments (InputError naming
@@ -298,4 +324,5 @@ def recipe_codes(moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
             "cuda_graphs": _code(CUDA_GRAPHS, "cuda_graphs", str(cuda_graphs), where),
             "moe_dispatcher": _code(MOE_DISPATCHERS, "moe_dispatcher", str(moe_dispatcher), where),
             "recompute_modules": recompute_modules_code(recompute_modules, where, allow_auto),
-            "grad_reduce_fp32": grad_reduce_code(grad_reduce_in_fp32, where)}
+            "grad_reduce_fp32": grad_reduce_code(grad_reduce_in_fp32, where),
+            "ddp_bucket_elems": ddp_bucket_code(ddp_bucket_size, where)}

@@ -151,8 +151,11 @@ def _costs(model: Model, wl: Workload, lay: Layout, hw: Hardware) -> dict:
     # a layer's trace node carries its share of that latency beyond the alpha-beta hops
     # the simulator routes: the dense buffer's on the outer dp ring, the experts' on edp
     proto = [*g.dp, *g.expert_dp]
-    excess = (jnp.stack(map_ops(time_s, proto, hw, r))
-              - jnp.stack(map_ops(time_s, [o.replace(protocols=False) for o in proto], hw, r))) / L_st
+    # (none where NCCL's choice is cheaper than the replay's ring, e.g. a tree all-reduce:
+    # the simulator's collectives are rings and a node's latency cannot be negative)
+    excess = jnp.maximum(jnp.stack(map_ops(time_s, proto, hw, r))
+                         - jnp.stack(map_ops(time_s, [o.replace(protocols=False) for o in proto], hw, r)),
+                         0.0) / L_st
     zero = 0.0 * excess[0]          # a traced float32 zero: every leaf one dtype
     xlat = {(kind, dim): zero for kind in DP_KINDS for dim in DP_DIMS}
     for k, kind in enumerate(DP_KINDS):    # dp_ops / expert_dp_ops order: AR, RS, AG

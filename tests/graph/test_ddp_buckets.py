@@ -53,3 +53,39 @@ def test_bucket_calls_carry_the_whole_buffer(params, bucket, dp):
     assert float(rs.calls) >= 1.0
     assert float(rs.size_bytes * rs.calls) == pytest.approx(4.0 * params, rel=1e-5)
     assert float(ag.size_bytes * ag.calls) == pytest.approx(2.0 * params, rel=1e-5)
+
+
+def test_a_stated_bucket_size_replaces_the_framework_rule():
+    """``Workload.ddp_bucket_elems`` (Megatron-Core ``--ddp-bucket-size``, the predict column
+    ``ddp_bucket_size``) replaces the default rule; 0 keeps it."""
+    lay = _lay(128, cp=2)
+    assert float(ddp_bucket_elems(FRAMEWORK_MEGATRON, lay, 768_000_000)) == 768e6
+    assert float(ddp_bucket_elems(FRAMEWORK_MEGATRON, lay, 0)) == 256e6
+
+
+@pytest.mark.parametrize("bad", ["-5", "abc", "1e30", "2.5", "inf", "nan", True, 0])
+def test_bucket_size_input_is_a_whole_positive_number(bad):
+    from dse.errors import InputError
+    from dse.spec.layout import ddp_bucket_code
+    with pytest.raises(InputError, match="ddp_bucket_size"):
+        ddp_bucket_code(bad, "runs.csv row 3")
+    assert ddp_bucket_code(None) == 0 and ddp_bucket_code(" ") == 0
+    assert ddp_bucket_code("768000000") == 768_000_000 and ddp_bucket_code(4e7) == 40_000_000
+
+
+def test_predict_reads_the_bucket_column_and_names_a_bad_cell():
+    """A row's ``ddp_bucket_size`` moves its DP collectives' call count (fewer, larger
+    buckets: less protocol latency, never a slower step); a bad cell gets that row a status
+    naming the column, the other rows their predictions."""
+    import pandas as pd
+    from dse.predict import predict_frame
+    row = dict(id=1, model="GPT 7.5B", num_layers=36, hidden_size=4096, ffn_hidden_size=16384,
+               num_attention_heads=32, num_kv_heads=32, vocab_size=51200, seq_length=2048,
+               global_batch_size=512, micro_batch_size=1, gpu="h100-sxm-80gb", num_gpus=256, tp=1,
+               pp=1, dp=256, cp=1, ep=1, vpp=1, sequence_parallel="false", recompute="full",
+               zero_stage=1, precision="bf16", measured_iter_time_s=3.0)
+    rows = [row, dict(row, id=2, ddp_bucket_size=2_000_000_000), dict(row, id=3, ddp_bucket_size="-1")]
+    p = predict_frame(pd.DataFrame(rows), "runs.csv", intervals=False)
+    assert p.status[0] == "ok" and p.status[1] == "ok"
+    assert p.predicted_iter_time_s[1] <= p.predicted_iter_time_s[0]
+    assert str(p.status[2]).startswith("invalid") and "ddp_bucket_size" in str(p.status[2])
