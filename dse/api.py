@@ -104,10 +104,10 @@ def _workload_codes(precision, attention, framework, where):
 
 def _recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules="core_attn",
             allow_auto: bool = False, grad_reduce_in_fp32=None, fp8_attention=False,
-            precision=None) -> dict:
+            precision=None, ddp_bucket_size=None) -> dict:
     from dse.spec.layout import recipe_codes
     return recipe_codes(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules, allow_auto,
-                        grad_reduce_in_fp32, fp8_attention, precision)
+                        grad_reduce_in_fp32, fp8_attention, precision, ddp_bucket_size)
 
 
 def _check_precision(hws, prec, where):
@@ -129,7 +129,7 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_
           pue: float = 1.0, mem_margin: float = 0.03, moe_a2a_overlap: bool = False,
           cuda_graphs: str = "none", moe_dispatcher: str = "alltoall",
           recompute_modules="core_attn", grad_reduce_in_fp32=None,
-          fp8_attention: bool = False) -> pd.DataFrame:
+          fp8_attention: bool = False, ddp_bucket_size=None) -> pd.DataFrame:
     """Every valid parallel layout x hardware for one workload, fastest first (the rows
     that do not fit last, NaN times, the reason in ``status``) — ``dse sweep``.
 
@@ -145,8 +145,10 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_
     ``core_attn``; ``"auto"`` sweeps every list the model has and adds a ``recompute_modules``
     column), ``grad_reduce_in_fp32`` (None = the framework's default; False for Megatron-Bridge /
     NeMo performance recipes), ``fp8_attention`` (the fused attention in FP8, Transformer
-    Engine's ``fp8_dpa``; precision fp8 or mxfp8 only): the recipe switches of
-    :class:`dse.spec.layout.Workload` (the ``dse predict`` columns of the same names).
+    Engine's ``fp8_dpa``; precision fp8 or mxfp8 only), ``ddp_bucket_size`` (parameters per
+    data-parallel gradient bucket, Megatron-Core ``--ddp-bucket-size``; None = the framework's
+    rule): the recipe switches of :class:`dse.spec.layout.Workload` (the ``dse predict``
+    columns of the same names).
 
     Example::
 
@@ -171,7 +173,8 @@ def sweep(model, hardware, gpus: int, global_batch: int, seq_len: int = DEFAULT_
                    tp_overlap=int(bool(tp_overlap)), mem_margin=check_margin(mem_margin, where),
                    recipe=_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
                                   allow_auto=True, grad_reduce_in_fp32=grad_reduce_in_fp32,
-                                  fp8_attention=fp8_attention, precision=prec))
+                                  fp8_attention=fp8_attention, precision=prec,
+                                  ddp_bucket_size=ddp_bucket_size))
     df = sweep_band(df, framework)
     prices = gpu_hour_usd if gpu_hour_usd is None or isinstance(gpu_hour_usd, (list, tuple)) else [gpu_hour_usd]
     return add_energy_columns(df, {h.name: float(h.tdp_w) for h in hws},
@@ -256,13 +259,13 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
              train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03,
              moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
              moe_dispatcher: str = "alltoall", recompute_modules="core_attn",
-             grad_reduce_in_fp32=None, fp8_attention: bool = False) -> Estimate:
+             grad_reduce_in_fp32=None, fp8_attention: bool = False, ddp_bucket_size=None) -> Estimate:
     """Step time, breakdown, memory and energy of one explicit layout — ``dse estimate``
     (same defaults: global batch 1024, ZeRO-1, dp = gpus / (tp pp cp)).  The layout is
     judged against the full HBM (it is the user's); ``within_margin`` is True when it fits
     but not in ``(1 - mem_margin) x HBM``.  ``memory``: the per-GPU breakdown in GiB.
     ``moe_a2a_overlap`` / ``cuda_graphs`` / ``moe_dispatcher`` / ``recompute_modules`` /
-    ``grad_reduce_in_fp32`` / ``fp8_attention``: as :func:`sweep`.
+    ``grad_reduce_in_fp32`` / ``fp8_attention`` / ``ddp_bucket_size``: as :func:`sweep`.
 
     Example::
 
@@ -300,7 +303,7 @@ def estimate(model, hardware, gpus: int, *, tp: int = 1, pp: int = 1, dp: int | 
                   framework=fw, tp_overlap=int(bool(tp_overlap)),
                   **_recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
                             grad_reduce_in_fp32=grad_reduce_in_fp32, fp8_attention=fp8_attention,
-                            precision=prec))
+                            precision=prec, ddp_bucket_size=ddp_bucket_size))
     from dse.intervals import apply_band, band_for, training_cell_of
     from dse.host_eval import host_design_point
     from dse.train.memory_parts import check_margin, gib_columns, step_and_memory
@@ -333,14 +336,15 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int = DEFAULT_SEQ
             train_tokens=None, pue: float = 1.0, mem_margin: float = 0.03,
             moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
             moe_dispatcher: str = "alltoall", recompute_modules="core_attn",
-            grad_reduce_in_fp32=None, fp8_attention: bool = False) -> pd.DataFrame:
+            grad_reduce_in_fp32=None, fp8_attention: bool = False,
+            ddp_bucket_size=None) -> pd.DataFrame:
     """The best feasible layout per (hardware, GPU count) — ``dse compare``: one row per
     cell with the layout, ``step_time_s``, ``tokens_per_s``, ``mfu``, ``mem_gib``, energy
     and cost per million tokens, and ``status`` (``ok``, or the smallest memory need and
     its layout when nothing fits).  ``objective``: ``step_time_s`` (default),
     ``energy_kwh_per_mtok``, ``gpu_hours_per_mtok`` or ``usd_per_mtok`` (needs a price).
     ``moe_a2a_overlap`` / ``cuda_graphs`` / ``moe_dispatcher`` / ``recompute_modules`` /
-    ``grad_reduce_in_fp32`` / ``fp8_attention``: as :func:`sweep`.
+    ``grad_reduce_in_fp32`` / ``fp8_attention`` / ``ddp_bucket_size``: as :func:`sweep`.
 
     Example::
 
@@ -362,7 +366,7 @@ def compare(model, hardware, gpus, global_batch: int, seq_len: int = DEFAULT_SEQ
                          check_margin(mem_margin, where), framework,
                          _recipe(moe_a2a_overlap, cuda_graphs, moe_dispatcher, where, recompute_modules,
                                  grad_reduce_in_fp32=grad_reduce_in_fp32, fp8_attention=fp8_attention,
-                                 precision=prec))
+                                 precision=prec, ddp_bucket_size=ddp_bucket_size))
 
 
 # --- inference --------------------------------------------------------------------------

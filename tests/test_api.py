@@ -92,6 +92,7 @@ def test_estimate_defaults_are_the_clis():
     (dict(recompute="half"), "recompute"), (dict(framework="jax"), "framework"),
     (dict(gpus=0), "gpus"), (dict(gpus=8.0), "gpus"), (dict(tp=3), "tp"), (dict(zero=4), "zero"),
     (dict(model="llama9"), "model"), (dict(hardware="tpu-v9"), "hardware"), (dict(model=7), "model"),
+    (dict(ddp_bucket_size=-1), "ddp_bucket_size"), (dict(ddp_bucket_size="big"), "ddp_bucket_size"),
 ])
 def test_bad_input_is_an_input_error(kw, field):
     args = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=8, global_batch=64)
@@ -176,3 +177,13 @@ def test_serve_options_rejected(kw, field):
     with pytest.raises(InputError) as e:
         dse.serve(**{"model": "llama3-8b", "hardware": "h100-sxm-80gb", "gpus": 1, **kw})
     assert e.value.field == field
+
+
+def test_a_stated_bucket_size_reaches_the_step():
+    """``ddp_bucket_size`` (Megatron-Core ``--ddp-bucket-size``): larger buckets, fewer NCCL
+    calls, never a slower data-parallel step (dse.graph.train.dp_ops)."""
+    args = dict(model="llama3-8b", hardware="h100-sxm-80gb", gpus=256, global_batch=256,
+                seq_len=2048, zero=1)
+    small, large = (dse.estimate(**args, ddp_bucket_size=b) for b in (10_000_000, 2_000_000_000))
+    assert large.step_time_s <= small.step_time_s
+    assert large.breakdown["dp_comm_s"] <= small.breakdown["dp_comm_s"]
