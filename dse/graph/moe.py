@@ -79,7 +79,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from dse.cost.load_balance import ep_load_factor
-from dse.graph.ops import Collective, Gemm, MemPass, ddp_buckets
+from dse.graph.ops import Collective, Gemm, MemPass, ddp_collectives
 from dse.cost.rates import low_precision, quant_cast_bytes
 from dse.spec.model import expert_ffn
 
@@ -183,17 +183,8 @@ def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0, bucket_el
     ``bucket_size`` (``bucket_elems``: one NCCL call per bucket, each paying the protocol
     latency, as :func:`dse.graph.train.dp_ops`).  Zero-sized for a dense model
     (``expert_params`` 0) and where ``edp`` is 1."""
-    n = expert_dp_size(lay)
-    stride = expert_tp(lay) * lay.ep
-    nb = ddp_buckets(expert_params, bucket_elems)
-    grad, param = grad_bytes * expert_params / nb, param_bytes * expert_params / nb
-    on = jnp.where(expert_params > 0, nb, 0.0)
-    return (Collective(grad, n, stride, calls=on, name="edp grad all-reduce", phase="step",
-                       kind="all_reduce", group="dp", protocols=True),
-            Collective(grad, n, stride, calls=on, name="edp grad reduce-scatter", phase="step",
-                       kind="reduce_scatter", group="dp", protocols=True),
-            Collective(param, n, stride, calls=on, name="edp param all-gather", phase="step",
-                       kind="all_gather", group="dp", protocols=True))
+    return ddp_collectives("edp", expert_params, grad_bytes, param_bytes, expert_dp_size(lay),
+                           expert_tp(lay) * lay.ep, bucket_elems, on=jnp.where(expert_params > 0, 1.0, 0.0))
 
 
 def moe_input_tokens(T, lay):

@@ -183,13 +183,6 @@ class MemPass:
     replace = _replace
 
 
-def ddp_buckets(params, bucket_elems):
-    """Buckets a data-parallel buffer of ``params`` elements is reduced in, one collective
-    call each: ``ceil(params / bucket_elems)``, at least 1
-    (:func:`dse.graph.train.ddp_bucket_elems`)."""
-    return jnp.maximum(jnp.ceil(params / bucket_elems), 1.0)
-
-
 @pytree_dataclass(static=("name", "phase", "kind", "group", "protocols"))
 class Collective:
     """A collective of ``kind`` over ``n`` ranks ``stride`` apart (group ``tp`` / ``cp`` /
@@ -555,3 +548,28 @@ def causal_fraction(s_kv):
     diagonal are skipped, diagonal tiles run in full, ``0.5 + 0.5 Br / s_kv``; ring
     attention with load-balanced (zig-zag) chunks keeps the same fraction per rank."""
     return 0.5 + 0.5 * FA_BLOCK_ROWS / s_kv
+
+
+def ddp_buckets(params, bucket_elems):
+    """Buckets a data-parallel buffer of ``params`` elements is reduced in, one collective
+    call each: ``ceil(params / bucket_elems)``, at least 1
+    (:func:`dse.graph.train.ddp_bucket_elems`)."""
+    return jnp.maximum(jnp.ceil(params / bucket_elems), 1.0)
+
+
+def ddp_collectives(group_name: str, params, grad_bytes, param_bytes, n, stride, bucket_elems,
+                    on=1.0) -> tuple:
+    """(gradient all-reduce, gradient reduce-scatter, parameter all-gather) of a
+    data-parallel buffer of ``params`` elements over ``n`` ranks ``stride`` apart, named
+    ``"<group_name> grad all-reduce"`` ...: one NCCL call per bucket of ``bucket_elems``
+    (:func:`ddp_buckets`; ``on`` 0 drops them all), each of ``grad_bytes`` / ``param_bytes``
+    per element and costed with NCCL's protocol latency (``protocols``) -- the dense
+    buffer's (:func:`dse.graph.train.dp_ops`) and the experts' (:func:`dse.graph.moe.expert_dp_ops`)."""
+    nb = ddp_buckets(params, bucket_elems)
+    calls = nb * on
+    grad, param = grad_bytes * params / nb, param_bytes * params / nb
+    return tuple(Collective(size, n, stride, calls=calls, name=f"{group_name} {what}", phase="step",
+                            kind=kind, group="dp", protocols=True)
+                 for size, what, kind in ((grad, "grad all-reduce", "all_reduce"),
+                                          (grad, "grad reduce-scatter", "reduce_scatter"),
+                                          (param, "param all-gather", "all_gather")))

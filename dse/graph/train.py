@@ -67,7 +67,7 @@ from dse.cost.attention import flash_available, flash_head_dim, fused_softmax_av
 from dse.cost.collectives import TP_OVERLAP_SPLITS
 from dse.cost.elementwise import (ADAM_BYTES_PER_PARAM, DS_GRAD_ACCUM_BYTES_PER_PARAM)
 from dse.graph.moe import dp_shard_params, expert_dp_ops, expert_dp_size, expert_tp, moe_ops
-from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, ddp_buckets, with_window
+from dse.graph.ops import P2P, Attention, Collective, Gemm, MemPass, causal_fraction, ddp_collectives, with_window
 from dse.cost.rates import linear_el_bytes, low_precision, quant_cast_bytes
 from dse.spec.layout import (ATTENTION_FA2, FRAMEWORK_DEEPSPEED, PRECISION_FP32, PRECISION_FP8, PRECISION_MXFP8,
                              RECOMPUTE_MODULES, Layout, Workload, fp8_recipe)
@@ -548,16 +548,8 @@ def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_
     NCCL ``src/graph/tuning.cc``) -- on top of its bytes over the bus bandwidth: one call
     for the whole buffer would count the latency once where a 256-rank, 32-bucket
     reduce-scatter pays it 32 times."""
-    n = lay.dp * lay.cp * 1.0
-    stride = lay.tp * 1.0
-    nb = ddp_buckets(params_per_gpu, bucket_elems)
-    grad, param = grad_bytes * params_per_gpu / nb, param_bytes * params_per_gpu / nb
-    return (Collective(grad, n, stride, calls=nb, name="dp grad all-reduce", phase="step", kind="all_reduce",
-                       group="dp", protocols=True),
-            Collective(grad, n, stride, calls=nb, name="dp grad reduce-scatter", phase="step",
-                       kind="reduce_scatter", group="dp", protocols=True),
-            Collective(param, n, stride, calls=nb, name="dp param all-gather", phase="step", kind="all_gather",
-                       group="dp", protocols=True))
+    return ddp_collectives("dp", params_per_gpu, grad_bytes, param_bytes, lay.dp * lay.cp * 1.0,
+                           lay.tp * 1.0, bucket_elems)
 
 
 def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str, grad_bytes=4.0,

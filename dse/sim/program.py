@@ -50,7 +50,7 @@ class RoleProgram:
         self.dur = [float(nd.duration_s) for nd in nodes]
         self.stream = [int(nd.stream) for nd in nodes]
         self.bytes = [float(nd.comm_bytes or nd.tensor_bytes) for nd in nodes]
-        self.xlat = [float(getattr(nd, "latency_s", 0.0)) for nd in nodes]
+        self.xlat = [float(nd.latency_s) for nd in nodes]
         self.ckind = [(nd.comm_kind.value if hasattr(nd.comm_kind, "value")
                        else str(nd.comm_kind or "all_reduce")) for nd in nodes]
         for i, nd in enumerate(nodes):
