@@ -167,7 +167,8 @@ def dp_shard_params(params_per_gpu, expert_params, lay):
     return (params_per_gpu - expert_params) / (lay.dp * lay.cp * 1.0) + expert_params / expert_dp_size(lay)
 
 
-def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7) -> tuple:
+def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7,
+                  tensors=None) -> tuple:
     """The expert parameters' data-parallel collectives over the ``edp`` ranks
     (:func:`expert_dp_size`, ``etp*ep`` apart), the local expert buffer, in the order of
     :func:`dse.graph.train.dp_ops`: the main-gradient all-reduce (ZeRO-0) or
@@ -181,10 +182,11 @@ def expert_dp_ops(lay, expert_params, grad_bytes=4.0, param_bytes=2.0, bucket_el
     ``group_params_for_buffers``), so the expert buffers (on ``intra_expt_dp_group``)
     hold main gradients of the dense buffers' dtype, bucketed with the same
     ``bucket_size`` (``bucket_elems``: one NCCL call per bucket, each paying the protocol
-    latency, as :func:`dse.graph.train.dp_ops`).  Zero-sized for a dense model
-    (``expert_params`` 0) and where ``edp`` is 1."""
+    latency, as :func:`dse.graph.train.dp_ops`; no bucket smaller than one of the buffer's
+    ``tensors``).  Zero-sized for a dense model (``expert_params`` 0) and where ``edp`` is 1."""
     return ddp_collectives("edp", expert_params, grad_bytes, param_bytes, expert_dp_size(lay),
-                           expert_tp(lay) * lay.ep, bucket_elems, on=jnp.where(expert_params > 0, 1.0, 0.0))
+                           expert_tp(lay) * lay.ep, bucket_elems, on=jnp.where(expert_params > 0, 1.0, 0.0),
+                           tensors=tensors)
 
 
 def moe_input_tokens(T, lay):

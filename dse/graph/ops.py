@@ -550,22 +550,32 @@ def causal_fraction(s_kv):
     return 0.5 + 0.5 * FA_BLOCK_ROWS / s_kv
 
 
-def ddp_buckets(params, bucket_elems):
-    """Buckets a data-parallel buffer of ``params`` elements is reduced in, one collective
-    call each: ``ceil(params / bucket_elems)``, at least 1
-    (:func:`dse.graph.train.ddp_bucket_elems`)."""
-    return jnp.maximum(jnp.ceil(params / bucket_elems), 1.0)
+def ddp_buckets(params, bucket_elems, tensors=None):
+    """Buckets a data-parallel buffer of ``params`` elements in ``tensors`` parameter
+    tensors is reduced in, one collective call each: ``min(ceil(params / bucket_elems),
+    tensors)``, at least 1 (:func:`dse.graph.train.ddp_bucket_elems`).  Megatron-Core
+    fills a bucket with whole parameters in backward order and closes it once it holds
+    ``bucket_size`` elements (``megatron/core/distributed/param_and_grad_buffer.py``
+    ``_compute_default_per_buffer_param_layout``), so no bucket is smaller than one
+    tensor and a bucket size below the tensors' (``--ddp-bucket-size 200``, MLPerf v5.0's
+    Llama 3.1 405B) gives one bucket per tensor, not ``params / 200``; ``tensors`` None:
+    no such bound (:func:`dse.graph.train.param_tensors`)."""
+    nb = jnp.ceil(params / bucket_elems)
+    if tensors is not None:
+        nb = jnp.minimum(nb, tensors)
+    return jnp.maximum(nb, 1.0)
 
 
 def ddp_collectives(group_name: str, params, grad_bytes, param_bytes, n, stride, bucket_elems,
-                    on=1.0) -> tuple:
+                    on=1.0, tensors=None) -> tuple:
     """(gradient all-reduce, gradient reduce-scatter, parameter all-gather) of a
     data-parallel buffer of ``params`` elements over ``n`` ranks ``stride`` apart, named
     ``"<group_name> grad all-reduce"`` ...: one NCCL call per bucket of ``bucket_elems``
-    (:func:`ddp_buckets`; ``on`` 0 drops them all), each of ``grad_bytes`` / ``param_bytes``
+    (:func:`ddp_buckets`, at most one per tensor of the buffer's ``tensors``; ``on`` 0 drops
+    them all), each of ``grad_bytes`` / ``param_bytes``
     per element and costed with NCCL's protocol latency (``protocols``) -- the dense
     buffer's (:func:`dse.graph.train.dp_ops`) and the experts' (:func:`dse.graph.moe.expert_dp_ops`)."""
-    nb = ddp_buckets(params, bucket_elems)
+    nb = ddp_buckets(params, bucket_elems, tensors)
     calls = nb * on
     grad, param = grad_bytes * params / nb, param_bytes * params / nb
     return tuple(Collective(size, n, stride, calls=calls, name=f"{group_name} {what}", phase="step",

@@ -75,7 +75,7 @@ from dse.cost.attention_kernel import attention_kernel
 from dse.cost.linear_attention import deltanet_chunk_flops
 from dse.spec.model import (Model, dense_layer_fraction, expert_ffn, head_dim_of, is_mla,
                             kv_heads_per_rank, linear_projection_widths, linear_share, select,
-                            shared_ffn)
+                            shared_ffn, stage_layer_counts)
 
 # Whether the training graph's TP collectives are costed with NCCL's protocol model
 # (dse.cost.collectives ``protocols=True``) instead of the alpha-beta bound.  Off: measured
@@ -531,7 +531,32 @@ def ddp_bucket_elems(framework, lay: Layout, stated=0):
     return jnp.where(stated > 0, stated * 1.0, rule)
 
 
-def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7) -> tuple:
+def param_tensors(model: Model, lay: Layout, layers_on_stage):
+    """(dense buffer, expert buffer) parameter tensors one GPU of the heaviest stage holds,
+    the most buckets each can be split into (:func:`dse.graph.ops.ddp_buckets`), counted
+    on Megatron-Core's Transformer Engine layer spec (``megatron/core/models/gpt/
+    gpt_layer_specs.py``): self-attention ``linear_qkv`` (weight and the fused input
+    norm's weight) and ``linear_proj``, 3 tensors -- MLA 7 (``linear_q_down_proj``,
+    ``linear_q_up_proj`` with its norm, ``linear_kv_down_proj``, ``linear_kv_up_proj`` with
+    its norm, ``linear_proj``, the input norm); a dense MLP ``linear_fc1`` (weight, fused
+    norm weight) and ``linear_fc2``, 3; a MoE layer's ``pre_mlp_layernorm`` and router, 2,
+    and 2 per shared expert in the dense buffer, and ``linear_fc1.weight<i>`` /
+    ``linear_fc2.weight<i>`` of each of the ``E / ep`` local experts (``TEGroupedMLP``),
+    twice that with expert biases (gpt-oss), in the expert buffer.  A LayerNorm model
+    (``norm = layernorm``, GPT-3 / BLOOM with ``add_bias_linear``) adds each linear's bias
+    and each norm's bias (4 per layer).  The embedding, final norm and output layer add 3."""
+    n_moe, n_dense = stage_layer_counts(model, layers_on_stage)
+    attn = jnp.where(is_mla(model), 7.0, 3.0)
+    biases = 4.0 if model.norm == "layernorm" else 0.0
+    dense = (n_dense * (attn + 3.0 + biases)
+             + n_moe * (attn + 2.0 + 2.0 * model.num_shared_experts + biases) + 3.0)
+    local = model.num_experts / lay.ep
+    experts = n_moe * 2.0 * local * jnp.where(model.expert_bias > 0, 2.0, 1.0)
+    return dense, experts
+
+
+def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_elems=4e7,
+           tensors=None) -> tuple:
     """Data-parallel collectives over the ``dp*cp`` ranks of one TP coordinate (``tp``
     apart): the gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1) of the main
     gradients (``grad_bytes`` per element: fp32, or bf16 where the framework's fp8 recipes
@@ -547,9 +572,10 @@ def dp_ops(lay: Layout, params_per_gpu, grad_bytes=4.0, param_bytes=2.0, bucket_
     steps over the ``n`` ranks (``protocols``, :func:`dse.cost.collectives.group_collective_terms`,
     NCCL ``src/graph/tuning.cc``) -- on top of its bytes over the bus bandwidth: one call
     for the whole buffer would count the latency once where a 256-rank, 32-bucket
-    reduce-scatter pays it 32 times."""
+    reduce-scatter pays it 32 times.  No bucket is smaller than one of the buffer's
+    ``tensors`` (:func:`param_tensors`; None: no bound)."""
     return ddp_collectives("dp", params_per_gpu, grad_bytes, param_bytes, lay.dp * lay.cp * 1.0,
-                           lay.tp * 1.0, bucket_elems)
+                           lay.tp * 1.0, bucket_elems, tensors=tensors)
 
 
 def dp_bucket_ops(lay: Layout, params_per_gpu, layers_per_stage, kind: str, grad_bytes=4.0,
@@ -665,6 +691,7 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
     L_st = model.num_layers * 1.0 if layers_per_stage is None else layers_per_stage
     gb = main_grad_bytes(wl)
     bucket = ddp_bucket_elems(wl.framework, lay, wl.ddp_bucket_elems)
+    dense_tensors, expert_tensors = param_tensors(model, lay, L_st)
     layer, head = layer_ops(model, wl, lay, act_bytes), head_ops(model, wl, lay, act_bytes)
     return StepGraph(layer=layer,
                      head=(*head, *mtp_ops(model, wl, lay, act_bytes, layer, head)),
@@ -675,9 +702,9 @@ def step_graph(model: Model, wl: Workload, lay: Layout, act_bytes, params_per_gp
                                              expert_params),
                      dp=dp_ops(lay, params_per_gpu - expert_params, gb,
                                gather_bytes_per_param(wl, act_bytes, params_per_gpu - expert_params,
-                                                      embedding_params), bucket),
+                                                      embedding_params), bucket, dense_tensors),
                      expert_dp=expert_dp_ops(lay, expert_params, gb,
                                              gather_bytes_per_param(wl, act_bytes, expert_params, 0.0),
-                                             bucket),
+                                             bucket, expert_tensors),
                      zero3=zero3_ops(wl, lay, params_per_gpu, embedding_params, L_st,
                                      jnp.where(act_bytes > 2, 4.0, 2.0)))

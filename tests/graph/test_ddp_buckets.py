@@ -89,3 +89,47 @@ def test_predict_reads_the_bucket_column_and_names_a_bad_cell():
     assert p.status[0] == "ok" and p.status[1] == "ok"
     assert p.predicted_iter_time_s[1] <= p.predicted_iter_time_s[0]
     assert str(p.status[2]).startswith("invalid") and "ddp_bucket_size" in str(p.status[2])
+
+
+def test_no_bucket_is_smaller_than_a_parameter_tensor():
+    """Megatron-Core never splits a parameter across buckets (``param_and_grad_buffer.py``),
+    so a bucket size below the tensors' (MLPerf v5.0's 405B configs pass 200) gives one
+    call per tensor, not ``params / 200``: the count stops at the buffer's tensors."""
+    assert float(ddp_buckets(6e9, 200.0, tensors=99.0)) == 99.0
+    assert float(ddp_buckets(6e9, 4e8, tensors=99.0)) == 15.0        # above the tensors: ceil
+    _, rs, _ = dp_ops(_lay(16), 6e9, 2.0, 1.0, 200.0, tensors=99.0)
+    assert float(rs.calls) == 99.0
+    assert float(rs.size_bytes * rs.calls) == pytest.approx(2.0 * 6e9)
+
+
+def test_parameter_tensors_follow_megatron_core_layer_spec():
+    """Llama (RMSNorm, no biases): 6 tensors per layer (qkv and fc1 with their fused norm
+    weights, proj, fc2) + embedding, final norm and output layer; GPT-3 (LayerNorm, biases)
+    10; a MoE layer's routed experts 2 per local expert in the expert buffer, twice that
+    with expert biases (gpt-oss)."""
+    from dse.graph.train import param_tensors
+    from dse.spec.model import get_model as catalog_model
+    lay = lambda ep=1: as_float(Layout(tp=8, pp=1, dp=4, cp=1, ep=ep, mbs=1, zero=1))
+    llama = catalog_model("llama3-70b")
+    dense, experts = param_tensors(llama, lay(), 80.0)
+    assert float(dense) == 80 * 6 + 3 and float(experts) == 0.0
+    gpt3 = catalog_model("gpt3-175b")
+    assert float(param_tensors(gpt3, lay(), 96.0)[0]) == 96 * 10 + 3
+    oss = catalog_model("gpt-oss-120b")
+    d, e = param_tensors(oss, lay(ep=4), 36.0)
+    assert float(e) == 36 * 2 * (128 / 4) * 2
+    assert float(d) == 36 * (3 + 2) + 3
+
+
+def test_a_tiny_stated_bucket_is_not_an_absurd_step():
+    """``--ddp-bucket-size 1`` is accepted (a whole number >= 1) and costs one call per
+    tensor: the step stays within a few percent of the framework's own bucket rule."""
+    import pandas as pd
+    from dse.predict import predict_frame
+    row = dict(id=1, model="llama3-70b", gpu="h100-sxm-80gb", num_gpus=64, tp=8, pp=1, dp=8, cp=1,
+               global_batch_size=64, micro_batch_size=1, seq_length=4096, precision="bf16",
+               measured_iter_time_s=3.0)
+    p = predict_frame(pd.DataFrame([row, dict(row, id=2, ddp_bucket_size=1)]), "runs.csv",
+                      intervals=False)
+    assert list(p.status) == ["ok", "ok"]
+    assert p.predicted_iter_time_s[1] == pytest.approx(p.predicted_iter_time_s[0], rel=0.05)
