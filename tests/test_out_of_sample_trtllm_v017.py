@@ -78,9 +78,11 @@ ONLINE = Path(__file__).parent / "data" / "published_trtllm_online_v014.csv"
 def test_trtllm_online_v014_regression_guard():
     """The same document's online table (TensorRT-LLM v0.14 behind Triton, BF16, 500 requests a
     run): Llama 3.1 8B / 70B on H100 and H200 at 2-32 requests/s and all at once, each row scored
-    on output tok/s, mean TTFT and mean ITL.  Today (docs/accuracy.md): row mean 33.8 %; the
-    request-rate rows 24.9 % (467/16 3-7 %; 202/214 27-62 %: the measured request throughput
-    falls below the stated rate with no queue, so the client sent slower than asked), the
+    on output tok/s, mean TTFT and mean ITL.  Today (docs/accuracy.md): row mean 32.5 %; the
+    request-rate rows 23.3 % (467/16 5.4 %, 467/256 21.5 %, 202/214 43.1 %; their throughput
+    8.1 %, 12.8 % before the 500-request run's drain, dse.infer.finite_run.open_loop_run: the
+    measured request throughput falls below the stated rate because the run ends with the
+    last arrival's own end-to-end time; the 202/214 rows' ITL is what stays far off), the
     all-at-once rows 78.5 % (ITL 176 %: the deployment's max batch size is not stated and the
     model admits every request the KV cache holds)."""
     from dse.infer.predict_rows import error_long
@@ -90,5 +92,5 @@ def test_trtllm_online_v014_regression_guard():
     e["ape"] = e["error"].abs()
     rate = e["id"].map(dict(zip(p["id"], p["scenario"]))) == "poisson_rate"
     row = lambda d: d.groupby("id")["ape"].mean().mean()
-    assert row(e) <= 0.36 and row(e[rate]) <= 0.27, (row(e), row(e[rate]))
+    assert row(e) <= 0.34 and row(e[rate]) <= 0.25, (row(e), row(e[rate]))
     assert len(e) == 3 * 72

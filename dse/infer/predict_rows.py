@@ -72,7 +72,8 @@ from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults, served
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
-from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run, saturated_run
+from dse.infer.finite_run import (closed_loop_run, num_prompts, open_loop_run, queued_run,
+                                  saturated_run)
 from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
                                weights_bytes)
@@ -410,8 +411,8 @@ def predict_inference_row(row: dict) -> dict:
         P = num_prompts(row)
         res = (queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
                           max_model_len, stat) if math.isinf(rate)
-               else saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P, rate, O,
-                                  replicas, stat))
+               else open_loop_run(saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P,
+                                                rate, O, replicas, stat), dep, P, rate, S, O, o2))
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
 

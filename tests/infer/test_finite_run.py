@@ -148,3 +148,28 @@ def test_no_drain_for_fixed_lengths_or_one_slot():
     assert drain_factor(1, 40, 1000.0, 0.02, 20.0, uniform_o2(0.8)) == 1.0
     assert drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.5)) < drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.9))
     assert drain_factor(8, 80, 1000.0, float("nan"), 20.0, uniform_o2(0.8)) == 1.0   # no number, no drain
+
+
+def test_open_loop_below_capacity_pays_the_last_request():
+    """P requests at rate lambda arrive over (P - 1) / lambda and the last one then runs
+    its own end-to-end time: throughput P O / ((P - 1)/lambda + tau) < lambda O, tending
+    to lambda O as P grows, never below what a tail of the steady e2e would give (the
+    last request's batch drains, so it is no slower than the steady state's); latencies
+    unchanged; unknown P, an infinite rate or a saturated result keep the steady state."""
+    from dse.infer.finite_run import open_loop_run
+    from dse.infer.serving import poisson
+    rate = 2.0
+    res = poisson(DEP, rate, S, O, 1)
+    assert not res.note and res.tokens_per_s == pytest.approx(rate * O)
+    runs = [open_loop_run(res, DEP, P, rate, S, O) for P in (20, 200, 2000, 200000)]
+    tps = [r.tokens_per_s for r in runs]
+    assert tps == sorted(tps) and tps[-1] < rate * O
+    assert tps[-1] == pytest.approx(rate * O, rel=1e-3)
+    worst = 20 * O / (19 / rate + res.e2e_s)
+    assert tps[0] >= worst and tps[0] < 0.8 * rate * O
+    assert runs[0].ttft_s == res.ttft_s and runs[0].tpot_s == res.tpot_s
+    assert runs[0].tokens_per_s_per_gpu == pytest.approx(runs[0].tokens_per_s / 4)
+    assert open_loop_run(res, DEP, None, rate, S, O) is res
+    assert open_loop_run(res, DEP, 20, math.inf, S, O) is res
+    sat = res._replace(note="saturated: arrival rate above the offline capacity")
+    assert open_loop_run(sat, DEP, 20, rate, S, O) is sat
