@@ -543,13 +543,15 @@ def param_tensors(model: Model, lay: Layout, layers_on_stage):
     and 2 per shared expert in the dense buffer, and ``linear_fc1.weight<i>`` /
     ``linear_fc2.weight<i>`` of each of the ``E / ep`` local experts (``TEGroupedMLP``),
     twice that with expert biases (gpt-oss), in the expert buffer.  A LayerNorm model
-    (``norm = layernorm``, GPT-3 / BLOOM with ``add_bias_linear``) adds each linear's bias
-    and each norm's bias (4 per layer).  The embedding, final norm and output layer add 3."""
+    (``norm = layernorm``, GPT-3 / BLOOM with ``add_bias_linear``) adds the biases of
+    ``linear_qkv`` and ``linear_proj`` and its fused norm's (3), of ``linear_fc1`` and
+    ``linear_fc2`` and theirs (3) in a dense layer, of ``pre_mlp_layernorm`` (1) in a MoE
+    layer.  The embedding, final norm and output layer add 3."""
     n_moe, n_dense = stage_layer_counts(model, layers_on_stage)
     attn = jnp.where(is_mla(model), 7.0, 3.0)
-    biases = 4.0 if model.norm == "layernorm" else 0.0
-    dense = (n_dense * (attn + 3.0 + biases)
-             + n_moe * (attn + 2.0 + 2.0 * model.num_shared_experts + biases) + 3.0)
+    ln = 1.0 if model.norm == "layernorm" else 0.0
+    dense = (n_dense * (attn + 3.0 + 6.0 * ln)
+             + n_moe * (attn + 2.0 + 2.0 * model.num_shared_experts + 4.0 * ln) + 3.0)
     local = model.num_experts / lay.ep
     experts = n_moe * 2.0 * local * jnp.where(model.expert_bias > 0, 2.0, 1.0)
     return dense, experts

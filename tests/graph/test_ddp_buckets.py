@@ -105,8 +105,8 @@ def test_no_bucket_is_smaller_than_a_parameter_tensor():
 def test_parameter_tensors_follow_megatron_core_layer_spec():
     """Llama (RMSNorm, no biases): 6 tensors per layer (qkv and fc1 with their fused norm
     weights, proj, fc2) + embedding, final norm and output layer; GPT-3 (LayerNorm, biases)
-    10; a MoE layer's routed experts 2 per local expert in the expert buffer, twice that
-    with expert biases (gpt-oss)."""
+    12 (four linear biases, two norm biases); a MoE layer's routed experts 2 per local
+    expert in the expert buffer, twice that with expert biases (gpt-oss)."""
     from dse.graph.train import param_tensors
     from dse.spec.model import get_model as catalog_model
     lay = lambda ep=1: as_float(Layout(tp=8, pp=1, dp=4, cp=1, ep=ep, mbs=1, zero=1))
@@ -114,7 +114,7 @@ def test_parameter_tensors_follow_megatron_core_layer_spec():
     dense, experts = param_tensors(llama, lay(), 80.0)
     assert float(dense) == 80 * 6 + 3 and float(experts) == 0.0
     gpt3 = catalog_model("gpt3-175b")
-    assert float(param_tensors(gpt3, lay(), 96.0)[0]) == 96 * 10 + 3
+    assert float(param_tensors(gpt3, lay(), 96.0)[0]) == 96 * 12 + 3
     oss = catalog_model("gpt-oss-120b")
     d, e = param_tensors(oss, lay(ep=4), 36.0)
     assert float(e) == 36 * 2 * (128 / 4) * 2
