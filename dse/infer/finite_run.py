@@ -76,36 +76,18 @@ from __future__ import annotations
 
 import math
 
-from dse.errors import InputError
-from dse.infer.engines import FLAG_MAX, flag_value
-from dse.na_cells import blank_cell
+from dse.infer.engines import flag_value
 from dse.infer.lockstep import pass_tokens, wave_cap, wave_of, wave_prefill
 from dse.infer.serving import Deployment, ServingResult, iteration_s, resident_output, streams
 
 def num_prompts(row) -> int | None:
-    """The run's request count ``P``: the row's ``num_prompts`` column where it is filled,
-    else the ``--num-prompts P`` its ``engine`` / ``notes`` / ``dataset`` state, else None.
-    The column must be a whole number in [1, 2^31 - 1] (a spreadsheet's ``500.0`` is 500);
-    a flag's ``P`` one positive integer (stated twice, the same):
-    :func:`dse.infer.engines.flag_value`, whose value must start with a sign or a digit
-    ("--num-prompts is ..." in prose is not a flag); a column and a flag that disagree
-    describe two runs, an :class:`InputError` naming the column."""
-    stated = flag_value({c: str(row.get(c, "")) for c in ("engine", "notes", "dataset")},
-                        r"num[-_]prompts", "row", value=r"[-+]?\d\S*")
-    cell = row.get("num_prompts")
-    if blank_cell(cell):
-        return stated
-    try:
-        v = float(str(cell).strip())
-    except ValueError:
-        v = math.nan
-    if isinstance(cell, bool) or not (math.isfinite(v) and v == int(v) and 1 <= v <= FLAG_MAX):
-        raise InputError("row", "num_prompts", f"must be a whole number of requests in [1, {FLAG_MAX}] "
-                         f"or blank, but got {str(cell)[:40]!r}")
-    if stated is not None and stated != int(v):
-        raise InputError("row", "num_prompts", f"must agree with the --num-prompts the row's text "
-                         f"states ({stated}), but got {int(v)}")
-    return int(v)
+    """The ``--num-prompts P`` a row's ``engine`` / ``notes`` / ``dataset`` state, or None;
+    ``P`` must be one positive integer (stated twice, the same): :func:`dse.infer.engines.flag_value`,
+    whose value must start with a sign or a digit ("--num-prompts is ..." in prose is not
+    a flag).  A row's ``num_prompts`` column is read beside it by
+    :func:`dse.infer.predict_rows.run_length`."""
+    return flag_value({c: str(row.get(c, "")) for c in ("engine", "notes", "dataset")},
+                      r"num[-_]prompts", "row", value=r"[-+]?\d\S*")
 
 
 def _median(stat: str) -> bool:

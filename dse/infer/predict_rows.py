@@ -68,7 +68,7 @@ from dse.errors import InputError
 from dse.na_cells import blank_cell, na_word_status
 from dse.row_status import has_prediction, is_prediction
 from dse.infer.continuous import engine_rule
-from dse.infer.engines import TGI_NAMES, engine_profile, launch_defaults, served_model
+from dse.infer.engines import FLAG_MAX, TGI_NAMES, engine_profile, launch_defaults, served_model
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
@@ -151,7 +151,8 @@ def scenario_load(row, scen: str) -> tuple[int | None, float | None]:
 
 #: upper bounds of the integer columns (dse.predict's training bounds): GPU counts and
 #: parallel degrees as `dse sweep --gpus`, requests in flight, tokens per request
-MAX_POSINT = {"batch_or_concurrency": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24}
+MAX_POSINT = {"batch_or_concurrency": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24,
+              "num_prompts": FLAG_MAX}
 MAX_DEGREE = 1 << 20
 
 
@@ -163,6 +164,21 @@ def _posint(row, col, default=None):
     if not (math.isfinite(f) and f == int(f) and 0 < f <= top):
         raise InputError("row", col, f"must be a positive integer <= {top}, but got {row.get(col)!r}")
     return int(f)
+
+
+def run_length(row) -> int | None:
+    """The run's request count ``P``: the row's ``num_prompts`` column where it is filled
+    (a positive integer, :func:`_posint`), else the ``--num-prompts`` its text states
+    (:func:`dse.infer.finite_run.num_prompts`), else None; a column and a flag that
+    disagree describe two runs, an :class:`InputError` naming the column."""
+    stated = num_prompts(row)
+    col = _posint(row, "num_prompts")
+    if col is None:
+        return stated
+    if stated is not None and stated != col:
+        raise InputError("row", "num_prompts", f"must agree with the --num-prompts the row's text "
+                         f"states ({stated}), but got {col}")
+    return col
 
 
 def _dataset_key(row):
@@ -395,7 +411,7 @@ def predict_inference_row(row: dict) -> dict:
     elif scen == "offline_throughput":
         if n is not None:          # the row states the running-batch limit it was run with
             dep = dep._replace(engine=replace(eng, max_batch=min(int(eng.max_batch), n)))
-        res = queued_run(offline(dep, S, O, replicas, o2=o2), dep, num_prompts(row), S, O,
+        res = queued_run(offline(dep, S, O, replicas, o2=o2), dep, run_length(row), S, O,
                          replicas, max_model_len, stat)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
@@ -405,10 +421,10 @@ def predict_inference_row(row: dict) -> dict:
             res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
         else:
             res = lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
-        res = closed_loop_run(res, dep, n, num_prompts(row), S, O, replicas, max_model_len, stat,
+        res = closed_loop_run(res, dep, n, run_length(row), S, O, replicas, max_model_len, stat,
                               o2)
     else:
-        P = num_prompts(row)
+        P = run_length(row)
         res = (queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
                           max_model_len, stat) if math.isinf(rate)
                else open_loop_run(saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P,

@@ -179,21 +179,24 @@ def test_open_loop_below_capacity_pays_the_last_request():
                                     (float("nan"), None)])
 def test_num_prompts_column_states_the_run_length(cell, P):
     """A row's ``num_prompts`` column states P directly (blank: the flags, here none)."""
-    assert num_prompts({"engine": "vllm", "notes": "", "num_prompts": cell}) == P
+    from dse.infer.predict_rows import run_length
+    assert run_length({"engine": "vllm", "notes": "", "num_prompts": cell}) == P
 
 
 @pytest.mark.parametrize("cell", ["abc", 0, -3, 2.5, "inf", float("inf"), 2**40, True, "1e3x"])
 def test_bad_num_prompts_column_is_refused(cell):
+    from dse.infer.predict_rows import run_length
     with pytest.raises(InputError) as e:
-        num_prompts({"engine": "", "notes": "", "num_prompts": cell})
+        run_length({"engine": "", "notes": "", "num_prompts": cell})
     assert e.value.field == "num_prompts"
 
 
 def test_num_prompts_column_and_flag_must_agree():
+    from dse.infer.predict_rows import run_length
     row = {"engine": "", "notes": "bench_serving --num-prompts 500", "num_prompts": 500}
-    assert num_prompts(row) == 500
+    assert run_length(row) == 500
     with pytest.raises(InputError) as e:
-        num_prompts(dict(row, num_prompts=400))
+        run_length(dict(row, num_prompts=400))
     assert e.value.field == "num_prompts" and "500" in str(e.value)
 
 
