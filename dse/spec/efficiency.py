@@ -234,9 +234,20 @@ means and where it comes from:
 ``cdna3`` / ``cdna4`` (AMD Instinct MI300X / MI325X and MI355X): NOT FITTED to any
     calibration row (there is no AMD training row in ``../shared/validation/calibration.csv``).
     ``cdna3`` takes published MI300X microbenchmark fractions of the datasheet peaks (the
-    comment at its entry cites them); ``cdna4`` carries ``cdna3``'s values over until
-    MI355X measurements exist.  ``cluster`` = 1: AMD has no thread-block-cluster / TMA
-    multicast, so each CU loads its own A/B panels.
+    comment at its entry cites them).  ``cdna4`` takes its GEMM fractions from MI355X GEMM
+    microbenchmarks, bridged to the model through MI325X, which the same two harnesses
+    measured (``_cdna4_gemm``): MI355X reaches MI325X's bf16 fraction of peak (0.60-0.62
+    against 0.60; HipKittens at 8192^3, mamf-finder), and its fp8 GEMMs 1.06x its own bf16
+    fraction (hipBLASLt 3233 of 5033 TFLOP/s) where CDNA 3's reach 0.90x -- ``gemm`` 0.611,
+    ``gemm_fp8`` 0.649 (cdna3 0.50 / 0.45 at MI300X's power-limited clock; MI355X, another
+    CU, gets no cube-law clock factor, :mod:`dse.spec.power`).  Before, with cdna3's values,
+    the three MLPerf Training v5.1 MI355X Llama-3.1-8B fp8 rows were predicted 12-17 % slow
+    (``tests/data/published_amd_training.csv``, out of sample, not used to choose anything);
+    after, 2-6 % fast.  Everything else (attention, HBM, links, ``gemm_fp4``) carries
+    ``cdna3``'s values: HipKittens' MI355X attention kernels reach ~1100 TFLOP/s forward
+    (GQA causal, 4k; 0.44 of peak against ``attn`` 0.35), not adopted without a CDNA 3 figure
+    from the same harness.  ``cluster`` = 1: AMD has no thread-block-cluster / TMA multicast,
+    so each CU loads its own A/B panels.
 """
 
 from __future__ import annotations
@@ -384,6 +395,42 @@ GENERATIONS["ada"] = GENERATIONS["ampere"]
 # fractions with 128x128 tiles and the block-scaled fp4 ratio (module docstring ``rtx_blackwell``)
 GENERATIONS["rtx_blackwell"] = replace(GENERATIONS["ampere"], tile_m=128, tile_n=128,
                                        gemm_fp4=GENERATIONS["ampere"].gemm_fp8 * FP4_OVER_FP8)
-# AMD CDNA 4 (MI355X): UNFITTED, carried over from cdna3 (the measured MI300X fractions
-# above) until MI355X measurements exist
-GENERATIONS["cdna4"] = GENERATIONS["cdna3"]
+# AMD CDNA 4 (MI355X): gemm and gemm_fp8 from GEMM microbenchmarks, NOT FITTED to any row
+# (module docstring ``cdna3`` / ``cdna4``); everything else carried over from cdna3.
+#: bf16 GEMM TFLOP/s of MI325X and MI355X measured in one harness each: HipKittens
+#: (HazyResearch/HipKittens @ f09e9685, analysis/bf16_gemm/{mi325x,mi350x}/*.json,
+#: ``tflops_pytorch`` at M = N = K = 8192, 500 warmups / 100 repeats, Oct-Nov 2025) and
+#: stas00/ml-engineering's mamf-finder table (compute/accelerator/README.md @ d3439bd: MI325X
+#: 784.9 at 13312x10240x8192, MI355X 1565.0 at 12288x8192x8192, ROCm 7.0.2)
+CDNA_BF16_GEMM_TFLOPS = {"hipkittens": (785.30, 1521.25), "mamf-finder": (784.9, 1565.0)}
+#: MI355X fp8 (e4m3 in, bf16 out) hipBLASLt and bf16 torch.matmul (hipBLASLt on gfx950) TFLOP/s
+#: at 8192^3 in HipKittens' harness (analysis/fp8_gemm/mi350x/mi355x_fp8_gemm.json
+#: ``tflops_hipblaslt``; the bf16 figure above)
+MI355X_FP8_BF16_GEMM_TFLOPS = (3233.19, 1521.25)
+#: datasheet dense peaks (catalog ``mi325x`` / ``mi355x``): bf16 MI325X, bf16 / fp8 MI355X
+MI325X_BF16_PEAK, MI355X_BF16_PEAK, MI355X_FP8_PEAK = 1307.4, 2516.6, 5033.2
+
+
+def _cdna4_gemm() -> tuple[float, float]:
+    """``(gemm, gemm_fp8)`` of CDNA 4 from :data:`CDNA_BF16_GEMM_TFLOPS` and
+    :data:`MI355X_FP8_BF16_GEMM_TFLOPS`, each step a ratio measured within one harness:
+
+    * MI355X's bf16 fraction of peak over MI325X's, mean of the two harnesses (1.006, 1.036);
+    * times what the model prices MI325X at: ``cdna3`` ``gemm`` x MI325X's power-limited
+      clock (:func:`dse.spec.power.power_clock`, 1000 W on the cdna3 reference's CU: 1.197,
+      0.598 of peak -- HipKittens and mamf-finder measure 0.601 / 0.600 on it);
+    * ``gemm_fp8`` = that x MI355X's fp8 fraction over its bf16 fraction (1.062).  The same
+      construction on CDNA 3 reproduces its constants' own ratio: AMD's MAF table (ROCm
+      blogs, "Measuring Max-Achievable FLOPs - Part 2") has MI300X fp8 0.487 / bf16 0.542 of
+      peak = 0.90, and ``cdna3`` is 0.45 / 0.50 = 0.90."""
+    from dse.spec.power import power_clock
+    ratios = [(n / MI355X_BF16_PEAK) / (o / MI325X_BF16_PEAK) for o, n in CDNA_BF16_GEMM_TFLOPS.values()]
+    mi325x = GENERATIONS["cdna3"].gemm * power_clock("cdna3", 1000.0, 304.0, 2.1e9)
+    gemm = mi325x * sum(ratios) / len(ratios)
+    fp8, bf16 = MI355X_FP8_BF16_GEMM_TFLOPS
+    return gemm, gemm * (fp8 / MI355X_FP8_PEAK) / (bf16 / MI355X_BF16_PEAK)
+
+
+# gemm_fp4 stays cdna3's gemm_fp8 (no MI355X MXFP4 GEMM measurement found)
+GENERATIONS["cdna4"] = replace(GENERATIONS["cdna3"], **dict(zip(("gemm", "gemm_fp8"), _cdna4_gemm())),
+                               gemm_fp4=GENERATIONS["cdna3"].gemm_fp8)
