@@ -36,6 +36,17 @@ means and where it comes from:
     (tests/test_out_of_sample_gemm.py, docs/accuracy.md).  (The mamf-finder table: MI300X
     bf16 781.9 of 1300 = 60.1 % on ROCm 6.2, AMD's own MAF 708 of 1307 = 54 %, ``cdna3`` below.)
     GB200's sustained clock below its 2.06 GHz quoted clock is :mod:`dse.spec.power`'s.
+    **B200's SM (B200, GB200) since 2026-12-07: Hopper's values x a measured ratio.** The
+    mamf-finder maxima above are each GPU's best shape; a shape-for-shape sweep in one
+    harness says otherwise: NVIDIA AIConfigurator's measured GEMM database (TensorRT-LLM
+    1.3.0rc20 ``Linear`` under CUDA graphs, the same release on H100, H200, B200 and GB200;
+    tests/data/aic_gemm_kernels.csv) puts B200's fraction of peak at 0.8745 (bf16) / 0.8943
+    (fp8) of H100's, the median over its 27 shapes with every dimension >= 4096
+    (:data:`B200_OVER_H100_GEMM`; 0.84 / 0.81 over all 125 shapes >= 1024).  The same sweep
+    gives H200 / H100 1.00 / 1.02 and B200 nvfp4 / fp8 0.756 (``FP4_OVER_FP8`` 0.763): it
+    agrees with the constants it does not move.  The catalog's B200 and GB200 entries carry
+    :func:`b200_sm_gemm` (0.5947 / 0.5366 / 0.4095); B300 / GB300, Blackwell Ultra's SM,
+    keep Hopper's, which Transformer Engine's B300 profiling above prices within 2.4 %.
 ``gemm_fp8``
     The same for FP8 GEMMs (Transformer Engine, E4M3 forward / E5M2 gradients):
     Hopper 0.60 (~1190 of 1979 TFLOP/s, i.e. 1.85x the bf16 rate), same scan.
@@ -388,6 +399,24 @@ GENERATIONS: dict[str, GenerationEfficiency] = {
 GENERATIONS["blackwell"] = replace(GENERATIONS["hopper"], fp8_transpose=0.0,
                                    gemm_fp4=GENERATIONS["hopper"].gemm_fp8 * FP4_OVER_FP8,
                                    dram_latency_s=860 / 1.965e9)   # measured (docstring)
+#: B200's fraction of its dense peak over H100 SXM's, the median over the 27 shapes with
+#: every dimension >= 4096 of NVIDIA AIConfigurator's measured GEMM database, one harness and
+#: one software release on both GPUs (TensorRT-LLM 1.3.0rc20 ``Linear``, CUDA graphs; subset in
+#: tests/data/aic_gemm_kernels.csv, provenance in its .md): bf16, fp8 (per-tensor).  Its
+#: H200 / H100 ratio is 1.00 / 1.02, as the model has it, and its B200 nvfp4 / fp8 ratio 0.756
+#: is :data:`FP4_OVER_FP8`'s 0.763: the harness agrees with the constants it does not move.
+B200_OVER_H100_GEMM = {"bf16": 0.8745, "fp8": 0.8943}
+
+
+def b200_sm_gemm() -> tuple[float, float, float]:
+    """``(eff_gemm, eff_gemm_fp8, eff_gemm_fp4)`` of the SKUs on B200's SM (B200, GB200:
+    catalog entries; B300 / GB300 are another SM, :mod:`dse.spec.power`): Hopper's fitted
+    fractions x :data:`B200_OVER_H100_GEMM`, fp4 at :data:`FP4_OVER_FP8` of the fp8 one."""
+    h = GENERATIONS["hopper"]
+    fp8 = h.gemm_fp8 * B200_OVER_H100_GEMM["fp8"]
+    return h.gemm * B200_OVER_H100_GEMM["bf16"], fp8, fp8 * FP4_OVER_FP8
+
+
 # Ada (sm89: L4, L40S): NOT FITTED (no Ada row in the calibration files), Ampere's fractions
 # carried over (module docstring ``ada``): the same mma.sync tensor-core path, no TMA multicast
 GENERATIONS["ada"] = GENERATIONS["ampere"]

@@ -119,7 +119,10 @@ factor other than 1, so none is applied.  (Whole-GEMM fractions, which also hold
 maturity, differ more: bf16 8192^3 torch.matmul reaches 1.42 of 2.25 PF = 0.631 on B200,
 pytorch/ao PR #2427, 2025-06, against 797.5 of 989 = 0.806 on H100 SXM,
 zzc0721/torch-performance-test-data issue #79 -- that is a ``gemm`` efficiency question,
-:mod:`dse.spec.efficiency`, not a clock one.)
+:mod:`dse.spec.efficiency`, not a clock one.)  A shape-for-shape sweep in one harness
+answers it for B200's SM: 0.87 / 0.89 of H100's fraction (bf16 / fp8), which the catalog's
+B200 and GB200 entries now carry (:func:`dse.spec.efficiency.b200_sm_gemm`); it holds the
+sustained-clock part and the kernels' together, and GB200's cube-law clock stays on top.
 
 Units: watts, hertz.
 """
