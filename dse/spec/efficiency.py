@@ -265,6 +265,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dse.spec.power import power_clock
+
 
 @dataclass(frozen=True)
 class GenerationEfficiency:
@@ -452,7 +454,6 @@ def _cdna4_gemm() -> tuple[float, float]:
       construction on CDNA 3 reproduces its constants' own ratio: AMD's MAF table (ROCm
       blogs, "Measuring Max-Achievable FLOPs - Part 2") has MI300X fp8 0.487 / bf16 0.542 of
       peak = 0.90, and ``cdna3`` is 0.45 / 0.50 = 0.90."""
-    from dse.spec.power import power_clock
     ratios = [(n / MI355X_BF16_PEAK) / (o / MI325X_BF16_PEAK) for o, n in CDNA_BF16_GEMM_TFLOPS.values()]
     mi325x = GENERATIONS["cdna3"].gemm * power_clock("cdna3", 1000.0, 304.0, 2.1e9)
     gemm = mi325x * sum(ratios) / len(ratios)
