@@ -52,3 +52,16 @@ def throughput_errors(csv):
     p = predict_frame(read_csv(str(csv)), csv.name)
     p["err"] = p["predicted_output_tok_s"] / p["measured_output_tok_s"] - 1.0
     return p
+
+
+def training_gemm_s(hardware, precision: str, m, n, k, name: str = "g") -> float:
+    """Seconds of one ``m x n x k`` training GEMM on ``hardware`` (a catalog name or a
+    Hardware) at ``precision`` (``bf16``: the 16-bit rate, else the linear layers'), priced
+    by the training cost path (:class:`dse.graph.ops.Gemm` through :func:`dse.graph.ops.time_s`)."""
+    from dse.cost.rates import rates
+    from dse.graph.ops import Gemm, time_s
+    from dse.spec.layout import PRECISION
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    rate = "16" if precision == "bf16" else "linear"
+    return float(time_s(Gemm(float(m), float(n), float(k), 1.0, name=name, rate=rate), hw,
+                        rates(hw, PRECISION[precision])))

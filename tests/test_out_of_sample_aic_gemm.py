@@ -23,11 +23,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dse.cost.rates import rates
-from dse.graph.ops import Gemm, time_s
 from dse.spec.efficiency import B200_OVER_H100_GEMM, FP4_OVER_FP8, b200_sm_gemm
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION
+from tests.helpers import training_gemm_s
 
 CSV = Path(__file__).parent / "data" / "aic_gemm_kernels.csv"
 PEAK = {"bf16": "peak_bf16_flops_per_s", "fp8": "peak_fp8_flops_per_s", "nvfp4": "peak_fp4_flops_per_s"}
@@ -82,11 +80,8 @@ def test_catalog_b200_sm_carries_the_derivation():
 def model_over_measured(data, gpu, dtype) -> float:
     """Median over the big shapes of the model's GEMM time over the measured latency."""
     hw = get_hardware(gpu)
-    r = rates(hw, PRECISION[dtype])
-    rate = "16" if dtype == "bf16" else "linear"
     s = data[(data["gpu"] == gpu) & (data["dtype"] == dtype) & data["big"]]
-    model = [float(time_s(Gemm(float(m), float(n), float(k), 1.0, name="g", rate=rate), hw, r))
-             for m, n, k in zip(s["m"], s["n"], s["k"])]
+    model = [training_gemm_s(hw, dtype, m, n, k) for m, n, k in zip(s["m"], s["n"], s["k"])]
     return float(np.median(np.array(model) * 1e3 / s["latency_ms"].to_numpy()))
 
 

@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import pytest
 
-from dse.cost.rates import rates
-from dse.graph.ops import Gemm, time_s
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION
+from tests.helpers import training_gemm_s
 
 M_TOKENS = 31 * 512
 HIDDEN, FFN = 4096, 16384
@@ -74,11 +72,7 @@ def model_pass_ms(hardware: str, precision: str, kind: str) -> float:
     """The model's time of one pass's four GEMMs, ms: each a training :class:`Gemm` on the
     linear rate of ``precision`` (16-bit: the 16-bit rate), summed (one stream)."""
     hw = get_hardware(hardware)
-    code = PRECISION[precision]
-    r = rates(hw, code)
-    rate = "16" if precision == "bf16" else "linear"
-    return 1e3 * sum(float(time_s(Gemm(m, n, k, 1.0, name=kind, rate=rate), hw, r))
-                     for m, n, k in pass_shapes(kind))
+    return 1e3 * sum(training_gemm_s(hw, precision, m, n, k, name=kind) for m, n, k in pass_shapes(kind))
 
 
 @pytest.mark.parametrize("key", sorted(PUBLISHED_MS))

@@ -10,23 +10,18 @@ import dataclasses
 
 import pytest
 
-from dse.cost.rates import rates
-from dse.graph.ops import Gemm, time_s
-from dse.spec.efficiency import (CDNA_BF16_GEMM_TFLOPS, GENERATIONS, MI355X_FP8_BF16_GEMM_TFLOPS,
-                                 MI355X_FP8_PEAK, MI355X_BF16_PEAK)
+from dse.spec.efficiency import (CDNA_BF16_GEMM_TFLOPS, GENERATIONS, MI325X_BF16_PEAK,
+                                 MI355X_FP8_BF16_GEMM_TFLOPS, MI355X_FP8_PEAK, MI355X_BF16_PEAK)
 from dse.spec.hardware import get_hardware
-from dse.spec.layout import PRECISION
+from dse.spec.power import power_clock
+from tests.helpers import training_gemm_s
 
 SIDE = 8192.0
 
 
 def gemm_tflops(hardware: str, precision: str) -> float:
     """The model's TFLOP/s of one SIDE^3 training GEMM on ``hardware``."""
-    hw = get_hardware(hardware)
-    r = rates(hw, PRECISION[precision])
-    rate = "16" if precision == "bf16" else "linear"
-    t = float(time_s(Gemm(SIDE, SIDE, SIDE, 1.0, name="g", rate=rate), hw, r))
-    return 2.0 * SIDE ** 3 / t / 1e12
+    return 2.0 * SIDE ** 3 / training_gemm_s(hardware, precision, SIDE, SIDE, SIDE) / 1e12
 
 
 @pytest.mark.parametrize("harness", sorted(CDNA_BF16_GEMM_TFLOPS))
@@ -61,3 +56,13 @@ def test_only_the_gemm_constants_differ_from_cdna3():
     c4, c3 = dataclasses.asdict(GENERATIONS["cdna4"]), dataclasses.asdict(GENERATIONS["cdna3"])
     assert {k for k in c4 if c4[k] != c3[k]} == {"gemm", "gemm_fp8"}
     assert c4["gemm_fp4"] == c3["gemm_fp8"]
+
+
+def test_the_derivations_literals_are_the_catalogs():
+    """``_cdna4_gemm`` cannot read the catalog (the catalog loader imports it): the peaks and
+    MI325X's power, CUs and clock it types are the catalog entries'."""
+    mi325x, mi355x = get_hardware("mi325x"), get_hardware("mi355x")
+    assert mi325x.peak_bf16_flops_per_s / 1e12 == pytest.approx(MI325X_BF16_PEAK)
+    assert mi355x.peak_bf16_flops_per_s / 1e12 == pytest.approx(MI355X_BF16_PEAK)
+    assert mi355x.peak_fp8_flops_per_s / 1e12 == pytest.approx(MI355X_FP8_PEAK)
+    assert mi325x.power_clock == pytest.approx(power_clock("cdna3", 1000.0, 304.0, 2.1e9))
