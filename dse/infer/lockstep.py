@@ -133,6 +133,65 @@ def lockstep_concurrency(dep: Deployment, n: float, S: float, O: float, replicas
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, note)
 
 
+def _staggered_wave(dep: Deployment, N: float, S: float, O: float,
+                    max_model_len: float | None):
+    """``(W, K, c, t_mix, t_dec)`` of a wave of ``N`` requests on an engine that mixes
+    prompts into decode iterations (:func:`staggered_concurrency`): the wave ``W`` under
+    its cap (staggered cohorts hold ``S + O/2`` on average: only an engine that reserves
+    the final footprint at admission, ``reserve_final_kv``, is capped at ``S + O``), its
+    ``K`` prompt passes, a prompt's ``c`` passes, the mixed iteration ``t_mix`` (a pass's
+    prompt tokens beside ``W - k`` decoding sequences) and the decode iteration ``t_dec``
+    (``W`` sequences at context ``S + O/2``); None when no sequence fits."""
+    cap = wave_cap(dep, S, O)
+    if cap < 1:
+        return None
+    W = wave_of(N, cap)
+    budget = pass_tokens(dep, S, max_model_len)
+    per_pass = min(budget, W * S)
+    if not dep.engine.chunked_prefill:
+        per_pass = max(math.floor(per_pass / S), 1) * S
+    K = math.ceil(W * S / per_pass - 1e-9)              # passes per wave
+    c = math.ceil(S / per_pass - 1e-9)                  # passes per prompt
+    ctx = S + O / 2.0
+    k = per_pass / S                                    # prompts per pass
+    t_mix = iteration_s(dep, max(W - k, 0.0), ctx, prompt_tokens=per_pass, prompt_len=S)
+    t_dec = iteration_s(dep, W, ctx) if O > 1 else 0.0
+    return W, K, c, t_mix, t_dec
+
+
+def staggered_one_wave(dep: Deployment, n: float, S: float, O: float, replicas: int,
+                       max_model_len: float | None = None) -> ServingResult:
+    """``n`` requests sent together and nothing after (a finite all-queued run no larger
+    than the running batch) on an engine that mixes prompts into decode iterations: the
+    wave's prompts run in ``K`` passes (:func:`_staggered_wave`, ``c`` passes per prompt),
+    a prompt whose last token lands in pass ``j`` gets its first token at the end of it
+    (``j`` from ``c`` to ``K``, mean ``(K + c) / 2``), decodes through the ``K - j``
+    passes after it at ``t_mix`` and its other ``O - 1 - (K - j)`` tokens at ``t_dec`` --
+    unlike the cycle of :func:`staggered_concurrency`, no later cohort's pass interrupts
+    it (nothing is sent later).  Averaged over the wave, with ``m = (K - c) / 2`` the mean
+    later passes (capped at ``O - 1``: a request's tokens are at most all mixed)::
+
+      TTFT = (K + c) / 2 t_mix,   TPOT = (m t_mix + (O - 1 - m) t_dec) / (O - 1),
+      run = K t_mix + (O - 1) t_dec,   tokens/s = W O / run,
+
+    the run ending with the last pass's prompts.  ``n`` above the wave cap: :func:`staggered_concurrency`'s
+    queue."""
+    gpus = gpus_per_replica(dep) * replicas
+    units = streams(dep, replicas)
+    N = n / units
+    w = _staggered_wave(dep, N, S, O, max_model_len)
+    if w is None or N > w[0]:
+        return staggered_concurrency(dep, n, S, O, replicas, max_model_len)
+    W, K, c, t_mix, t_dec = w
+    seen = min((K - c) / 2.0, max(O - 1.0, 0.0))        # mean later passes a cohort decodes through
+    ttft = (K + c) / 2.0 * t_mix
+    tpot = (seen * t_mix + (O - 1.0 - seen) * t_dec) / (O - 1.0) if O > 1 else 0.0
+    e2e = ttft + (O - 1.0) * tpot
+    run = K * t_mix + (O - 1.0) * t_dec
+    tps = W * O / run * units
+    return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, "")
+
+
 def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replicas: int,
                           max_model_len: float | None = None) -> ServingResult:
     """Closed loop of ``n`` requests with fixed lengths on an engine that mixes prompts
@@ -178,23 +237,11 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     gpus = gpus_per_replica(dep) * replicas
     units = streams(dep, replicas)
     N = n / units
-    # staggered cohorts hold S + O/2 on average: only an engine that reserves the final
-    # footprint at admission (reserve_final_kv) is capped at S + O
-    cap = wave_cap(dep, S, O)
-    if cap < 1:
+    w = _staggered_wave(dep, N, S, O, max_model_len)
+    if w is None:
         return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
                              "infeasible: the weights leave no KV cache for one sequence")
-    W = wave_of(N, cap)
-    budget = pass_tokens(dep, S, max_model_len)
-    per_pass = min(budget, W * S)
-    if not dep.engine.chunked_prefill:
-        per_pass = max(math.floor(per_pass / S), 1) * S
-    K = math.ceil(W * S / per_pass - 1e-9)              # passes per wave
-    c = math.ceil(S / per_pass - 1e-9)                  # passes per prompt
-    ctx = S + O / 2.0
-    k = per_pass / S                                    # prompts per pass
-    t_mix = iteration_s(dep, max(W - k, 0.0), ctx, prompt_tokens=per_pass, prompt_len=S)
-    t_dec = iteration_s(dep, W, ctx) if O > 1 else 0.0
+    W, K, c, t_mix, t_dec = w
     life = c + O - 1.0
     K_eff = min(float(K), life)
     t_cycle = K_eff * t_mix + (life - K_eff) * t_dec

@@ -74,8 +74,9 @@ from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_tex
 from dse.infer.launch_layout import stated_layout
 from dse.infer.finite_run import (closed_loop_run, num_prompts, open_loop_run, queued_run,
                                   saturated_run)
-from dse.infer.lockstep import lockstep_concurrency, staggered_concurrency
-from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson,
+from dse.infer.lockstep import (lockstep_concurrency, staggered_concurrency, staggered_one_wave,
+                                wave_cap)
+from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson, streams,
                                weights_bytes)
 from dse.spec.hardware import flop_per_sm_clk, get_hardware, missing_tensor_cores, sustained_clock
 from dse.spec.layout import SERVING_PRECISION
@@ -408,29 +409,56 @@ def predict_inference_row(row: dict) -> dict:
         res = fixed_batch(dep, 1.0, S, O, replicas)
     elif scen == "fixed_batch":
         res = fixed_batch(dep, n, S, O, replicas)
-    elif scen == "offline_throughput":
+    elif scen == "offline_throughput" or (scen == "poisson_rate" and math.isinf(rate)):
         if n is not None:          # the row states the running-batch limit it was run with
             dep = dep._replace(engine=replace(eng, max_batch=min(int(eng.max_batch), n)))
-        res = queued_run(offline(dep, S, O, replicas, o2=o2), dep, run_length(row), S, O,
-                         replicas, max_model_len, stat)
+        res = all_queued(dep, run_length(row), S, O, replicas, max_model_len, stat, o2,
+                         fixed_lengths)
         chosen["chosen_batch"] = res.batch
     elif scen == "concurrency":
-        if not fixed_lengths:
-            res = concurrency(dep, n, S, O, replicas, spread=True, o2=o2)
-        elif eng.mixed_batches:
-            res = staggered_concurrency(dep, n, S, O, replicas, max_model_len)
-        else:
-            res = lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
-        res = closed_loop_run(res, dep, n, run_length(row), S, O, replicas, max_model_len, stat,
-                              o2)
+        res = closed_loop_run(_closed_loop(dep, n, S, O, replicas, max_model_len, o2,
+                                           fixed_lengths),
+                              dep, n, run_length(row), S, O, replicas, max_model_len, stat, o2)
     else:
         P = run_length(row)
-        res = (queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
-                          max_model_len, stat) if math.isinf(rate)
-               else open_loop_run(saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P,
-                                                rate, O, replicas, stat), dep, P, rate, S, O, o2))
+        res = open_loop_run(saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P,
+                                          rate, O, replicas, stat), dep, P, rate, S, O, o2)
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
+
+
+def _closed_loop(dep, n, S, O, replicas, max_model_len, o2, fixed_lengths, one_wave=False):
+    """``n`` requests in flight: lockstep waves with fixed lengths
+    (:func:`dse.infer.lockstep.lockstep_concurrency`, or staggered cohorts on an engine
+    that mixes prompts into decode iterations: their cycle, or with ``one_wave`` the
+    single wave of a run that sends nothing more,
+    :func:`dse.infer.lockstep.staggered_one_wave`), else the steady state of
+    dataset-driven lengths (:func:`dse.infer.serving.concurrency`)."""
+    if not fixed_lengths:
+        return concurrency(dep, n, S, O, replicas, spread=True, o2=o2)
+    if dep.engine.mixed_batches:
+        wave = staggered_one_wave if one_wave else staggered_concurrency
+        return wave(dep, n, S, O, replicas, max_model_len)
+    return lockstep_concurrency(dep, n, S, O, replicas, max_model_len)
+
+
+def all_queued(dep, P, S, O, replicas, max_model_len, stat, o2, fixed_lengths):
+    """Every request queued at once (``offline_throughput``, or ``poisson_rate`` at an
+    infinite rate) over a run of ``P`` requests: the steady state of a full queue with the
+    finite run's start-up burst and queue wait (:func:`dse.infer.finite_run.queued_run`) --
+    unless the run sends fewer requests than that steady state runs at once (``P`` below
+    its running batch on each stream).  Then no request ever waits and none arrives
+    later: the run is one wave of ``P`` requests admitted together, which is a closed
+    loop of ``P`` in flight that sends nothing more (:func:`_closed_loop` with ``n = P``
+    and its start-up burst, :func:`dse.infer.finite_run.closed_loop_run`); its running
+    batch is ``P``, not the larger batch a full queue would sustain (TensorRT-LLM v0.14's
+    500-request tables: about 175-350 in flight by Little's law, where the KV cache holds
+    600-2000)."""
+    if P is None or not fixed_lengths or P / streams(dep, replicas) > wave_cap(dep, S, O):
+        return queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
+                          max_model_len, stat)
+    one = _closed_loop(dep, float(P), S, O, replicas, max_model_len, o2, fixed_lengths, True)
+    return closed_loop_run(one, dep, float(P), P, S, O, replicas, max_model_len, stat, o2)
 
 
 def _layout_violation(model, tp: int, pp: int, ep: int, dp: int) -> str:

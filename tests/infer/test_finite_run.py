@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from dse.errors import InputError
-from dse.infer.engines import engine_profile
+from dse.infer.engines import PROFILES, engine_profile
 from dse.infer.finite_run import closed_loop_run, drain_factor, num_prompts, queued_run
-from dse.infer.lockstep import pass_tokens, wave_prefill
-from dse.infer.predict_rows import uniform_o2
+from dse.infer.lockstep import (lockstep_concurrency, pass_tokens, staggered_one_wave, wave_cap,
+                                wave_prefill)
+from dse.infer.predict_rows import all_queued, uniform_o2
 from dse.infer.serving import Deployment, concurrency, offline
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model
@@ -88,6 +89,32 @@ def test_queued_run_waits_for_slots():
     med = queued_run(res, DEP, P, S, O, 1, None, "median")
     assert med.ttft_s == pytest.approx(res.ttft_s + (P / 2 - B) / r)
     assert math.isclose(queued_run(res, DEP, None, S, O, 1, None, "mean").ttft_s, res.ttft_s)
+
+
+def test_a_run_smaller_than_the_running_batch_is_one_wave():
+    """P requests queued at once with P below what the KV cache and the engine admit: all of
+    them run together and nothing follows, so the running batch is P (not the larger batch
+    a full queue sustains) and the run is the one wave of P (lockstep on a prefill-first
+    engine, staggered cohorts with no later ones on an in-flight batching engine); P above
+    the wave cap is the queued steady state."""
+    P = 100
+    v0 = DEP._replace(engine=PROFILES["vllm"])
+    assert P < wave_cap(v0, S, O) and not v0.engine.mixed_batches
+    run = all_queued(v0, P, S, O, 1, None, "mean", 1.0, True)
+    assert run.batch == P
+    assert run == closed_loop_run(lockstep_concurrency(v0, P, S, O, 1), v0, P, P, S, O, 1,
+                                  None, "mean")
+    assert run.tokens_per_s < offline(v0, S, O, 1).tokens_per_s            # a smaller batch
+    trt = DEP._replace(engine=engine_profile("trtllm")[0])
+    one = all_queued(trt, P, S, O, 1, None, "mean", 1.0, True)
+    assert one.batch == P and one.tpot_s == staggered_one_wave(trt, P, S, O, 1).tpot_s
+    big = int(4 * wave_cap(DEP, S, O))
+    assert all_queued(DEP, big, S, O, 1, None, "mean", 1.0, True) == queued_run(
+        offline(DEP, S, O, 1), DEP, big, S, O, 1, None, "mean")
+    # lengths drawn from a dataset, or the run length unknown: the queued steady state
+    assert all_queued(DEP, P, S, O, 1, None, "mean", 1.2, False) == queued_run(
+        offline(DEP, S, O, 1, o2=1.2), DEP, P, S, O, 1, None, "mean")
+    assert all_queued(DEP, None, S, O, 1, None, "mean", 1.0, True) == offline(DEP, S, O, 1)
 
 
 def test_open_loop_past_capacity_queues_the_run():

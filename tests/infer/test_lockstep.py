@@ -10,7 +10,7 @@ import pytest
 
 from dse.infer.engines import PROFILES, engine_profile
 from dse.infer.lockstep import (lockstep_concurrency, pass_tokens, staggered_concurrency,
-                                wave_prefill)
+                                staggered_one_wave, wave_cap, wave_prefill)
 from dse.infer.predict_rows import launch_settings, predict_inference_frame
 from dse.infer.serving import Deployment, iteration_s, kv_slots, prefill_s
 from dse.spec.hardware import get_hardware
@@ -137,6 +137,35 @@ def test_staggered_load_saturates_and_queues_above_the_kv_cap():
     assert all(b >= a * 0.999 for a, b in zip(tps, tps[1:]))
     assert tps[-1] == pytest.approx(tps[-2], rel=0.02) and res[-1].note.startswith("queued")
     assert res[-1].ttft_s > 1.5 * res[-2].ttft_s                          # queue wait grows
+
+
+def test_one_wave_of_in_flight_batching_has_no_later_cohorts():
+    """25 whole 5000-token prompts sent together and nothing after, one per 8192-token pass:
+    the prompt of pass j gets its first token at its end (mean (K + 1)/2 passes) and decodes
+    through the K - j passes after it (mean (K - 1)/2), the run ends with the last pass's
+    prompt after K t_mix + (O - 1) t_dec.  Against the closed loop's cycle that resubmits:
+    no later cohort interrupts (a shorter TPOT), but every prompt waits in the burst (a
+    longer TTFT)."""
+    d = dep("trtllm")
+    S, O, K = 5000.0, 500.0, 25
+    one = staggered_one_wave(d, K, S, O, 1)
+    t_mix = iteration_s(d, 24.0, S + O / 2, prompt_tokens=S, prompt_len=S)
+    t_dec = iteration_s(d, 25.0, S + O / 2)
+    assert one.ttft_s == pytest.approx((K + 1) / 2 * t_mix)
+    m = (K - 1) / 2
+    assert one.tpot_s == pytest.approx((m * t_mix + (O - 1 - m) * t_dec) / (O - 1))
+    assert one.e2e_s == pytest.approx(one.ttft_s + (O - 1) * one.tpot_s)
+    assert one.tokens_per_s == pytest.approx(K * O / (K * t_mix + (O - 1) * t_dec))
+    assert one.batch == K and one.note == ""
+    cyc = staggered_concurrency(d, K, S, O, 1)
+    assert one.tpot_s < cyc.tpot_s and one.ttft_s > cyc.ttft_s
+
+
+def test_one_wave_above_the_cap_is_the_queued_cycle():
+    d = dep("trtllm")
+    S, O = 2000.0, 200.0
+    n = 4 * wave_cap(d, S, O)
+    assert staggered_one_wave(d, n, S, O, 1) == staggered_concurrency(d, n, S, O, 1)
 
 
 def test_fixed_length_concurrency_rows_pick_the_engine_schedule():
