@@ -145,16 +145,18 @@ def test_bridge_catalog_models_runs():
 def test_bridge_nvfp4_training_runs():
     """NVFP4 pre-training (Megatron-Bridge 26.02-26.06, Llama 3 70B / 3.1 405B on GB200 and
     GB300; tests/data/published_bridge_nvfp4.csv + .md): the linears at the fp4 rate with
-    the fp4 GEMM ceiling ratio, nothing fitted.  A regression guard: 10.9 % today (+9.9 %
-    bias, since B200 / GB200's GEMM fractions follow a shape-for-shape kernel sweep against
-    H100, dse.spec.efficiency.b200_sm_gemm: the GB200 rows went from 0-9 % fast to 3-21 %
-    slow; 9.1 % / +6.2 % before; 7.4 % / +4.4 % before GB300's ``gemm_fp4`` followed its 1.5x wider 4-bit datapath,
+    the fp4 GEMM ceiling ratio, nothing fitted.  A regression guard: 7.7 % today (+6.2 %
+    bias) since the sequence-parallel all-gathers move NVFP4 data
+    (dse.graph.train.sp_gather_bytes); 10.9 % / +9.9 % before that, since B200 / GB200's GEMM
+    fractions follow a shape-for-shape kernel sweep against H100,
+    dse.spec.efficiency.b200_sm_gemm (the GB200 rows went from 0-9 % fast to 3-21 % slow);
+    9.1 % / +6.2 % before; 7.4 % / +4.4 % before GB300's ``gemm_fp4`` followed its 1.5x wider 4-bit datapath,
     dse.spec.efficiency.fp4_efficiency, which Transformer Engine's published B300 NVFP4
     GEMM times support -- tests/test_out_of_sample_gemm.py: these rows' excess time is not in
     their GEMMs); the same rows priced as fp8 are 45 % slow."""
     p = _predict("published_bridge_nvfp4.csv")
     assert (p["status"] == "ok").all(), p.loc[p["status"] != "ok", ["id", "status"]].to_string()
-    assert p["ape"].mean() <= 0.12, p[["id", "ape"]].round(3).to_string()
+    assert p["ape"].mean() <= 0.09, p[["id", "ape"]].round(3).to_string()
 
 
 @pytest.mark.validation

@@ -216,6 +216,9 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
                    *unfused_rope_ops(model, T * (a + g) * d / t * el)]
 
     act = T * h * el
+    # Transformer Engine quantizes a sequence-parallel all-gather's input before it
+    # gathers under an fp8 / MXFP8 / NVFP4 recipe (:func:`sp_gather_bytes`)
+    gathered = sp_gather_bytes(wl.precision, T * h, el)
     sp = lay.sp > 0
     tp_on = jnp.where(t > 1, 1.0, 0.0)
     # SP collectives per pass: attention's and the MLP's; a MoE layer's routed experts take
@@ -227,7 +230,7 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     for phase in ("fwd", "bwd"):
         comm += [Collective(act, t, 1.0, calls=jnp.where(sp, 0.0, 2.0) * tp_on, name="tp all-reduce",
                             phase=phase, kind="all_reduce", group="tp", protocols=NCCL_PROTOCOLS),
-                 Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp all-gather",
+                 Collective(gathered, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp all-gather",
                             phase=phase, kind="all_gather", group="tp", protocols=NCCL_PROTOCOLS),
                  Collective(act, t, 1.0, calls=jnp.where(sp, sp_calls, 0.0) * tp_on, name="sp reduce-scatter",
                             phase=phase, kind="reduce_scatter", group="tp", protocols=NCCL_PROTOCOLS)]
@@ -239,6 +242,23 @@ def layer_ops(model: Model, wl: Workload, lay: Layout, act_bytes) -> tuple:
     recompute = module_recompute_ops(model, wl, lay, ops + mo.passes, T, el, w_moe, routed_el)
     return tuple(ops + router + attn + elementwise + mo.passes + recompute
                  + grad_accumulate_ops(model, wl, lay) + comm + mo.comm)
+
+
+def sp_gather_bytes(precision, elements, act_bytes):
+    """Bytes of a sequence-parallel all-gather of ``elements`` activation elements: the
+    quantized linear element (:func:`dse.cost.rates.linear_el_bytes`: fp8 1, MXFP8 1 + 1/32,
+    NVFP4 0.5 + 1/16) under a low-precision recipe, else ``act_bytes``.  Transformer
+    Engine casts the local shard first and gathers the quantized tensor (row-wise data and
+    scales): forward, the column-parallel input (``layernorm_linear.py``: ``ln_out =
+    quantizer(ln_out)`` then ``gather_along_first_dim(ln_out, tp_group, quantizer=...)``;
+    ``distributed.py`` ``_all_gather_fp8`` / ``_all_gather_mxfp8`` / ``_all_gather_nvfp4``;
+    Userbuffers fill their buffer with the same quantized data,
+    ``fill_userbuffers_buffer_for_all_gather``); backward, the row-parallel gradient
+    output (``grad_output_preprocess`` with ``grad_output_quantizer``) and the
+    column-parallel input re-gathered for wgrad (``set_quantizer_usage_for_wgrad_all_gather``).
+    The reduce-scatters (the row-parallel output, the column-parallel dgrad) stay 16-bit."""
+    return elements * jnp.where(low_precision(precision) > 0, linear_el_bytes(precision, act_bytes),
+                                act_bytes)
 
 
 def module_on(wl: Workload, name: str):
