@@ -454,7 +454,10 @@ def all_queued(dep, P, S, O, replicas, max_model_len, stat, o2, fixed_lengths):
     batch is ``P``, not the larger batch a full queue would sustain (TensorRT-LLM v0.14's
     500-request tables: about 175-350 in flight by Little's law, where the KV cache holds
     600-2000)."""
-    if P is None or not fixed_lengths or P / streams(dep, replicas) > wave_cap(dep, S, O):
+    # the wave the engine's schedule holds: prefill-first lockstep at the final footprint
+    # S + O, staggered in-flight batching at its cohorts' mean (dse.infer.lockstep)
+    cap = wave_cap(dep, S, O, final=not dep.engine.mixed_batches)
+    if P is None or not fixed_lengths or P / streams(dep, replicas) > cap:
         return queued_run(offline(dep, S, O, replicas, o2=o2), dep, P, S, O, replicas,
                           max_model_len, stat)
     one = _closed_loop(dep, float(P), S, O, replicas, max_model_len, o2, fixed_lengths, True)

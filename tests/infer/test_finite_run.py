@@ -108,6 +108,13 @@ def test_a_run_smaller_than_the_running_batch_is_one_wave():
     trt = DEP._replace(engine=engine_profile("trtllm")[0])
     one = all_queued(trt, P, S, O, 1, None, "mean", 1.0, True)
     assert one.batch == P and one.tpot_s == staggered_one_wave(trt, P, S, O, 1).tpot_s
+    # a prefill-first engine's wave holds the final footprint S + O: a run above that
+    # (though below the staggered cap) queues
+    S2 = O2 = 8192.0                                   # long requests: the KV cache binds
+    over = int(wave_cap(v0, S2, O2, final=True)) + 1
+    assert over <= wave_cap(v0, S2, O2)
+    assert all_queued(v0, over, S2, O2, 1, None, "mean", 1.0, True) == queued_run(
+        offline(v0, S2, O2, 1), v0, over, S2, O2, 1, None, "mean")
     big = int(4 * wave_cap(DEP, S, O))
     assert all_queued(DEP, big, S, O, 1, None, "mean", 1.0, True) == queued_run(
         offline(DEP, S, O, 1), DEP, big, S, O, 1, None, "mean")
