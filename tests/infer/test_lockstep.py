@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from dse.infer.engines import PROFILES, engine_profile
-from dse.infer.lockstep import (lockstep_concurrency, pass_tokens, staggered_concurrency,
-                                staggered_one_wave, wave_cap, wave_prefill)
+from dse.infer.lockstep import (_staggered_wave, lockstep_concurrency, pass_tokens,
+                                staggered_concurrency, staggered_one_wave, wave_cap, wave_prefill)
 from dse.infer.predict_rows import launch_settings, predict_inference_frame
 from dse.infer.serving import Deployment, iteration_s, kv_slots, prefill_s
 from dse.spec.hardware import get_hardware
@@ -166,6 +167,29 @@ def test_one_wave_above_the_cap_is_the_queued_cycle():
     S, O = 2000.0, 200.0
     n = 4 * wave_cap(d, S, O)
     assert staggered_one_wave(d, n, S, O, 1) == staggered_concurrency(d, n, S, O, 1)
+
+
+
+@settings(max_examples=25, deadline=None)
+@given(S=st.integers(64, 16384), O=st.integers(2, 4096), n=st.integers(1, 512))
+def test_one_wave_time_per_token_lies_between_its_two_iterations(S, O, n):
+    """Every token of a one-wave request comes from a decode-only or a mixed iteration, so
+    its mean time per output token lies between the two; its first token waits at least one
+    prompt pass, and the wave's throughput never beats decode-only iterations."""
+    d = dep("trtllm")
+    cap = wave_cap(d, float(S), float(O))
+    if cap < 1:
+        return
+    one = staggered_one_wave(d, float(n), float(S), float(O), 1)
+    if n > cap:
+        assert one == staggered_concurrency(d, float(n), float(S), float(O), 1)
+        return
+    W, _, _, t_mix, t_dec = _staggered_wave(d, float(n), float(S), float(O), None)
+    assert one.batch == W
+    lo, hi = sorted((t_dec, t_mix))
+    assert lo * (1 - 1e-6) <= one.tpot_s <= hi * (1 + 1e-6)
+    assert one.ttft_s >= t_mix * (1 - 1e-6)
+    assert one.tokens_per_s <= W * O / ((O - 1) * t_dec) * (1 + 1e-6)
 
 
 def test_fixed_length_concurrency_rows_pick_the_engine_schedule():
