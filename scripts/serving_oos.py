@@ -13,28 +13,21 @@ held-out serving proxies of docs/accuracy.md: no constant is chosen on them."""
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from held_out import ROOT, predict_files, write_results
+
 FILES = ("serving", "inferencex_gptoss", "mlperf_inf_newhw", "trtllm_online_v014", "trtllm_v017")
 
 
 def main() -> int:
     import pandas as pd
     from dse.infer.predict_rows import error_long
-    from dse.predict import predict_frame, read_csv
-    frames = []
-    for name in FILES:
-        path = ROOT / "tests" / "data" / f"published_{name}.csv"
-        if not path.is_file():
-            print(f"error: {path}: missing (run from a checkout with tests/data)", file=sys.stderr)
-            return 2
-        e = error_long(predict_frame(read_csv(str(path)), str(path)))
-        e["file"] = name
-        frames.append(e)
-    e = pd.concat(frames, ignore_index=True)
+    preds = predict_files(FILES, "file")
+    if preds is None:
+        return 2
+    e = pd.concat([error_long(p).assign(file=name) for p, name in zip(preds, FILES)],
+                  ignore_index=True)
     e["ape"] = e["error"].abs()
     rows = e.groupby(["file", "id"])["ape"].mean().rename("row_ape").reset_index()
     by_file = rows.groupby("file")["row_ape"].agg(rows="count", row_mape="mean")
@@ -45,12 +38,8 @@ def main() -> int:
     print(by_metric.round(3).to_string())
     print(f"pooled: {len(rows)} rows, {len(e)} figures, row mean {rows['row_ape'].mean():.4f}, "
           f"figure mean {e['ape'].mean():.4f}, bias {e['error'].mean():.4f}")
-    out = ROOT / "results" / "serving_oos.csv"
-    out.parent.mkdir(exist_ok=True)
-    tmp = out.with_suffix(".csv.tmp")
-    e[["file", "source", "id", "metric", "measured", "predicted", "error"]].to_csv(tmp, index=False)
-    os.replace(tmp, out)
-    print(f"figures: {out.relative_to(ROOT)}")
+    write_results(e[["file", "source", "id", "metric", "measured", "predicted", "error"]],
+                  "serving_oos.csv", "figures")
     return 0
 
 

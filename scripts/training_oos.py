@@ -11,11 +11,10 @@ chosen on them."""
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from held_out import ROOT, predict_files, write_results
+
 SUITES = ("nemo", "fsdp", "moe", "other", "mlperf_training", "bridge_catalog", "bridge_nvfp4",
           "amd_training")
 
@@ -23,16 +22,9 @@ SUITES = ("nemo", "fsdp", "moe", "other", "mlperf_training", "bridge_catalog", "
 def main() -> int:
     import pandas as pd
     from dse.intervals import coverage
-    from dse.predict import predict_frame, read_csv
-    frames = []
-    for s in SUITES:
-        path = ROOT / "tests" / "data" / f"published_{s}.csv"
-        if not path.is_file():
-            print(f"error: {path}: missing (run from a checkout with tests/data)", file=sys.stderr)
-            return 2
-        p = predict_frame(read_csv(str(path)), str(path))
-        p["suite"] = s
-        frames.append(p)
+    frames = predict_files(SUITES, "suite")
+    if frames is None:
+        return 2
     p = pd.concat(frames, ignore_index=True)
     p["error"] = p["predicted_iter_time_s"] / p["measured_iter_time_s"] - 1.0
     p["in_band"] = coverage(p["measured_iter_time_s"], p["predicted_iter_time_lo_s"],
@@ -43,14 +35,9 @@ def main() -> int:
     print(by.round(3).to_string())
     print(f"pooled: n={len(scored)} of {len(p)} rows, mape={scored['error'].abs().mean():.4f}, "
           f"bias={scored['error'].mean():.4f}, inside the 80 % band {scored['in_band'].mean():.3f}")
-    out = ROOT / "results" / "training_oos.csv"
-    out.parent.mkdir(exist_ok=True)
-    tmp = out.with_suffix(".csv.tmp")
     cols = ["suite", "id", "gpu", "measured_iter_time_s", "predicted_iter_time_s", "error", "in_band",
             "status"]
-    p[cols].to_csv(tmp, index=False)
-    os.replace(tmp, out)
-    print(f"rows: {out.relative_to(ROOT)}")
+    write_results(p[cols], "training_oos.csv", "rows")
     return 0
 
 
