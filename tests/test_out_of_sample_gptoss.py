@@ -37,11 +37,12 @@ def test_vllm_runs_the_async_scheduling_its_config_file_sets(predictions):
 
 @pytest.mark.validation
 def test_gptoss_regression_guard(predictions):
-    """Today: row mean 20.6 % (every measured figure); throughput vLLM H100 9.2 %, H200 19.7 %,
-    B200 11.4 %, TensorRT-LLM B200 13.5 %; TTFT still too short on every vLLM GPU (-44..-47 %:
-    a fixed ~15 ms and the Hopper MoE prefill of the 1k / 8k prompts, open)."""
+    """Today: row mean 16.7 % (every measured figure); throughput vLLM H100 9.1 %, H200 19.6 %,
+    B200 11.8 %, TensorRT-LLM B200 13.9 %; TTFT still too short on every vLLM GPU (-19 % B200,
+    -26 % H100, -31 % H200, after vLLM's 10 ms HTTP front end: the prefill of the 1k prompts
+    looks about twice the model's, open)."""
     p = predictions
     row = p[[f"e_{m}" for m in METRICS]].abs().mean(axis=1)
-    assert row.mean() <= 0.22, row.mean()
+    assert row.mean() <= 0.18, row.mean()
     tput = p["e_output_tok_s"].abs().groupby([p["chosen_engine"], p["hardware"]]).mean()
     assert tput.max() <= 0.22 and p["e_output_tok_s"].abs().mean() <= 0.16, tput.round(3).to_dict()

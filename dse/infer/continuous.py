@@ -536,8 +536,9 @@ def first_token_s(rep: Replica, eng: EngineProfile, c: Cycle, q, S):
     """TTFT without the slot wait (module docstring; :func:`dse.infer.serving.first_token_s`
     with the prompt's chunk count on chunking engines): the scheduling wait of mean
     iterations (:meth:`~dse.infer.engines.EngineProfile.scheduling_wait`), then the pass(es)
-    carrying the prompt (``c.first_s``)."""
-    wait = eng.scheduling_wait(rep.pp) * c.mean_s
+    carrying the prompt (``c.first_s``), and the engine's HTTP front end
+    (``frontend_s``)."""
+    wait = eng.scheduling_wait(rep.pp) * c.mean_s + eng.frontend_s
     if eng.mixed_batches:
         chunks = jnp.ceil(S / eng.max_num_tokens) if eng.chunked_prefill else 1.0
         return wait + chunks * c.first_s

@@ -122,9 +122,15 @@ def offline(dis: Disaggregated, S: float, O: float) -> ServingResult:
             t_d = t_new
     rate = min(rate_p, rate_d)
     b_p = _prefill_batch(dis.prefill, S)
-    ttft = prefill_s(dis.prefill, b_p, S) + kv_transfer_s(dis, S, b_p)
+    ttft = prefill_s(dis.prefill, b_p, S) + kv_transfer_s(dis, S, b_p) + _front(dis)
     tps = rate * O
     return ServingResult(tps, tps / dis.gpus, ttft, t_d, ttft + (O - 1.0) * t_d, B, note)
+
+
+def _front(dis: Disaggregated) -> float:
+    """The HTTP front end a served request crosses (``frontend_s`` of the prefill pool's
+    engine, :mod:`dse.infer.engines` "Front end"), once on the way in and once out."""
+    return dis.prefill.engine.frontend_s
 
 
 def concurrency(dis: Disaggregated, n: float, S: float, O: float) -> ServingResult:
@@ -139,7 +145,7 @@ def concurrency(dis: Disaggregated, n: float, S: float, O: float) -> ServingResu
     units = streams(dis.decode, dis.y)
     B = min(n / units, cap)
     t_d = _decode_t(dis, B, S, O)
-    run_ttft = prefill_s(dis.prefill, 1.0, S) + kv_transfer_s(dis, S)
+    run_ttft = prefill_s(dis.prefill, 1.0, S) + kv_transfer_s(dis, S) + _front(dis)
     run_e2e = run_ttft + (O - 1.0) * t_d
     off = offline(dis, S, O)
     demand = n * O / run_e2e
@@ -178,7 +184,7 @@ def poisson(dis: Disaggregated, rate: float, S: float, O: float) -> ServingResul
         t = 0.5 * (t + t_new)
     t_pf = prefill_s(dis.prefill, 1.0, S)
     wait = md1_wait_s(rate / dis.x * prefill_s(dis.prefill, 1.0, S, overhead=False), t_pf)
-    ttft = t_pf + wait + kv_transfer_s(dis, S)
+    ttft = t_pf + wait + kv_transfer_s(dis, S) + _front(dis)
     e2e = ttft + (O - 1.0) * t
     tps = rate * O
     return ServingResult(tps, tps / dis.gpus, ttft, t, e2e, lam * (O - 1.0) * t, "")

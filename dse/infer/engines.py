@@ -357,6 +357,27 @@ Profiles (constants and where they come from):
     measured V1 gap found is of that order: vllm-project/vllm issue #10634 (2024-11, the
     V1 engine with ``AsyncLLM``, PR #9826) sees 5-6 ms between two decode steps of
     Llama-2-7B at batch 256 on ShareGPT, GIL contention between the engine's threads.
+    **Front end** (``frontend_s``, both V1 profiles): a request to vLLM's OpenAI server
+    crosses a process of its own before and after the engine -- the API server parses the
+    HTTP request, renders and tokenizes the prompt (``AsyncMicrobatchTokenizer``, which
+    waits ``batch_wait_timeout_s`` = 2 ms for a batch, ``vllm/utils/async_utils.py``
+    v0.13.0) and sends it to the EngineCore process over ZMQ (``AsyncLLM.add_request``);
+    each output comes back over ZMQ to the API server's ``output_handler``, is
+    detokenized (``OutputProcessor``) and written as a server-sent event.  The engine's
+    own TTFT metric (``vllm:time_to_first_token_seconds``: ``arrival_time``, stamped
+    after tokenization in ``InputProcessor.process_inputs``, to the first output) leaves
+    both out; a client measures them.  Measured: client TTFT less the server metric
+    8.4 and 12.0 ms in two rounds of ``vllm bench serve`` with the completions backend
+    (512-token prompts, 8 in flight; 11.0-12.2 ms for the chat backend) --
+    vllm-project/vllm PR #54628 ("Add Responses API backend to vllm bench serve") -- so
+    ``VLLM_V1_FRONTEND_S`` = 10 ms, added once to TTFT and to e2e (the first and the last
+    token each cross it once; TPOT unchanged) and, in a closed loop, to the time a client
+    holds its slot.  Above the KV slots the queue wait is Little's law on that client
+    cycle, which overstates it by the front end's share of the cycle (a queued request
+    crossed the front end while another held its slot): 0.25 % for a 4 s request.  It is measured on one host (a laptop CPU, vLLM 0.28): the value is
+    carried to every V1 release and host, an open item.  Off where no server stands
+    between client and engine (:func:`launch_defaults`: the offline ``LLM`` class, an
+    MLPerf harness).
 ``vllm_v1_async`` -- the V1 engine with async scheduling: ``vllm_v1`` whose host step runs
     beside the GPU pass (``host_overlap``: iteration ``max(GPU pass, host)``, the same
     constants).  ``vllm/v1/engine/core.py`` ``step_with_batch_queue`` schedules step n + 1
@@ -457,6 +478,9 @@ TRTLLM_PY_SEQ_S = 8.8e-3 / 256 * (13.48 / 37.08)
 # host time per iteration of vLLM's engine step, V0 (v0.5.3 profile, module docstring) and
 # carried to V1's EngineCore step for want of a V1 measurement (``vllm_v1``: open item)
 VLLM_STEP_S = 4.0e-3
+# latency vLLM's OpenAI server adds to a request outside the engine (module docstring,
+# "Front end"): client TTFT less the server's own TTFT metric, vllm-project/vllm PR #54628
+VLLM_V1_FRONTEND_S = 10.0e-3
 
 
 @dataclass(frozen=True)
@@ -502,6 +526,8 @@ class EngineProfile:
     attention_window: int = 0      # tokens of TensorRT-LLM's max_attention_window as the launch
     #                                states it for every layer; 0 = unstated (served_model)
     fp8_context_attn: float = 0.0  # 1: FP8 prompt attention on quantized models (forward.context_attention_rates)
+    frontend_s: float = 0.0        # per-request latency of the HTTP front end outside the engine
+    #                                (request in + first / last token out), added to TTFT and e2e
 
     @property
     def overhead_per_iter_s(self) -> float:
@@ -643,7 +669,7 @@ PROFILES = {
                              8192, True, mixed_batches=True, eager_op_s=COMPILED_OP_S,
                              linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True,
                              graphs_by_tokens=True, whole_prompts=True, profile_at_budget=True,
-                             quant_kernels=1.0),
+                             quant_kernels=1.0, frontend_s=VLLM_V1_FRONTEND_S),
     "tgi": EngineProfile("tgi", True, 32, 1.5e-3, 1, 0.95, True, 16, True, 128, 4145, False,
                          mixed_batches=False, seq_overhead_s=20e-6, eager_op_s=EAGER_OP_S,
                          linear_bw_eff=TORCH_LINEAR_BW_EFF, python_host=True, profile_at_budget=True,
@@ -844,6 +870,8 @@ def _trtllm_serve(t: str, scenario: str) -> bool:
 
 _OFFLINE_VLLM = re.compile(r"benchmark_(?:latency|throughput)|bench\s+(?:latency|throughput)|"
                            r"\bllm\s+class\b|\bllm\.generate\b|offline inference")
+#: an engine driven from its client's own process (an MLPerf LoadGen harness): no HTTP front end
+_IN_PROCESS = re.compile(r"\bharness\b")
 GIB = float(2**30)
 
 
@@ -860,7 +888,9 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       ``max_num_seqs`` 1024; otherwise 8192 / 2048 and 256.  The offline class is read from
       the engine text (a ``benchmark_latency`` / ``benchmark_throughput`` /
       ``LLM.generate`` run), else from a static-batch scenario (``fixed_batch``,
-      ``latency``).
+      ``latency``).  Those runs, and an MLPerf harness (the engine text names a
+      ``harness``: LoadGen drives the engine in its own process), have no HTTP front end
+      (``frontend_s`` 0).
     * ``trtllm_pytorch`` outside ``trtllm-bench`` (``trtllm-serve`` or the LLM API; a
       ``concurrency`` / ``poisson_rate`` row naming neither): ``tensorrt_llm/commands/serve.py``
       ``get_llm_args`` passes ``BuildConfig``'s ``max_batch_size`` / ``max_num_tokens``
@@ -904,7 +934,11 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
         tokens = (16384 if offline else 8192) if big else (8192 if offline else 2048)
         seqs = 1024 if big else 256
         harness = eng.max_batch > PROFILES["vllm_v1"].max_batch   # its uncapped max_num_seqs stays
-        return replace(eng, max_num_tokens=tokens, max_batch=eng.max_batch if harness else seqs)
+        # no OpenAI server between the client and the engine: the offline class, or an MLPerf
+        # LoadGen harness driving the engine in its own process
+        in_process = offline or bool(_IN_PROCESS.search(t))
+        return replace(eng, max_num_tokens=tokens, max_batch=eng.max_batch if harness else seqs,
+                       frontend_s=0.0 if in_process else eng.frontend_s)
     if eng.name == "sglang_overlap":
         v = version3(t)
         if v is None or v >= SGLANG_GRAPH_BY_TP:

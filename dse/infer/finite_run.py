@@ -121,6 +121,14 @@ def drain_factor(n: float, P: int, O: float, tpot_s: float, e2e_s: float, o2: fl
     return 1.0 / (1.0 + tau / (k * e2e_s))
 
 
+def _burst_ttft_s(dep: Deployment, W: float, S: float, max_model_len: float | None) -> float:
+    """Mean TTFT of a start-up burst of ``W`` prompts per stream: their prefill passes
+    (:func:`dse.infer.lockstep.wave_prefill`) behind the engine's HTTP front end
+    (``frontend_s``, :mod:`dse.infer.engines` "Front end")."""
+    burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    return burst + dep.engine.frontend_s
+
+
 def closed_loop_run(res: ServingResult, dep: Deployment, n: float, P: int | None, S: float,
                     O: float, replicas: int, max_model_len: float | None, stat: str,
                     o2: float = 1.0) -> ServingResult:
@@ -133,7 +141,7 @@ def closed_loop_run(res: ServingResult, dep: Deployment, n: float, P: int | None
     units = streams(dep, replicas)
     first = min(n, P)                                  # requests of the start-up burst
     W = wave_of(first / units, wave_cap(dep, S, O))
-    burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    burst = _burst_ttft_s(dep, W, S, max_model_len)
     run = _blend(res, max(burst, res.ttft_s), first / P, stat)
     f = drain_factor(n, P, O, res.tpot_s, run.e2e_s, o2)
     return run._replace(tokens_per_s=res.tokens_per_s * f,
@@ -150,7 +158,7 @@ def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: 
     B = res.batch * units                              # the running batch of the system
     first = min(float(P), B)
     W = wave_of(first / units, res.batch)
-    burst, _ = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
+    burst = _burst_ttft_s(dep, W, S, max_model_len)
     rate = res.tokens_per_s / max(O, 1.0)              # requests completed per second
     mean_wait = max(P - B, 0.0) ** 2 / (2.0 * P * rate)
     median_wait = max(P / 2.0 - B, 0.0) / rate

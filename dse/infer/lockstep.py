@@ -42,6 +42,11 @@ by Little's law the mean wait is ``(N - W) T_wave / W``, added to TTFT and e2e.
 Throughput ``N O / e2e`` (= ``W O / T_wave``).  Attention-DP ranks are independent
 streams (``N / streams`` requests each), as in :mod:`dse.infer.serving`.
 
+**Front end**: every request crosses the engine's HTTP front end once on the way in and
+once with its tokens out (``frontend_s``, :mod:`dse.infer.engines` "Front end"; vLLM V1's
+OpenAI server): added to TTFT and e2e, and to the time a client holds its slot, so a
+closed loop's wave or cycle is that much longer.
+
 Used by ``dse predict`` for ``concurrency`` rows with the lengths given (fixed lengths);
 dataset-driven lengths desynchronise the waves within a few requests, and the steady
 state of :func:`dse.infer.serving.concurrency` applies (also what the serving search
@@ -123,9 +128,10 @@ def lockstep_concurrency(dep: Deployment, n: float, S: float, O: float, replicas
     W = wave_of(N, cap)
     ttft_wave, p_w = wave_prefill(dep, W, S, pass_tokens(dep, S, max_model_len))
     t_dec = iteration_s(dep, W, S + O / 2.0) if O > 1 else 0.0
-    t_wave = p_w + (O - 1.0) * t_dec
+    front = dep.engine.frontend_s        # the HTTP front end: both ends of every request
+    t_wave = p_w + (O - 1.0) * t_dec + front
     wait = max(N - W, 0.0) * t_wave / W
-    ttft = wait + ttft_wave
+    ttft = wait + ttft_wave + front
     e2e = wait + t_wave
     tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0
     tps = N * O / e2e * units
@@ -184,10 +190,11 @@ def staggered_one_wave(dep: Deployment, n: float, S: float, O: float, replicas: 
         return staggered_concurrency(dep, n, S, O, replicas, max_model_len)
     W, K, c, t_mix, t_dec = w
     seen = min((K - c) / 2.0, max(O - 1.0, 0.0))        # mean later passes a cohort decodes through
-    ttft = (K + c) / 2.0 * t_mix
+    front = dep.engine.frontend_s        # the HTTP front end: both ends of every request
+    ttft = (K + c) / 2.0 * t_mix + front
     tpot = (seen * t_mix + (O - 1.0 - seen) * t_dec) / (O - 1.0) if O > 1 else 0.0
     e2e = ttft + (O - 1.0) * tpot
-    run = K * t_mix + (O - 1.0) * t_dec
+    run = K * t_mix + (O - 1.0) * t_dec + front
     tps = W * O / run * units
     return ServingResult(tps, tps / gpus, ttft, tpot, e2e, W, "")
 
@@ -245,15 +252,16 @@ def staggered_concurrency(dep: Deployment, n: float, S: float, O: float, replica
     life = c + O - 1.0
     K_eff = min(float(K), life)
     t_cycle = K_eff * t_mix + (life - K_eff) * t_dec
-    wait = max(N - W, 0.0) * t_cycle / W
+    front = dep.engine.frontend_s        # the HTTP front end: both ends of every request
+    wait = max(N - W, 0.0) * (t_cycle + front) / W
     jitter = prefill_jitter_wait_s(W, K_eff, c, t_mix, t_dec, t_cycle)
     # an engine that looks at its queue every P iterations (EngineProfile.poll_iterations:
     # TensorRT-LLM's attention-DP balancing) holds a resubmitted prompt (P - 1) / 2 of them;
     # an overlap scheduler has already submitted the next iteration when it arrives
     # (EngineProfile.admission_lag)
     poll = (0.5 * (dep.engine.poll_iterations - 1.0) + dep.engine.admission_lag(dep.pp)) * t_dec
-    ttft = wait + poll + c * t_mix + jitter
-    e2e = wait + poll + t_cycle
+    ttft = wait + poll + c * t_mix + jitter + front
+    e2e = wait + poll + t_cycle + front
     tpot = (e2e - ttft) / (O - 1.0) if O > 1 else 0.0
     tps = N * O / e2e * units
     note = "" if N <= W else "queued: concurrency above the wave the KV cache holds"

@@ -602,8 +602,10 @@ def first_token_s(dep: Deployment, c: Cycle) -> float:
     iteration where the engine mixes prompts into decode iterations (TensorRT-LLM in-flight
     batching; deterministic load: ``(scheduling_wait + 1) t_iter``), else in a prefill pass
     of its own that batches the prompts waiting together (vLLM 0.6 / SGLang 0.3 run prefill batches apart from
-    decode, :func:`_cycle`)."""
-    return dep.engine.scheduling_wait(dep.pp) * c.mean_s + c.first_s
+    decode, :func:`_cycle`).  Plus the engine's HTTP front end, which a client's TTFT
+    includes (``frontend_s``, :mod:`dse.infer.engines` "Front end"; 0 but on vLLM V1's
+    OpenAI server)."""
+    return dep.engine.scheduling_wait(dep.pp) * c.mean_s + c.first_s + dep.engine.frontend_s
 
 
 def _steady(dep: Deployment, batch: float, S: float, O: float, spread: bool = False,
