@@ -870,8 +870,9 @@ def _trtllm_serve(t: str, scenario: str) -> bool:
 
 _OFFLINE_VLLM = re.compile(r"benchmark_(?:latency|throughput)|bench\s+(?:latency|throughput)|"
                            r"\bllm\s+class\b|\bllm\.generate\b|offline inference")
-#: an engine driven from its client's own process (an MLPerf LoadGen harness): no HTTP front end
-_IN_PROCESS = re.compile(r"\bharness\b")
+#: an engine driven from its client's own process (an MLPerf submission: LoadGen calls the
+#: engine in the harness's process): no HTTP front end
+_IN_PROCESS = re.compile(r"\b(?:mlperf|loadgen)\b")
 GIB = float(2**30)
 
 
@@ -888,9 +889,9 @@ def launch_defaults(eng: EngineProfile, text: str, hbm_bytes: float, hw_name: st
       ``max_num_seqs`` 1024; otherwise 8192 / 2048 and 256.  The offline class is read from
       the engine text (a ``benchmark_latency`` / ``benchmark_throughput`` /
       ``LLM.generate`` run), else from a static-batch scenario (``fixed_batch``,
-      ``latency``).  Those runs, and an MLPerf harness (the engine text names a
-      ``harness``: LoadGen drives the engine in its own process), have no HTTP front end
-      (``frontend_s`` 0).
+      ``latency``).  Those runs, and an MLPerf submission (the engine text names MLPerf
+      or LoadGen: LoadGen drives the engine in the harness's process), have no HTTP front
+      end (``frontend_s`` 0).
     * ``trtllm_pytorch`` outside ``trtllm-bench`` (``trtllm-serve`` or the LLM API; a
       ``concurrency`` / ``poisson_rate`` row naming neither): ``tensorrt_llm/commands/serve.py``
       ``get_llm_args`` passes ``BuildConfig``'s ``max_batch_size`` / ``max_num_tokens``
