@@ -95,7 +95,9 @@ def _engine_line(e, hws: list, st) -> str:
     host = (f"host time {e.overhead_per_iter_s * 1e3:g} ms per iteration"
             + (f" + {e.seq_overhead_s * 1e6:g} µs per running request" if e.seq_overhead_s else "")
             + (" (overlapped with the GPU pass: an iteration lasts the longer of the two)"
-               if e.host_overlap else " (not overlapped with the GPU)"))
+               if e.host_overlap else " (not overlapped with the GPU)")
+            + (f"; an HTTP front end of {e.frontend_s * 1e3:g} ms per request on TTFT and e2e"
+               if e.frontend_s else ""))
     return (f"- `{name}` on {', '.join(h.name for h in hws)}: {host}; {graphs}; {mix}; {chunk}; at most {e.max_batch} running "
             f"requests and {e.max_num_tokens} tokens per iteration; KV pool {pool}, {e.block_tokens}-token "
             f"blocks, a request holds {held} tokens; {kv8}.")
