@@ -201,6 +201,9 @@ def test_list_engines_shows_every_profile_with_its_figures(capsys):
     assert ">= 0.14" in rows["vllm_v1_async"] and " yes " in rows["vllm_v1_async"]
     assert " no " in rows["vllm_v1"] and "to 512 tokens" in rows["vllm_v1"]
     assert f"{PROFILES['vllm'].overhead_per_iter_s * 1e3:.3g}" in rows["vllm"].split()[1]
+    # the HTTP front end (vLLM V1's OpenAI server): its own column, after "host overlapped"
+    assert rows["vllm_v1_async"].split()[4] == f"{PROFILES['vllm_v1_async'].frontend_s * 1e3:.3g}" != "0"
+    assert rows["trtllm"].split()[4] == "0"
     assert main(["list", "engines", "--fields"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--fields" in err

@@ -120,7 +120,8 @@ ENGINE_RELEASES = {
 def engine_table() -> tuple[tuple[str, ...], list[tuple]]:
     """(head, rows) of ``dse list engines``: every serving engine profile, its host time
     per iteration and per running request, whether that host time overlaps the GPU pass,
-    the host issue time per kernel of a pass run without a graph, its CUDA-graph reach
+    the HTTP front end a served request crosses (``frontend_s``: TTFT and e2e, off for
+    offline runs), the host issue time per kernel of a pass run without a graph, its CUDA-graph reach
     (the profile's; launch limits may change it, ``launch_defaults``), batching mode,
     whether fp8 / fp4 activation quantization is a kernel of its own (``quant_kernels``) and
     default KV dtype, read from the profile; and the engine texts routed to it."""
@@ -133,13 +134,14 @@ def engine_table() -> tuple[tuple[str, ...], list[tuple]]:
         batching = ("static batches" if name.endswith("_static") else
                     "mixed prefill + decode" if e.mixed_batches else "prefill first")
         rows.append((name, f"{e.overhead_per_iter_s * 1e3:.3g}", f"{e.seq_overhead_s * 1e6:.3g}",
-                     "yes" if e.host_overlap else "no", f"{e.eager_op_s * 1e6:.3g}", graphs, batching,
+                     "yes" if e.host_overlap else "no", f"{e.frontend_s * 1e3:.3g}",
+                     f"{e.eager_op_s * 1e6:.3g}", graphs, batching,
                      "own kernel" if e.quant_kernels else "fused",
                      "fp8 with fp8/fp4 weights" if e.fp8_kv_with_fp8 else "model dtype",
                      "NVIDIA" if name in NVIDIA_ONLY else "NVIDIA, AMD",
                      ENGINE_RELEASES[name]))
     return (("engine", "host ms/iter", "host us/request", "host overlapped",
-             "eager us/kernel", "CUDA graphs",
+             "front end ms", "eager us/kernel", "CUDA graphs",
              "batching", "fp8/fp4 quant", "default KV", "runs on", "engine texts routed to it (dse predict, --engine)"),
             rows)
 
