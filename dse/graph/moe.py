@@ -211,9 +211,14 @@ def ep_busiest_factor(model, lay, T, drop_pad=0):
 # :func:`expert_extra_passes`): (forward, backward) passes and kernels
 CLAMP_PASSES, CLAMP_KERNELS = (4.0, 5.0), (3.0, 3.0)
 FC2_BIAS_PASSES = (6.0, 7.0)
+# the same bias path when the routing probabilities are fp32 and the expert outputs 16-bit
+# (:func:`expert_extra_passes`): bytes per fc2-output element (forward, backward) and the
+# extra cast kernels (forward, backward)
+FC2_BIAS_FP32_BYTES = (28.0, 36.0)
+FC2_BIAS_FP32_CASTS = (1.0, 2.0)
 
 
-def expert_extra_passes(model, fc1_out, fc2_out, n_local, el, on) -> list:
+def expert_extra_passes(model, fc1_out, fc2_out, n_local, el, on, probs_fp32=0.0) -> list:
     """Memory passes Megatron-Core adds to the grouped experts of a model with a clamped
     SwiGLU or expert biases (gpt-oss; ``Model.clamped_swiglu`` / ``expert_bias``); none
     for other models.  From ``megatron/core/transformer/moe/experts.py``:
@@ -230,7 +235,18 @@ def expert_extra_passes(model, fc1_out, fc2_out, n_local, el, on) -> list:
       read both, write the sum) and a cat of the results (read, write) forward; backward
       ``grad * p`` and ``grad * b`` and their reductions for the bias and the routing
       probability: :data:`FC2_BIAS_PASSES` over the ``fc2_out`` elements, two kernels per
-      local expert (+ the cat) forward and four backward.
+      local expert (+ the cat) forward and four backward.  With fp32 routing probabilities
+      (``probs_fp32``: the flex dispatcher, whose DeepEP and HybridEP managers cast them --
+      ``token_dispatcher.py`` "DeepEP only supports float32 probs" / "HybridEP only supports
+      float32 probs", ``self.token_probs.float()`` -- while gpt-oss's router runs in the
+      16-bit params dtype, ``moe_router_dtype`` unset in Megatron-Bridge's provider) ``b * p``
+      promotes to fp32: forward writes ``b p`` (4), reads ``t`` and it and writes the fp32 sum
+      (2 + 4 + 4), the cat copies fp32 (4 + 4) and ``.to(intermediate.dtype)`` casts back
+      (4 + 2) = 28 bytes; backward casts the gradient up (2 + 4) and down for ``t`` (4 + 2) and
+      forms ``grad p`` and ``grad b`` in fp32 with their reductions (2 x (4 + 4 + 4)) = 36
+      bytes (:data:`FC2_BIAS_FP32_BYTES`, :data:`FC2_BIAS_FP32_CASTS` more kernels).  A
+      full-iteration CUDA graph cannot run this eager loop (its ``.tolist()`` reads the counts
+      on the host), so those runs keep the 16-bit count.
 
     Serving engines fuse both (TensorRT-LLM's and vLLM's gpt-oss MoE kernels clamp in the
     activation and add biases in the GEMM epilogue): the serving graph has neither."""
@@ -239,11 +255,21 @@ def expert_extra_passes(model, fc1_out, fc2_out, n_local, el, on) -> list:
         out += [MemPass(CLAMP_PASSES[i] * fc1_out * el, CLAMP_KERNELS[i], calls=on,
                         name="moe clamped swiglu", phase=ph) for i, ph in enumerate(("fwd", "bwd"))]
     if model.expert_bias:
-        out += [MemPass(FC2_BIAS_PASSES[0] * fc2_out * el, 2.0 * n_local + 1.0, calls=on,
+        per_el = [jnp.where(probs_fp32 > 0, FC2_BIAS_FP32_BYTES[i], FC2_BIAS_PASSES[i] * el)
+                  for i in (0, 1)]
+        casts = [probs_fp32 * FC2_BIAS_FP32_CASTS[i] for i in (0, 1)]
+        out += [MemPass(per_el[0] * fc2_out, 2.0 * n_local + 1.0 + casts[0], calls=on,
                         name="moe fc2 bias (per expert)", phase="fwd"),
-                MemPass(FC2_BIAS_PASSES[1] * fc2_out * el, 4.0 * n_local, calls=on,
+                MemPass(per_el[1] * fc2_out, 4.0 * n_local + casts[1], calls=on,
                         name="moe fc2 bias (per expert)", phase="bwd")]
     return out
+
+
+def fp32_routing_probs(wl):
+    """1 where the expert biases meet fp32 routing probabilities in Megatron-Core's eager
+    bias loop (:func:`expert_extra_passes`): the flex dispatcher (DeepEP / HybridEP cast the
+    probabilities to fp32) without a full-iteration CUDA graph; else 0.  Traced."""
+    return jnp.where((wl.moe_dispatcher > 0) & (wl.cuda_graphs == 0), 1.0, 0.0)
 
 
 def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
@@ -285,7 +311,8 @@ def moe_ops(model, wl, lay, act_bytes, T, t, ring, pipe, w_moe) -> MoEOps:
                       name="moe permute/route", phase="fwd"),
               MemPass(token_bytes + 2.0 * quant_bytes, MOE_BWD_KERNELS + quant_kernels, calls=on,
                       name="moe permute/route", phase="bwd"),
-              *expert_extra_passes(model, Tk * f * (1 + gated) / e, Tk * h, n_local, el, on)]
+              *expert_extra_passes(model, Tk * f * (1 + gated) / e, Tk * h, n_local, el, on,
+                                   fp32_routing_probs(wl))]
 
     # the busiest rank receives (dispatch) and sends back (combine) imb x the mean
     a2a = Tks * h * el * imb

@@ -61,3 +61,25 @@ def test_yarn_attention_factor_sends_megatron_to_the_unfused_rope():
     ops = unfused_rope_ops(get_model("gpt-oss-120b"), 10.0)
     assert [op.bytes_moved for op in ops] == [2 * (UNFUSED_ROPE_KERNELS - 1) * 10.0] * 2
     assert unfused_rope_ops(get_model("llama3-8b"), 10.0) == []
+
+
+def test_fp32_routing_probabilities_promote_the_bias_loop():
+    """The flex dispatcher (DeepEP / HybridEP) casts the routing probabilities to fp32, so
+    ``t + b * p`` runs in fp32 and casts back: 28 / 36 bytes per fc2-output element instead
+    of 12 / 14, one / two more kernels; eager only (a full-iteration CUDA graph keeps the
+    16-bit count), and the step is slower for it, never faster."""
+    from dse.graph.moe import FC2_BIAS_FP32_BYTES, FC2_BIAS_FP32_CASTS, fp32_routing_probs
+    m = get_model("gpt-oss-120b")
+    bf16 = expert_extra_passes(m, 100.0, 10.0, 16.0, 2.0, 1.0, 0.0)[2:]
+    fp32 = expert_extra_passes(m, 100.0, 10.0, 16.0, 2.0, 1.0, 1.0)[2:]
+    assert [float(op.bytes_moved) for op in fp32] == [FC2_BIAS_FP32_BYTES[0] * 10, FC2_BIAS_FP32_BYTES[1] * 10]
+    assert [float(op.bytes_moved) for op in bf16] == [FC2_BIAS_PASSES[0] * 20, FC2_BIAS_PASSES[1] * 20]
+    assert [float(a.kernels - b.kernels) for a, b in zip(fp32, bf16)] == list(FC2_BIAS_FP32_CASTS)
+    wl = lambda **kw: Workload(global_batch=1280, seq_len=4096, **kw)
+    assert float(fp32_routing_probs(wl(moe_dispatcher=1))) == 1.0
+    assert float(fp32_routing_probs(wl())) == 0.0                               # all-to-all
+    assert float(fp32_routing_probs(wl(moe_dispatcher=1, cuda_graphs=1))) == 0.0
+    steps = [ops_table(m, wl(moe_dispatcher=d), LAY, h100())[0]["time_s"].sum() for d in (0, 1)]
+    bias = lambda d: ops_table(m, wl(moe_dispatcher=d), LAY, h100())[0].query(
+        "op == 'moe fc2 bias (per expert)'")["time_s"].sum()
+    assert bias(1) > 1.5 * bias(0) and steps[1] > steps[0] - 1e-9    # kernel launches dilute the bytes
