@@ -538,11 +538,11 @@ def first_token_s(rep: Replica, eng: EngineProfile, c: Cycle, q, S):
     iterations (:meth:`~dse.infer.engines.EngineProfile.scheduling_wait`), then the pass(es)
     carrying the prompt (``c.first_s``), and the engine's HTTP front end
     (``frontend_s``)."""
-    wait = eng.scheduling_wait(rep.pp) * c.mean_s + eng.frontend_s
+    before = eng.frontend_s + eng.scheduling_wait(rep.pp) * c.mean_s   # ahead of the prompt's pass
     if eng.mixed_batches:
         chunks = jnp.ceil(S / eng.max_num_tokens) if eng.chunked_prefill else 1.0
-        return wait + chunks * c.first_s
-    return wait + c.first_s
+        return before + chunks * c.first_s
+    return before + c.first_s
 
 
 class Admitted(NamedTuple):

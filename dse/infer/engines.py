@@ -374,10 +374,10 @@ Profiles (constants and where they come from):
     token each cross it once; TPOT unchanged) and, in a closed loop, to the time a client
     holds its slot.  Above the KV slots the queue wait is Little's law on that client
     cycle, which overstates it by the front end's share of the cycle (a queued request
-    crossed the front end while another held its slot): 0.25 % for a 4 s request.  It is measured on one host (a laptop CPU, vLLM 0.28): the value is
-    carried to every V1 release and host, an open item.  Off where no server stands
-    between client and engine (:func:`launch_defaults`: the offline ``LLM`` class, an
-    MLPerf harness).
+    crossed the front end while another held its slot): 0.25 % for a 4 s request.  It is
+    measured on one host (a laptop CPU, vLLM 0.28): the value is carried to every V1
+    release and host, an open item.  Off where no server stands between client and
+    engine (:func:`launch_defaults`: the offline ``LLM`` class, an MLPerf harness).
 ``vllm_v1_async`` -- the V1 engine with async scheduling: ``vllm_v1`` whose host step runs
     beside the GPU pass (``host_overlap``: iteration ``max(GPU pass, host)``, the same
     constants).  ``vllm/v1/engine/core.py`` ``step_with_batch_queue`` schedules step n + 1

@@ -136,7 +136,8 @@ def _batching_lines(res: ServingResults) -> list[str]:
         "prompt tokens, plus the engine's host time and kernel-launch costs. TTFT = the wait for a KV slot "
         "(when more requests are in flight than admitted: Little's law, (in flight / B − 1) × the served "
         "request's latency) + half the running scheduling pass + the prompt's prefill (its iteration, or its "
-        f"own prefill pass) + the HTTP front end where an engine below has one. tok/s/user = 1 / TPOT; tok/s/GPU = B x {O} / (TTFT without the wait + "
+        "own prefill pass) + the HTTP front end where an engine below has one. tok/s/user = 1 / TPOT; "
+        f"tok/s/GPU = B x {O} / (TTFT without the wait + "
         f"{O - 1} x TPOT) / GPUs per replica.",
         *[_engine_line(e, hws, st) for e, hws in by_eng.items()],
         "- Memory: the engine's KV pool (above) over a request's paged footprint gives the KV slots; the "
