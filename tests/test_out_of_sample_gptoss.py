@@ -37,12 +37,13 @@ def test_vllm_runs_the_async_scheduling_its_config_file_sets(predictions):
 
 @pytest.mark.validation
 def test_gptoss_regression_guard(predictions):
-    """Today: row mean 16.7 % (every measured figure); throughput vLLM H100 9.1 %, H200 19.6 %,
-    B200 11.8 %, TensorRT-LLM B200 13.9 %; TTFT still too short on every vLLM GPU (-19 % B200,
-    -26 % H100, -31 % H200, after vLLM's 10 ms HTTP front end: the prefill of the 1k prompts
-    looks about twice the model's, open)."""
+    """Today: row mean 14.3 % (every measured figure); throughput vLLM H100 8.6 %, H200 8.2 %,
+    B200 11.8 %, TensorRT-LLM B200 13.9 %; TTFT still short on every vLLM GPU (-19 % B200,
+    -26 % H100, -28 % H200: the prefill of the 1k prompts looks about twice the model's on
+    Hopper, open).  H200 throughput 19.6 -> 8.2 % since the W4A16 experts stream at the
+    CUDA cores' dequantization rate (dse.infer.moe_serving), read off kernel tables."""
     p = predictions
     row = p[[f"e_{m}" for m in METRICS]].abs().mean(axis=1)
-    assert row.mean() <= 0.18, row.mean()
+    assert row.mean() <= 0.15, row.mean()
     tput = p["e_output_tok_s"].abs().groupby([p["chosen_engine"], p["hardware"]]).mean()
-    assert tput.max() <= 0.22 and p["e_output_tok_s"].abs().mean() <= 0.16, tput.round(3).to_dict()
+    assert tput.max() <= 0.16 and p["e_output_tok_s"].abs().mean() <= 0.12, tput.round(3).to_dict()

@@ -94,6 +94,27 @@ Hopper has no 4-bit MMA, so bf16 ``wgmma``), hence :func:`mxfp4_expert_rates`:
 * their inputs are not cast (no fp8 / fp4 quantize pass) except the experts' inputs, the
   MoE input and the intermediate, cast to mxfp8 (:func:`mxfp4_cast_bytes`).
 
+**The W4A16 path dequantizes on the CUDA cores.**  A Hopper W4A16 expert GEMM unpacks every
+4-bit weight to bf16 in registers before the MMA (vLLM's Marlin MoE,
+``csrc/moe/marlin_moe_wna16/marlin_template.h`` and ``csrc/quantization/gptq_marlin/dequant.h``
+``dequant<..., kFE2M1f>``: mask / shift / ``lop3`` then a ``__hmul2`` per pair; OpenAI's Triton
+``matmul_ogs`` upcasts the same way), so the weight stream is bounded by a SIMT rate, not by
+HBM: :data:`W4A16_DEQUANT_EL_PER_SM_CLK` elements per SM per clock, the expert weights'
+bandwidth capped at ``r_deq x SMs x clock x MXFP4_BYTES`` (:func:`mxfp4_expert_rates`).  The
+rate is read off measured MoE kernels, not off any serving row: NVIDIA AIConfigurator's vLLM
+0.24 MoE tables (``aic-core/src/aiconfigurator_core/systems/data/{h100,h200}_sxm/moe/vllm/
+0.24.0/moe_perf.parquet``, balanced routing, TP 1, no EP, 8-512 tokens: every expert touched,
+prefill not yet compute-bound) give medians of 19.6 / 19.6 elements per SM per clock for
+Marlin's MXFP4 experts (``..._marlin_marlinexperts``, a 3584 x 3072, 896-expert top-16 shape)
+and 17.9 / 19.2 for Triton's (``..._oaitritonmxfp4expertsmonolithic``, gpt-oss-120b's 2880 x
+2880, 128-expert top-4) on H100 / H200 -- the same on both cards although H200 has 1.43x the
+HBM bandwidth (4.8 against 3.35 TB/s), which is what a SIMT-bound stream looks like.  At TP >
+1 the per-layer matrices shrink and the same tables fall to 12-17 elements (a fixed ~40 us
+per MoE layer that the model charges as its routing kernels and launches).  Only the W4A16
+path is capped (a GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the
+CUDA cores.  Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint
+carry the same per-SM rate, unmeasured.
+
 ``dse.cost.gemm`` prices A, B and C at one element size; the experts use the weights'
 (their decode cost is the weight stream), which undercounts the 1- or 2-byte activation
 reads of prefill-sized passes (compute-bound there).  A bf16 serving row (precision 1)
@@ -111,6 +132,9 @@ from dse.spec.hardware import Hardware, effective
 from dse.spec.layout import PRECISION_FP8
 
 MOE_ROUTING_KERNELS = 4.0      # top-k, expert sort / offsets, permute, finalize (docstring)
+# MXFP4 weights a W4A16 expert GEMM dequantizes per SM per clock (module docstring: the
+# AIConfigurator H100 / H200 MoE kernel tables, Marlin 19.6 / 19.6, Triton 17.9 / 19.2)
+W4A16_DEQUANT_EL_PER_SM_CLK = 19.5
 ROUTER_LOGIT_BYTES = 4.0       # the router's logits are read in fp32 by the top-k kernel
 
 
@@ -145,16 +169,28 @@ def _pick(cond, a: Rates, b: Rates) -> Rates:
     return Rates(*(jnp.where(cond, x, y) for x, y in zip(a, b)))
 
 
+def w4a16_dequant_bw(hw: Hardware):
+    """Bytes/s of MXFP4 weights a W4A16 GEMM can dequantize on ``hw``'s CUDA cores (module
+    docstring): ``W4A16_DEQUANT_EL_PER_SM_CLK x num_sms x clock x MXFP4_BYTES``, the clock
+    the SKU sustains (``power_clock``, and a clock throttle where one applies:
+    :func:`dse.spec.hardware.effective`)."""
+    clock, _, _ = effective(hw, hw.clock_hz)
+    return W4A16_DEQUANT_EL_PER_SM_CLK * hw.num_sms * clock * MXFP4_BYTES
+
+
 def mxfp4_expert_rates(r: Rates, hw: Hardware, precision, mxfp4_experts) -> Rates:
     """Rates of the expert GEMMs of an MXFP4-expert checkpoint served quantized (module
     docstring): W4A8 (fp8 peak, ``eff_gemm_fp8``) where the GPU has fp4 tensor cores, else
-    W4A16 (bf16 peak, ``eff_gemm``), weights ``MXFP4_BYTES``; ``r`` unchanged unless
-    ``mxfp4_experts`` and ``precision`` >= fp8."""
+    W4A16 (bf16 peak, ``eff_gemm``, the weight stream capped at :func:`w4a16_dequant_bw`),
+    weights ``MXFP4_BYTES``; ``r`` unchanged unless ``mxfp4_experts`` and ``precision`` >=
+    fp8."""
     w4a8 = hw.peak_fp4_flops_per_s > 0
     peak_fp8, _, _ = effective(hw, hw.peak_fp8_flops_per_s)
     mx = r._replace(peak_linear_flops_per_s=jnp.where(w4a8, peak_fp8, r.peak_16_flops_per_s),
                     eff_linear=jnp.where(w4a8, hw.eff_gemm_fp8, hw.eff_gemm) * jnp.ones_like(r.eff_linear),
-                    linear_bytes=MXFP4_BYTES * jnp.ones_like(r.linear_bytes))
+                    linear_bytes=MXFP4_BYTES * jnp.ones_like(r.linear_bytes),
+                    hbm_bw_bytes_per_s=jnp.where(w4a8, r.hbm_bw_bytes_per_s,
+                                                 jnp.minimum(r.hbm_bw_bytes_per_s, w4a16_dequant_bw(hw))))
     return _pick((mxfp4_experts > 0) & (precision >= PRECISION_FP8), mx, r)
 
 
