@@ -109,8 +109,9 @@ Marlin's MXFP4 experts (``..._marlin_marlinexperts``, a 3584 x 3072, 896-expert 
 and 17.9 / 19.2 for Triton's (``..._oaitritonmxfp4expertsmonolithic``, gpt-oss-120b's 2880 x
 2880, 128-expert top-4) on H100 / H200 -- the same on both cards although H200 has 1.43x the
 HBM bandwidth (4.8 against 3.35 TB/s), which is what a SIMT-bound stream looks like.  At TP >
-1 the per-layer matrices shrink and the same tables fall to 12-17 elements (a fixed ~40 us
-per MoE layer that the model charges as its routing kernels and launches).  Only the W4A16
+1 the per-layer matrices shrink and the same tables fall to 12-17 elements: a fixed 15-45 us
+per measured MoE layer, of which the model charges ~14 us (its routing kernels and the
+launches; the rest is an open item, docs/accuracy.md).  Only the W4A16
 path is capped (a GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the
 CUDA cores.  Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint
 carry the same per-SM rate, unmeasured.
