@@ -111,6 +111,14 @@ def rates(hw: Hardware, precision) -> Rates:
     )
 
 
+def sm_clock_rate(hw: Hardware, per_sm_clk):
+    """A per-SM-per-clock throughput over the whole GPU, ``per_sm_clk x num_sms x clock``,
+    derated with the clock as the tensor peak is (:func:`dse.spec.hardware.effective`):
+    the SFUs' exponentials (:func:`exp_rate`), the CUDA cores' 4-bit weight unpacking
+    (:func:`dse.infer.moe_serving.w4a16_dequant_bw`)."""
+    return effective(hw, per_sm_clk * hw.num_sms * hw.clock_hz)[0]
+
+
 def exp_rate(hw: Hardware):
     """Exponentials per second of the special-function units: ``sfu_ex2_per_sm_clk x
     num_sms x clock``, derated with the clock as the tensor peak is
@@ -120,4 +128,4 @@ def exp_rate(hw: Hardware):
     Blackwell Ultra", Table: SFU EX2 5 and 10.7 TeraExponentials/s at full clock and 160 SMs;
     NVIDIA, "Making Softmax More Efficient with NVIDIA Blackwell Ultra", MUFU.EX2
     microbenchmark: GB200 4,943, GB300 10,024 Gop/s).  0 where the rate is not modelled."""
-    return effective(hw, hw.sfu_ex2_per_sm_clk * hw.num_sms * hw.clock_hz)[0]
+    return sm_clock_rate(hw, hw.sfu_ex2_per_sm_clk)

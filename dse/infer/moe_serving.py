@@ -111,9 +111,8 @@ and 17.9 / 19.2 for Triton's (``..._oaitritonmxfp4expertsmonolithic``, gpt-oss-1
 HBM bandwidth (4.8 against 3.35 TB/s), which is what a SIMT-bound stream looks like.  At TP >
 1 the per-layer matrices shrink and the same tables fall to 12-17 elements: a fixed 15-45 us
 per measured MoE layer, of which the model charges ~14 us (its routing kernels and the
-launches; the rest is an open item, docs/accuracy.md).  Only the W4A16
-path is capped (a GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the
-CUDA cores.  Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint
+launches; the rest is an open item, docs/accuracy.md).  Only the W4A16 path is capped (a
+GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the CUDA cores.  Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint
 carry the same per-SM rate, unmeasured.
 
 ``dse.cost.gemm`` prices A, B and C at one element size; the experts use the weights'
@@ -128,7 +127,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dse.cost.rates import MXFP4_BYTES, MXFP8_BYTES, Rates
+from dse.cost.rates import MXFP4_BYTES, MXFP8_BYTES, Rates, sm_clock_rate
 from dse.spec.hardware import Hardware, effective
 from dse.spec.layout import PRECISION_FP8
 
@@ -174,9 +173,8 @@ def w4a16_dequant_bw(hw: Hardware):
     """Bytes/s of MXFP4 weights a W4A16 GEMM can dequantize on ``hw``'s CUDA cores (module
     docstring): ``W4A16_DEQUANT_EL_PER_SM_CLK x num_sms x clock x MXFP4_BYTES``, the clock
     the SKU sustains (``power_clock``, and a clock throttle where one applies:
-    :func:`dse.spec.hardware.effective`)."""
-    clock, _, _ = effective(hw, hw.clock_hz)
-    return W4A16_DEQUANT_EL_PER_SM_CLK * hw.num_sms * clock * MXFP4_BYTES
+    :func:`dse.cost.rates.sm_clock_rate`)."""
+    return sm_clock_rate(hw, W4A16_DEQUANT_EL_PER_SM_CLK) * MXFP4_BYTES
 
 
 def mxfp4_expert_rates(r: Rates, hw: Hardware, precision, mxfp4_experts) -> Rates:
