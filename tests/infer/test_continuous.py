@@ -35,9 +35,6 @@ def _for_engine(e):
     return lambda rep, n, S, O: continuous(rep, e, n, S, O)
 
 
-JIT_ONE = jax.jit(continuous, static_argnums=1)
-
-
 def ONE(rep, e, n, S, O):
     """One point of :func:`continuous`, its jaxpr run on the host (dse.host_eval): the
     program ``jax.jit`` would compile, without the compile (a test evaluates a few points)."""
@@ -133,11 +130,13 @@ def test_pytorch_profile_limits(hw, n, S, O, scale, bench_tuned):
 
 @pytest.fixture(scope="module")
 def vmapped():
+    """Per engine, one point function of the design knobs (the model a constant of the
+    program), compiled twice: vmapped over a batch of points, and as it is, for one point."""
     fns = {}
     for eng in ("trtllm", "vllm"):
         e = PROFILES[eng]
-        fns[eng] = jax.jit(jax.vmap(lambda hw, tp, pp, n, S, O, e=e: continuous(
-            Replica(M70, hw, tp, pp, 1, 2.0), e, n, S, O)))
+        point = lambda hw, tp, pp, n, S, O, e=e: continuous(Replica(M70, hw, tp, pp, 1, 2.0), e, n, S, O)
+        fns[eng] = jax.jit(jax.vmap(point)), jax.jit(point)
     return fns
 
 
@@ -151,15 +150,15 @@ def test_vmapped_equals_scalar_loop(vmapped, eng, pts):
     hws = [H100, H200, MI300]
     f32 = lambda xs: jnp.asarray(np.asarray(xs, np.float32))
     hw = stack([hws[h] for h, *_ in pts])
-    out = vmapped[eng](hw, f32([l[0] for _, l, *_ in pts]), f32([l[1] for _, l, *_ in pts]),
+    batched, scalar = vmapped[eng]
+    out = batched(hw, f32([l[0] for _, l, *_ in pts]), f32([l[1] for _, l, *_ in pts]),
                        f32([p[2] for p in pts]), f32([p[3] for p in pts]), f32([p[4] for p in pts]))
     for i, (h, (tp, pp), n, S, O) in enumerate(pts):
-        # Python numbers, as test_agrees_with_scalar_serving_model passes: the same trace.
-        # The scalar is compiled too (JIT_ONE, not the host-run ONE): the batch the engine
-        # tunes sits on wave / tile steps where XLA's arithmetic and the host's can round to
-        # opposite sides (H200 TP2, 6263 in / 30 out: 39.05 on the host, 32 compiled)
-        r = JIT_ONE(Replica(M70, hws[h], float(tp), float(pp), 1, 2.0), PROFILES[eng],
-                    float(n), float(S), float(O))
+        # float32 scalars, the batch's dtype.  The scalar is compiled too (not the
+        # host-run ONE): the batch the engine tunes sits on wave / tile steps where XLA's
+        # arithmetic and the host's can round to opposite sides (H200 TP2, 6263 in / 30
+        # out: 39.05 on the host, 32 compiled)
+        r = scalar(hws[h], *(np.float32(x) for x in (tp, pp, n, S, O)))
         for f in r._fields:
             a, b = float(getattr(out, f)[i]), float(getattr(r, f))
             assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-5), (f, a, b)
@@ -310,7 +309,7 @@ def test_static_attention_dp_case_costs_the_same_cycle(engine, dp):
     e = (dataclasses.replace(PROFILES["trtllm_pytorch"], bench_tuned_tokens=True)
          if engine == "trtllm_bench" else PROFILES[engine])
     model = get_model("qwen3-30b-a3b")
-    b = jnp.asarray([1.0, 7.0, 64.0, 300.0])
+    b = np.asarray([1.0, 7.0, 64.0, 300.0], np.float32)
 
     def run(case):
         def one(bi, di):
@@ -318,7 +317,9 @@ def test_static_attention_dp_case_costs_the_same_cycle(engine, dp):
             r = Replica(model, H200, 8.0 / dp, 1.0, 2, 1.0, ep=dp, dp=dpv, dp_many=case == "many")
             c = cycle(r, e, bi, 1536.0, bi / 1024.0, 1024.0, 1024.0)
             return c.mean_s, c.first_s
-        return jax.jit(jax.vmap(one))(b, jnp.full_like(b, dp))
+        # the vmapped jaxpr run on the host (dse.host_eval): the branches' numbers
+        # compared, without an XLA compile of each of the 2-3 programs
+        return host_call(jax.vmap(one), np.asarray(b), np.full(b.shape, dp, np.float32))
 
     mixed = run("mixed")
     for case in (("one",) if dp <= 1 else ("python", "many")):
