@@ -30,15 +30,18 @@ H100, H200, MI300 = (get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb"
 
 
 @functools.lru_cache(maxsize=None)
-def _for_engine(e):
-    """``continuous`` with the engine profile bound: one function (one host plan) per profile."""
-    return lambda rep, n, S, O: continuous(rep, e, n, S, O)
+def _for_engine(e, dp):
+    """``continuous`` with the engine profile bound and the replica's ``dp`` a Python number,
+    as the sweep builds its replicas (:func:`dse.infer.continuous.attn_dp_case`: only that
+    branch is traced; ``test_static_attention_dp_case_costs_the_same_cycle`` holds the
+    branches equal): one function (one host plan) per (profile, dp)."""
+    return lambda rep, n, S, O: continuous(rep._replace(dp=dp), e, n, S, O)
 
 
 def ONE(rep, e, n, S, O):
     """One point of :func:`continuous`, its jaxpr run on the host (dse.host_eval): the
     program ``jax.jit`` would compile, without the compile (a test evaluates a few points)."""
-    return host_call(_for_engine(e), rep, n, S, O)
+    return host_call(_for_engine(e, float(rep.dp)), rep, n, S, O)
 
 
 def rep(model, hw, tp, pp, prec, kvb):

@@ -515,7 +515,9 @@ def test_attention_dp_with_pipeline_waits_for_the_whole_prompt(engine):
     d = Deployment(m, hw, PROFILES[engine], 1, 2, 2, 1.0, ep=dp, dp=dp)
     alone = prefill_s(d, 1.0, S, group_prompts=1.0)      # the MoE layers see this prompt at least
     rep = Replica(m, hw, 1.0, 2.0, 2, 1.0, ep=float(dp), dp=float(dp))
-    point = lambda r, n_, S_, O_: continuous(r, d.engine, n_, S_, O_)   # one host plan
+    # one host plan; dp a Python number, as the sweep's replicas carry it: the lattice
+    # branch only (dse.infer.continuous.attn_dp_case)
+    point = lambda r, n_, S_, O_: continuous(r._replace(dp=float(dp)), d.engine, n_, S_, O_)
     for n in (4.0, 32.0):                     # requests per attention rank
         res = concurrency(d, n * dp, S, O, 1)
         assert res.ttft_s >= alone * (1 - 1e-6), n
