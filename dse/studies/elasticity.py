@@ -10,9 +10,12 @@ model, are left out).  Two ways, as ``dse sensitivity`` does:
 
 * ``elasticity_ad``: forward-mode automatic differentiation (``jax.jacfwd``) of
   ``ln T(u)`` through the cost model.  It is the same derivative ``dse sensitivity``
-  takes with reverse-mode ``jax.grad``; for the dozen design knobs forward mode compiles
+  takes with reverse-mode ``jax.grad``; for the dozen design knobs forward mode compiled
   several times faster on CPU (measured at hbm3d's 256-GPU point over every knob: 46 s against
-  139 s on a loaded 2-core machine), which keeps ``make study`` short;
+  139 s on a loaded 2-core machine).  A study asks for it at one or two layouts, so the
+  Jacobian's jaxpr now runs on the host (:func:`dse.host_eval.host_call`, as ``dse
+  sensitivity`` does) instead of being compiled: ``make study STUDY=hbm3d`` from an empty
+  JAX cache 83.5 -> 60.2 s on the 2-core machine, its tracked outputs byte-identical;
 * ``elasticity_fd``: the +-1 % central finite difference, evaluated by the sweep's
   already-compiled kernel on the perturbed hardware (:func:`dse.sweep.run.sweep_points`,
   one layout, 2 x knobs hardware rows: no new compile), with the one-sided halves.
@@ -24,6 +27,7 @@ quotes: the AD slope, or the finite difference at a kink.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -31,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dse.host_eval import host_call
 from dse.sensitivity import FD_STEP, KNOBS, perturb
 from dse.spec.hardware import Hardware
 from dse.spec.layout import RECOMPUTE, Layout, Workload
@@ -63,9 +68,12 @@ def _log_t(u, model, wl, lay, hw, knobs):
     return jnp.log(train_step(model, wl, lay, perturb(hw, u, knobs)).step_time_s)
 
 
-# one compiled Jacobian for every layout and hardware of the same structure: the layout
-# and hardware are traced arguments, not constants closed over
-_JAC = jax.jit(jax.jacfwd(_log_t), static_argnames=("knobs",))
+@functools.lru_cache(maxsize=None)
+def _jacobian(knobs):
+    """``jax.jacfwd`` of :func:`_log_t` in ``u`` for these knobs: one function per knob set,
+    so :func:`dse.host_eval.host_call` keeps one host plan for every layout and hardware of
+    the same structure (the layout and hardware are traced arguments, not constants)."""
+    return jax.jacfwd(functools.partial(_log_t, knobs=knobs))
 
 
 def at_layout(model, wl: Workload, hw: Hardware, row, knobs=DESIGN_KNOBS, h: float = FD_STEP,
@@ -75,8 +83,11 @@ def at_layout(model, wl: Workload, hw: Hardware, row, knobs=DESIGN_KNOBS, h: flo
     (e.g. ``gpus``), the hardware, the layout label and the step time in front."""
     lay = row_layout(row)
     k = len(knobs)
-    u0 = jnp.zeros(k, jnp.float32)
-    ad = np.asarray(_JAC(u0, model, wl, lay, hw.replace(name="hw"), knobs=tuple(knobs)), dtype=np.float64)
+    u0 = np.zeros(k, np.float32)
+    # one design point: its Jacobian run on the host (dse.host_eval: the program jax.jit
+    # would compile, without the ~10-20 s compile, which a study's one or two calls never pay back)
+    ad = np.asarray(host_call(_jacobian(tuple(knobs)), u0, model, wl, lay, hw.replace(name="hw")),
+                    dtype=np.float64)
     steps = np.concatenate([np.zeros((1, k)), h * np.eye(k), -h * np.eye(k)]).astype(np.float32)
     hws = [perturb(hw, jnp.asarray(u), knobs).replace(name=f"p{i}") for i, u in enumerate(steps)]
     sr = sweep_points(model, wl, hws, _layout_cols(lay))
