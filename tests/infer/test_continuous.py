@@ -155,7 +155,7 @@ def test_vmapped_equals_scalar_loop(vmapped, eng, pts):
     hw = stack([hws[h] for h, *_ in pts])
     batched, scalar = vmapped[eng]
     out = batched(hw, f32([l[0] for _, l, *_ in pts]), f32([l[1] for _, l, *_ in pts]),
-                       f32([p[2] for p in pts]), f32([p[3] for p in pts]), f32([p[4] for p in pts]))
+                  f32([p[2] for p in pts]), f32([p[3] for p in pts]), f32([p[4] for p in pts]))
     for i, (h, (tp, pp), n, S, O) in enumerate(pts):
         # float32 scalars, the batch's dtype.  The scalar is compiled too (not the
         # host-run ONE): the batch the engine tunes sits on wave / tile steps where XLA's
@@ -322,7 +322,7 @@ def test_static_attention_dp_case_costs_the_same_cycle(engine, dp):
             return c.mean_s, c.first_s
         # the vmapped jaxpr run on the host (dse.host_eval): the branches' numbers
         # compared, without an XLA compile of each of the 2-3 programs
-        return host_call(jax.vmap(one), np.asarray(b), np.full(b.shape, dp, np.float32))
+        return host_call(jax.vmap(one), b, np.full(b.shape, dp, np.float32))
 
     mixed = run("mixed")
     for case in (("one",) if dp <= 1 else ("python", "many")):
