@@ -30,18 +30,22 @@ H100, H200, MI300 = (get_hardware(n) for n in ("h100-sxm-80gb", "h200-sxm-141gb"
 
 
 @functools.lru_cache(maxsize=None)
-def _for_engine(e, dp):
-    """``continuous`` with the engine profile bound and the replica's ``dp`` a Python number,
-    as the sweep builds its replicas (:func:`dse.infer.continuous.attn_dp_case`: only that
-    branch is traced; ``test_static_attention_dp_case_costs_the_same_cycle`` holds the
-    branches equal): one function (one host plan) per (profile, dp)."""
-    return lambda rep, n, S, O: continuous(rep._replace(dp=dp), e, n, S, O)
+def _point(e, model, precision, kv_bytes, dp):
+    """``continuous`` of one point as the sweep traces it (:mod:`dse.infer.sweep`): the
+    engine, model, precision, KV bytes and the replica's ``dp`` fixed (a Python number:
+    :func:`dse.infer.continuous.attn_dp_case` traces only that branch;
+    ``test_static_attention_dp_case_costs_the_same_cycle`` holds the branches equal), the
+    hardware and the layout's numbers traced -- one function (one host plan) per such set,
+    a quarter of the equations of a program that takes the model as an argument."""
+    return lambda hw, tp, pp, ep, n, S, O: continuous(
+        Replica(model, hw, tp, pp, precision, kv_bytes, ep, dp), e, n, S, O)
 
 
 def ONE(rep, e, n, S, O):
     """One point of :func:`continuous`, its jaxpr run on the host (dse.host_eval): the
     program ``jax.jit`` would compile, without the compile (a test evaluates a few points)."""
-    return host_call(_for_engine(e, float(rep.dp)), rep, n, S, O)
+    fn = _point(e, rep.model, rep.precision, rep.kv_bytes, float(rep.dp))
+    return host_call(fn, rep.hw, rep.tp, rep.pp, rep.ep, n, S, O)
 
 
 def rep(model, hw, tp, pp, prec, kvb):
