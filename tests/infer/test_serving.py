@@ -514,13 +514,13 @@ def test_attention_dp_with_pipeline_waits_for_the_whole_prompt(engine):
     m, hw, dp, S, O = get_model("qwen3-235b-a22b"), get_hardware("h200-sxm-141gb"), 4, 2048.0, 256.0
     d = Deployment(m, hw, PROFILES[engine], 1, 2, 2, 1.0, ep=dp, dp=dp)
     alone = prefill_s(d, 1.0, S, group_prompts=1.0)      # the MoE layers see this prompt at least
-    rep = Replica(m, hw, 1.0, 2.0, 2, 1.0, ep=float(dp), dp=float(dp))
-    # one host plan; dp a Python number, as the sweep's replicas carry it: the lattice
-    # branch only (dse.infer.continuous.attn_dp_case)
-    point = lambda r, n_, S_, O_: continuous(r._replace(dp=float(dp)), d.engine, n_, S_, O_)
+    # one host plan, the point as the sweep traces it: model, precision, KV bytes and dp
+    # fixed (dp a Python number: the lattice branch only, dse.infer.continuous.attn_dp_case)
+    point = lambda h, n_, S_, O_: continuous(Replica(m, h, 1.0, 2.0, 2, 1.0, ep=float(dp), dp=float(dp)),
+                                              d.engine, n_, S_, O_)
     for n in (4.0, 32.0):                     # requests per attention rank
         res = concurrency(d, n * dp, S, O, 1)
         assert res.ttft_s >= alone * (1 - 1e-6), n
         # the vectorized point's program, run on the host (dse.host_eval: no XLA compile)
-        v = host_call(point, rep, n, S, O)
+        v = host_call(point, hw, n, S, O)
         assert float(v.ttft_s) == pytest.approx(res.ttft_s, rel=0.02), n
