@@ -25,6 +25,17 @@ def host_step(model, wl, lay, hw):
     return host_design_point(train_step, model, wl, lay, hw)
 
 
+def expert_gemms_s(model, hw, r, tokens, precision):
+    """Seconds of one MoE layer's two expert GEMMs over ``tokens`` tokens (TP 1, one
+    stage) at the rates ``r``: :func:`dse.infer.forward.forward_ops`' ``experts`` through
+    ``op_times``, the model's side of a measured-kernel comparison."""
+    from dse.graph.ops import KVRead
+    from dse.infer.forward import forward_ops, op_times
+    att = KVRead(tokens, model.num_attention_heads * 1.0, 8.0, 100.0, 64.0)   # not in the experts
+    g = forward_ops(model, tokens, tokens, att, 1, 1, precision, r.act_bytes)
+    return float(op_times(g.experts, hw, r).total_s)
+
+
 def validation_dir():
     """The validation data: the repository's copy ``data/validation`` (kept identical to
     ``../shared/validation``), else ``../shared/validation`` beside the checkout."""

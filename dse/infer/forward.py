@@ -223,6 +223,12 @@ class ForwardGraph(NamedTuple):
     embedding: tuple
     hand_off: tuple
 
+    @property
+    def experts(self) -> tuple:
+        """The layer's ``fc1`` and ``fc2`` -- an MoE layer's expert GEMMs (their place in
+        :func:`forward_ops`'s layer)."""
+        return self.layer[2:4]
+
 
 def experts_hit(model: Model, tokens):
     """Expected distinct experts hit by ``tokens`` tokens routing top-k of E uniformly:
@@ -547,7 +553,7 @@ def stage_time(model: Model, tokens, sequences, attention, tp, pp, precision, hw
         hbm_bw_bytes_per_s=r.hbm_bw_bytes_per_s * linear_bw_scale)
     gemms = tuple(op for op in g.layer if isinstance(op, Gemm))
     rest = tuple(op for op in g.layer if not isinstance(op, Gemm))
-    experts = g.layer[2:4]                                 # fc1, fc2 (the experts of an MoE)
+    experts = g.experts
     dense = tuple(op for op in gemms if not any(op is e for e in experts))
     if not _zero(model.mxfp4_experts):                 # MXFP4-expert checkpoint (gpt-oss)
         r_exp = mxfp4_expert_rates(r_lin, hw, precision, model.mxfp4_experts)

@@ -112,8 +112,9 @@ HBM bandwidth (4.8 against 3.35 TB/s), which is what a SIMT-bound stream looks l
 1 the per-layer matrices shrink and the same tables fall to 12-17 elements: a fixed 15-45 us
 per measured MoE layer, of which the model charges ~14 us (its routing kernels and the
 launches; the rest is an open item, docs/accuracy.md).  Only the W4A16 path is capped (a
-GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the CUDA cores.  Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint
-carry the same per-SM rate, unmeasured.
+GPU without fp4 tensor cores); W4A8 (Blackwell) converts nothing on the CUDA cores.
+Measured on Hopper only; Ampere, Ada and CDNA serving an MXFP4 checkpoint carry the same
+per-SM rate, unmeasured.
 
 ``dse.cost.gemm`` prices A, B and C at one element size; the experts use the weights'
 (their decode cost is the weight stream), which undercounts the 1- or 2-byte activation

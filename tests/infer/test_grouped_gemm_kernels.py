@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from dse.cost.rates import rates
-from dse.graph.ops import KVRead
-from dse.infer.forward import MOE_GROUPED_GEMM_EFF, forward_ops, op_times
+from dse.infer.forward import MOE_GROUPED_GEMM_EFF
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model
+from tests.helpers import expert_gemms_s
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 MIXTRAL = get_model("mistralai/Mixtral-8x7B-v0.1")
@@ -30,8 +30,8 @@ def table() -> pd.DataFrame:
 
 
 def ratios(df: pd.DataFrame, factor: float) -> pd.Series:
-    """Model / measured time of each row: the layer's two expert GEMMs (``fc1``, ``fc2`` of
-    :func:`dse.infer.forward.forward_ops`, at ``factor`` times the dense GEMM efficiency)
+    """Model / measured time of each row: the layer's two expert GEMMs
+    (:func:`tests.helpers.expert_gemms_s`, at ``factor`` times the dense GEMM efficiency)
     against the measured whole MoE layer (routing, activation and combine included)."""
     out = []
     for (gpu, dtype), g in df.groupby(["gpu", "moe_dtype"]):
@@ -39,10 +39,8 @@ def ratios(df: pd.DataFrame, factor: float) -> pd.Series:
         r = rates(hw, PRECISION[dtype])
         r = r._replace(eff_linear=r.eff_linear * factor)
         for row in g.itertuples():
-            T = float(row.num_tokens)
-            layer = forward_ops(MIXTRAL, T, T, KVRead(T, 32.0, 8.0, 100.0, 128.0), 1, 1,
-                                PRECISION[dtype], r.act_bytes).layer
-            out.append((row.Index, float(op_times(layer[2:4], hw, r).total_s) / (row.latency_ms * 1e-3)))
+            t = expert_gemms_s(MIXTRAL, hw, r, float(row.num_tokens), PRECISION[dtype])
+            out.append((row.Index, t / (row.latency_ms * 1e-3)))
     idx, vals = zip(*out)
     return pd.Series(vals, index=idx).reindex(df.index)
 

@@ -10,10 +10,11 @@ import pytest
 from dse.cost.rates import MXFP4_BYTES, rates
 from dse.graph.ops import KVRead
 from dse.infer import moe_serving
-from dse.infer.forward import stage_time
+from dse.infer.forward import MOE_GROUPED_GEMM_EFF, stage_time
 from dse.infer.moe_serving import W4A16_DEQUANT_EL_PER_SM_CLK, mxfp4_expert_rates, w4a16_dequant_bw
 from dse.spec.hardware import get_hardware
 from dse.spec.model import get_model
+from tests.helpers import expert_gemms_s
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 OSS = get_model("openai/gpt-oss-120b")
@@ -85,26 +86,21 @@ def test_decode_of_w4a16_experts_no_longer_follows_hbm():
     assert _pass(H100, 64.0) / _pass(H200, 64.0) < 1.15
 
 
-
-
 def _layer_ratios(df):
     """Model / measured time of each table row's MoE layer: the two expert GEMMs of a layer
-    of the row's shape against the measured whole layer (routing, activation and combine
-    included, so the measured is a little longer)."""
-    from dse.infer.forward import MOE_GROUPED_GEMM_EFF, forward_ops, op_times
+    of the row's shape (:func:`tests.helpers.expert_gemms_s`) against the measured whole
+    layer (routing, activation and combine included, so the measured is a little longer)."""
     out = []
     for gpu, g in df.groupby("gpu"):
         hw = get_hardware(gpu)
+        r = mxfp4_expert_rates(rates(hw, FP8), hw, FP8, 1)
+        r = r._replace(eff_linear=r.eff_linear * MOE_GROUPED_GEMM_EFF)
         for row in g.itertuples():
             m = OSS.replace(hidden_size=int(row.hidden_size), ffn_hidden_size=int(row.inter_size),
                             moe_ffn_hidden_size=int(row.inter_size), num_experts=int(row.num_experts),
                             top_k=int(row.topk))
-            r = mxfp4_expert_rates(rates(hw, FP8), hw, FP8, 1)
-            r = r._replace(eff_linear=r.eff_linear * MOE_GROUPED_GEMM_EFF)
-            T = float(row.num_tokens)
-            layer = forward_ops(m, T, T, KVRead(T, 64.0, 8.0, 100.0, 64.0), 1, 1, FP8, 2.0).layer
-            out.append((gpu, row.kernel, float(op_times(layer[2:4], hw, r).total_s)
-                        / (row.latency_ms * 1e-3)))
+            t = expert_gemms_s(m, hw, r, float(row.num_tokens), FP8)
+            out.append((gpu, row.kernel, t / (row.latency_ms * 1e-3)))
     return pd.DataFrame(out, columns=["gpu", "kernel", "ratio"])
 
 
