@@ -184,16 +184,18 @@ def _pairs(model, wl, lay, hw):
 MASK_FIRST_BELOW = 4     # hardware specs: below this, prune by memory before the step
 
 
-def evaluate_pairs(model, wl, hw_cols: dict, lay_cols: dict, h_idx: np.ndarray, l_idx: np.ndarray):
+def evaluate_pairs(model, wl, hw_cols: dict, lay_cols: dict, h_idx: np.ndarray, l_idx: np.ndarray,
+                   tiered: bool = False):
     """StepResult fields and memory breakdown of the listed (hardware, layout) pairs (a
-    few selected points, not a grid), through the chunked runner."""
-    from dse.sweep.runner import run_chunked
+    few selected points, not a grid), through the chunked runner (``tiered``: through
+    :func:`dse.sweep.runner.run_tiered`, a few calls of a program on the host)."""
+    from dse.sweep.runner import run_chunked, run_tiered
     from dse.train.step import StepResult
 
     def args_for(idx):
         return (model, wl, Layout(**{f: v[l_idx[idx]] for f, v in lay_cols.items()}),
                 Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()}))
-    step, parts = run_chunked(_pairs, args_for, len(h_idx))
+    step, parts = (run_tiered if tiered else run_chunked)(_pairs, args_for, len(h_idx))
     return ({f: np.asarray(getattr(step, f), dtype=np.float64) for f in StepResult._fields},
             MemoryParts(*(np.asarray(x, dtype=np.float64) for x in parts)))
 
@@ -205,8 +207,10 @@ def evaluate_masked(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int
     """As :func:`evaluate_all` for sweeps with few hardware specs (nothing to share across
     a block's hardware): the memory model first on every point, then the step only on
     the points that fit (time fields NaN elsewhere) -- a third of the points pruned
-    before the expensive pass in a typical sweep."""
-    from dse.sweep.runner import run_chunked
+    before the expensive pass in a typical sweep.  A small call (one ``dse predict`` row's
+    candidate layouts) of a program seen a few times runs on the host, not compiled
+    (:func:`dse.sweep.runner.run_tiered`)."""
+    from dse.sweep.runner import run_tiered
     from dse.train.step import StepResult
     h_idx = np.repeat(np.arange(n_h, dtype=np.int64), n_l)
     l_idx = np.tile(np.arange(n_l, dtype=np.int64), n_h)
@@ -214,13 +218,13 @@ def evaluate_masked(model, wl, lay_cols: dict, hw_cols: dict, n_l: int, n_h: int
     def args_for(idx):
         return (model, wl, Layout(**{f: v[l_idx[idx]] for f, v in lay_cols.items()}),
                 Hardware(**{f: v[h_idx[idx]] for f, v in hw_cols.items()}))
-    mp = run_chunked(_memory_pairs, args_for, len(h_idx), progress=progress)
+    mp = run_tiered(_memory_pairs, args_for, len(h_idx), progress=progress)
     parts = MemoryParts(*(np.asarray(x, dtype=np.float64) for x in mp))
     fits = parts.total_bytes <= hw_cols["hbm_bytes"][h_idx]
     res = {f: np.full(len(h_idx), np.nan) for f in StepResult._fields}
     fi = np.nonzero(fits)[0]
     if len(fi):
-        r, _ = evaluate_pairs(model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi])
+        r, _ = evaluate_pairs(model, wl, hw_cols, lay_cols, h_idx[fi], l_idx[fi], tiered=True)
         for f in StepResult._fields:
             res[f][fi] = r[f]
     res["mem_bytes"] = parts.total_bytes.copy()

@@ -19,6 +19,8 @@ from typing import Callable
 import jax
 import numpy as np
 
+from dse.host_eval import host_call
+
 MIN_CHUNK = 64
 MAX_CHUNK = 1 << 15
 
@@ -101,3 +103,38 @@ def run_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int,
         pending = (res, len(idx))
     collect(pending)
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+
+
+#: Calls of one program (a jitted cost function and the static structure of its
+#: arguments: model, workload switches) that :func:`run_tiered` runs on the host before it
+#: compiles the program.  One small call on the host costs ~10-50 ms (the plan of the
+#: vmapped jaxpr, :mod:`dse.host_eval`), one XLA compile of a training step 3-8 s (2-core
+#: machine; more for MoE models): a program called fewer times than compile / host-call
+#: (~100) is cheaper never compiled; 16 keeps the worst case, a program called often, at
+#: 16 host calls (< 1 s) more than compiling at once.  Measured, ``predict_frame`` of
+#: tests/data/published_bridge_catalog.csv (68 rows, 11 programs), empty JAX cache: 87.6 s
+#: compiled, 9.3 s on the host; of ../shared/validation/vtrain.csv (1,549 rows, few
+#: programs): 43.1 s compiled, 70.5 s all on the host.
+HOST_TIER_CALLS = 64
+_tier_calls: dict = {}
+
+
+def run_tiered(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int, progress=None):
+    """As :func:`run_chunked`, but a call of at most :data:`MIN_CHUNK` points of a program
+    seen fewer than :data:`HOST_TIER_CALLS` times in this process runs on the host
+    (:func:`dse.host_eval.host_call` of ``fn``'s unjitted function, unpadded) instead of
+    compiling it: the tiering of a JIT (interpret a program until it is hot, then compile).
+    Both tiers run the same jaxpr in float32; they can differ in the last bit where XLA
+    fuses or rewrites an expression (:mod:`dse.host_eval`).  ``fn`` is a ``jax.jit``
+    function (its ``__wrapped__`` is the program)."""
+    if 0 < n <= MIN_CHUNK:
+        args = args_for(np.arange(n, dtype=np.int64))
+        key = (fn, jax.tree_util.tree_structure(args))
+        seen = _tier_calls.get(key, 0)
+        if seen < HOST_TIER_CALLS:
+            _tier_calls[key] = seen + 1
+            out = host_call(fn.__wrapped__, *args)
+            if progress is not None:
+                progress.update(n)
+            return jax.tree_util.tree_map(np.asarray, out)
+    return run_chunked(fn, args_for, n, progress=progress)

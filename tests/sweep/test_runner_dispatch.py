@@ -49,3 +49,34 @@ def test_jobs_may_run_jobs_and_errors_reach_the_caller():
         raise ValueError("job failed")
     with pytest.raises(ValueError, match="job failed"):
         run_concurrently([lambda: 1, bad])
+
+
+def test_tiered_runs_a_cold_program_on_the_host_then_compiles_it():
+    """run_tiered: the first HOST_TIER_CALLS small calls of a program run on the host (no
+    XLA compile of the program), later ones compiled; both tiers return what the jitted
+    program returns (float32, to the last few ulps); a call above MIN_CHUNK points is
+    compiled at once."""
+    from dse.sweep import runner
+
+    x = np.linspace(0.1, 3.0, 40, dtype=np.float32)
+    # two function objects, one program: ``want`` must not compile ``f``
+    want = jax.tree_util.tree_map(np.asarray, jax.jit(
+        lambda v, w: {"y": jnp.sqrt(v) * w + 1.0, "z": jnp.maximum(v / w, 0.5)})(x, x[::-1]))
+    f = jax.jit(lambda v, w: {"y": jnp.sqrt(v) * w + 1.0, "z": jnp.maximum(v / w, 0.5)})
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, secs, **kw: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+    for call in range(runner.HOST_TIER_CALLS + 2):
+        before = len(compiles)
+        out = runner.run_tiered(f, lambda idx: (x[idx], x[::-1][idx]), len(x))
+        for k in want:
+            np.testing.assert_allclose(out[k], want[k], rtol=3e-7)
+            assert out[k].shape == (len(x),)
+        if call < runner.HOST_TIER_CALLS:
+            assert len(compiles) == before, f"call {call} compiled the program"
+        elif call == runner.HOST_TIER_CALLS:
+            assert len(compiles) > before, "the hot program was not compiled"
+    big = np.linspace(0.1, 3.0, runner.MIN_CHUNK + 1, dtype=np.float32)
+    g = jax.jit(lambda v: v * 3.0)
+    np.testing.assert_array_equal(runner.run_tiered(g, lambda idx: (big[idx],), len(big)), big * 3.0)
+    assert runner._tier_calls.get((g, jax.tree_util.tree_structure((big[:1],)))) is None
