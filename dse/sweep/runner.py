@@ -107,14 +107,15 @@ def run_chunked(fn: Callable, args_for: Callable[[np.ndarray], tuple], n: int,
 
 #: Calls of one program (a jitted cost function and the static structure of its
 #: arguments: model, workload switches) that :func:`run_tiered` runs on the host before it
-#: compiles the program.  One small call on the host costs ~10-50 ms (the plan of the
-#: vmapped jaxpr, :mod:`dse.host_eval`), one XLA compile of a training step 3-8 s (2-core
-#: machine; more for MoE models): a program called fewer times than compile / host-call
-#: (~100) is cheaper never compiled; 16 keeps the worst case, a program called often, at
-#: 16 host calls (< 1 s) more than compiling at once.  Measured, ``predict_frame`` of
-#: tests/data/published_bridge_catalog.csv (68 rows, 11 programs), empty JAX cache: 87.6 s
-#: compiled, 9.3 s on the host; of ../shared/validation/vtrain.csv (1,549 rows, few
-#: programs): 43.1 s compiled, 70.5 s all on the host.
+#: compiles the program.  One small call on the host costs ~45-140 ms (the plan of the
+#: vmapped jaxpr, :mod:`dse.host_eval`; a training step, by model), one XLA compile of it
+#: 3-16 s (2-core machine, MoE models the most): a program called fewer times than
+#: compile / host call (~70-110) is cheaper never compiled.  Compiling after that many
+#: calls (the ski-rental rule) costs at most about twice the better choice made in
+#: hindsight.  Measured, ``predict_frame`` with an empty JAX cache, everything compiled /
+#: all on the host / tiered at 64: tests/data/published_bridge_catalog.csv (68 rows)
+#: 87.6 / 9.3 / 7.9 s; ../shared/validation/vtrain.csv (1,549 rows, few programs)
+#: 43.1 / 70.5 / 37.8 s; ../shared/validation/calibration.csv 32.3 s compiled, 26.1 s tiered.
 HOST_TIER_CALLS = 64
 _tier_calls: dict = {}
 
