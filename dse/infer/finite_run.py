@@ -20,27 +20,9 @@ enough to forget its start; a short one does not:
   ``r = tokens/s / O`` requests per second, so its wait is ``(i - B) / r``, a mean of
   ``(P - B)^2 / (2 P r)`` over the run, on top of the weighted first-token time.
 
-* **Open loop past capacity** (``poisson_rate`` at a rate ``lambda`` above the ``mu``
-  requests per second the deployment completes, which the steady state reports as
-  saturated): request ``i`` arrives at ``i / lambda`` and, once the ``B`` slots are taken,
-  starts at ``(i - B) / mu``, so it waits ``i a - B / mu`` with ``a = 1/mu - 1/lambda`` from
-  ``i_0 = B / (mu a)`` on: a mean of ``a (P - i_0)^2 / (2 P)`` over the run (``lambda`` = inf
-  is the all-queued case above).  Below capacity the queue does not grow and the steady
-  state's M/D/1 wait stands.
-
-**The drain of an open loop below capacity** (:func:`open_loop_run`).  The same clients
-report throughput over the run's duration, and the ``P`` requests of a Poisson process at
-``lambda`` per second arrive over ``(P - 1) / lambda`` on average; the last one then takes
-its own end-to-end time ``tau``, so throughput is ``P O / ((P - 1) / lambda + tau)``, not
-the steady state's ``lambda O`` (TensorRT-LLM v0.14's 500-request online table: a 70B
-replica at 16 requests/s delivers 12).  While the last request runs no new one arrives:
-the ``B`` requests in flight when it came arrived over the previous end-to-end time and
-leave over the next one, so the running batch it shares falls from ``B`` to 1 about
-linearly, and with an iteration affine in the batch (one weight stream per pass plus
-each sequence's KV and tokens, :func:`dse.infer.serving.iteration_s`) its mean
-time per output token is the mean of the steady state's and the empty server's:
-``tau = TTFT + (O - 1) (TPOT + t_1) / 2``.  Past capacity the run is the queue's
-(:func:`saturated_run`).
+A ``poisson_rate`` run of ``P`` stated requests is simulated iteration by iteration
+(:mod:`dse.infer.open_loop_run`: its ramp from an empty server, its queue past capacity
+and its drain), not blended from the steady state.
 
 A median is the burst's when the burst holds more than half of the run, else the steady
 state's (plus, all queued, the middle request's wait ``(P/2 - B) / r``).  ``P`` unknown (the row's ``engine`` / ``notes`` / ``dataset`` state no
@@ -78,7 +60,8 @@ import math
 
 from dse.infer.engines import flag_value
 from dse.infer.lockstep import pass_tokens, wave_cap, wave_of, wave_prefill
-from dse.infer.serving import Deployment, ServingResult, iteration_s, resident_output, streams
+from dse.infer.serving import Deployment, ServingResult, streams
+
 
 def num_prompts(row) -> int | None:
     """The ``--num-prompts P`` a row's ``engine`` / ``notes`` / ``dataset`` state, or None;
@@ -163,42 +146,3 @@ def queued_run(res: ServingResult, dep: Deployment, P: int | None, S: float, O: 
     mean_wait = max(P - B, 0.0) ** 2 / (2.0 * P * rate)
     median_wait = max(P / 2.0 - B, 0.0) / rate
     return _blend(res, max(burst, res.ttft_s), first / P, stat, mean_wait, median_wait)
-
-
-def saturated_run(res: ServingResult, dep: Deployment, P: int | None, rate: float, O: float,
-                  replicas: int, stat: str) -> ServingResult:
-    """A ``poisson_rate`` row above capacity (``res`` the saturated steady state, its
-    ``note`` saying so) over ``P`` requests arriving at ``rate`` per second (module
-    docstring): the growing queue's mean (or the middle request's) wait added to TTFT and
-    e2e; ``res`` unchanged when ``P`` is unknown, the rate infinite (:func:`queued_run`)
-    or the result not saturated."""
-    if (P is None or not math.isfinite(rate) or not res.note.startswith("saturated")
-            or not math.isfinite(res.ttft_s) or res.tokens_per_s <= 0):
-        return res
-    B = res.batch * streams(dep, replicas)             # the running batch of the system
-    mu = res.tokens_per_s / max(O, 1.0)                # requests completed per second
-    a = 1.0 / mu - 1.0 / rate
-    if a <= 0:
-        return res
-    i0 = B / (mu * a)
-    mean_wait = max(P - i0, 0.0) ** 2 * a / (2.0 * P)
-    median_wait = max(P / 2.0 * a - B / mu, 0.0)
-    return _blend(res, res.ttft_s, 0.0, stat, mean_wait, median_wait)
-
-
-def open_loop_run(res: ServingResult, dep: Deployment, P: int | None, rate: float, S: float,
-                  O: float, o2: float = 1.0) -> ServingResult:
-    """A ``poisson_rate`` row below capacity over ``P`` requests arriving at ``rate`` per
-    second (module docstring, "The drain of an open loop"): throughput ``P O / ((P - 1) /
-    rate + tau)`` with the last request's ``tau = TTFT + (O - 1) (TPOT + t_1) / 2``, ``t_1``
-    the empty server's iteration at the mean context; the latencies stay the steady
-    state's.  ``res`` unchanged when ``P`` is unknown, the rate infinite, the result
-    saturated (:func:`saturated_run`) or not a number."""
-    if (P is None or not math.isfinite(rate) or rate <= 0 or res.note.startswith("saturated")
-            or not (math.isfinite(res.e2e_s) and res.tokens_per_s > 0)):
-        return res
-    t1 = float(iteration_s(dep, 1.0, S + resident_output(O, o2) / 2.0))
-    tau = res.ttft_s + max(O - 1.0, 0.0) * (res.tpot_s + t1) / 2.0
-    f = (P * O / ((P - 1.0) / rate + tau)) / res.tokens_per_s
-    return res._replace(tokens_per_s=res.tokens_per_s * f,
-                        tokens_per_s_per_gpu=res.tokens_per_s_per_gpu * f)

@@ -72,8 +72,8 @@ from dse.infer.engines import FLAG_MAX, TGI_NAMES, engine_profile, launch_defaul
 from dse.infer.launch_flags import (launch_settings, launch_texts as _launch_texts, row_text as _row_text,
                                     stated_limit)
 from dse.infer.launch_layout import stated_layout
-from dse.infer.finite_run import (closed_loop_run, num_prompts, open_loop_run, queued_run,
-                                  saturated_run)
+from dse.infer.finite_run import closed_loop_run, num_prompts, queued_run
+from dse.infer.open_loop_run import finite_open_loop
 from dse.infer.lockstep import (lockstep_concurrency, staggered_concurrency, staggered_one_wave,
                                 wave_cap)
 from dse.infer.serving import (Deployment, concurrency, fixed_batch, offline, poisson, streams,
@@ -421,8 +421,11 @@ def predict_inference_row(row: dict) -> dict:
                               dep, n, run_length(row), S, O, replicas, max_model_len, stat, o2)
     else:
         P = run_length(row)
-        res = open_loop_run(saturated_run(poisson(dep, rate, S, O, replicas, o2=o2), dep, P,
-                                          rate, O, replicas, stat), dep, P, rate, S, O, o2)
+        # a stated run length: the run itself (its ramp, its queue, its drain); else the
+        # steady state of an endless run
+        res = finite_open_loop(dep, rate, P, S, O, replicas, o2, stat) if P is not None else None
+        if res is None:
+            res = poisson(dep, rate, S, O, replicas, o2=o2)
         chosen["chosen_batch"] = res.batch
     return _finish(out, chosen, res, dep, row, S, O, med_O)
 

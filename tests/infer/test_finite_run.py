@@ -128,28 +128,6 @@ def test_a_run_smaller_than_the_running_batch_is_one_wave():
     assert all_queued(DEP, None, S, O, 1, None, "mean", 1.0, True) == offline(DEP, S, O, 1)
 
 
-def test_open_loop_past_capacity_queues_the_run():
-    """Poisson arrivals at twice the capacity mu: request i waits i (1/mu - 1/lambda) - B/mu
-    from i0 = B / (mu a) on, a mean of a (P - i0)^2 / (2 P); below capacity nothing grows."""
-    from dse.infer.finite_run import saturated_run
-    from dse.infer.serving import poisson
-    off = offline(DEP, S, O, 1)
-    mu = off.tokens_per_s / O
-    sat = poisson(DEP, 2.0 * mu, S, O, 1)
-    assert sat.note.startswith("saturated")
-    P = 2000
-    a = 1 / mu - 1 / (2 * mu)
-    i0 = sat.batch / (mu * a)
-    run = saturated_run(sat, DEP, P, 2.0 * mu, O, 1, "mean")
-    assert run.ttft_s == pytest.approx(sat.ttft_s + a * (P - i0) ** 2 / (2 * P))
-    assert run.e2e_s - run.ttft_s == pytest.approx(sat.e2e_s - sat.ttft_s)
-    assert saturated_run(sat, DEP, None, 2.0 * mu, O, 1, "mean") == sat
-    below = poisson(DEP, 0.5 * mu, S, O, 1)
-    assert saturated_run(below, DEP, P, 0.5 * mu, O, 1, "mean") == below
-    # more requests at the same overload wait longer on average
-    assert saturated_run(sat, DEP, 4 * P, 2.0 * mu, O, 1, "mean").ttft_s > run.ttft_s
-
-
 def _simulated_drain(n, P, O_max, r, tpot, ttft, trials, rng):
     """Closed loop from one shared queue: ``n`` slots start together, each takes the next
     request when its last one ends; a request lasts ``ttft + (O - 1) tpot`` with ``O``
@@ -186,69 +164,3 @@ def test_no_drain_for_fixed_lengths_or_one_slot():
     assert drain_factor(1, 40, 1000.0, 0.02, 20.0, uniform_o2(0.8)) == 1.0
     assert drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.5)) < drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.9))
     assert drain_factor(8, 80, 1000.0, float("nan"), 20.0, uniform_o2(0.8)) == 1.0   # no number, no drain
-
-
-def test_open_loop_below_capacity_pays_the_last_request():
-    """P requests at rate lambda arrive over (P - 1) / lambda and the last one then runs
-    its own end-to-end time: throughput P O / ((P - 1)/lambda + tau) < lambda O, tending
-    to lambda O as P grows, never below what a tail of the steady e2e would give (the
-    last request's batch drains, so it is no slower than the steady state's); latencies
-    unchanged; unknown P, an infinite rate or a saturated result keep the steady state."""
-    from dse.infer.finite_run import open_loop_run
-    from dse.infer.serving import poisson
-    rate = 2.0
-    res = poisson(DEP, rate, S, O, 1)
-    assert not res.note and res.tokens_per_s == pytest.approx(rate * O)
-    runs = [open_loop_run(res, DEP, P, rate, S, O) for P in (20, 200, 2000, 200000)]
-    tps = [r.tokens_per_s for r in runs]
-    assert tps == sorted(tps) and tps[-1] < rate * O
-    assert tps[-1] == pytest.approx(rate * O, rel=1e-3)
-    worst = 20 * O / (19 / rate + res.e2e_s)
-    assert tps[0] >= worst and tps[0] < 0.8 * rate * O
-    assert runs[0].ttft_s == res.ttft_s and runs[0].tpot_s == res.tpot_s
-    assert runs[0].tokens_per_s_per_gpu == pytest.approx(runs[0].tokens_per_s / 4)
-    assert open_loop_run(res, DEP, None, rate, S, O) is res
-    assert open_loop_run(res, DEP, 20, math.inf, S, O) is res
-    sat = res._replace(note="saturated: arrival rate above the offline capacity")
-    assert open_loop_run(sat, DEP, 20, rate, S, O) is sat
-
-
-@pytest.mark.parametrize("cell,P", [(500, 500), ("500", 500), (500.0, 500), (None, None), ("", None),
-                                    (float("nan"), None)])
-def test_num_prompts_column_states_the_run_length(cell, P):
-    """A row's ``num_prompts`` column states P directly (blank: the flags, here none)."""
-    from dse.infer.predict_rows import run_length
-    assert run_length({"engine": "vllm", "notes": "", "num_prompts": cell}) == P
-
-
-@pytest.mark.parametrize("cell", ["abc", 0, -3, 2.5, "inf", float("inf"), 2**40, True, "1e3x"])
-def test_bad_num_prompts_column_is_refused(cell):
-    from dse.infer.predict_rows import run_length
-    with pytest.raises(InputError) as e:
-        run_length({"engine": "", "notes": "", "num_prompts": cell})
-    assert e.value.field == "num_prompts"
-
-
-def test_num_prompts_column_and_flag_must_agree():
-    from dse.infer.predict_rows import run_length
-    row = {"engine": "", "notes": "bench_serving --num-prompts 500", "num_prompts": 500}
-    assert run_length(row) == 500
-    with pytest.raises(InputError) as e:
-        run_length(dict(row, num_prompts=400))
-    assert e.value.field == "num_prompts" and "500" in str(e.value)
-
-
-def test_predict_takes_the_column_and_names_a_bad_cell():
-    """``dse predict``: a Poisson row with ``num_prompts`` pays the run's drain (below the
-    steady ``rate x O``); a bad cell is that row's status, the others are predicted."""
-    import pandas as pd
-    from dse.predict import predict_frame
-    row = dict(id="a", source_id="s", model="meta-llama/Llama-3.1-8B", hardware="h100-sxm-80gb", gpus=1,
-               tp=1, pp=1, precision="bf16", engine="trtllm", scenario="poisson_rate",
-               request_rate=8.0, input_len=512, output_len=256)
-    frame = pd.DataFrame([row, dict(row, id="b", num_prompts=200), dict(row, id="c", num_prompts="x")])
-    p = predict_frame(frame, "runs.csv", intervals=False)
-    assert list(p.status[:2]) == ["ok", "ok"]
-    assert p.predicted_output_tok_s[0] == pytest.approx(8.0 * 256)
-    assert p.predicted_output_tok_s[1] < p.predicted_output_tok_s[0]
-    assert str(p.status[2]).startswith("invalid") and "num_prompts" in str(p.status[2])
