@@ -143,6 +143,15 @@ def simulate_run(table, rate: float, P: int, S: float, O: float, cap: float, bud
     O = max(float(O), 1.0)
     decode_iters = int(round(O)) - 1
     cap = max(math.floor(cap), 1)
+    alone = chunks * _iter_s(table, 1.0, 1.0 / chunks) + decode_iters * _iter_s(table, 1.0, 0.0)
+    if rate * alone <= 1.0 and P / rate > 1e9 * alone:
+        # requests so sparse that a float clock at P / rate would lose the passes: each
+        # is served before the next arrives, by an empty server (closed form)
+        ttft = chunks * _iter_s(table, 1.0, 1.0 / chunks) + extra_wait_iters * _iter_s(table, 1.0, 0.0) + frontend_s
+        t1 = _iter_s(table, 1.0, 0.0)
+        e2e = ttft + decode_iters * t1
+        return RunStats(ttft, t1 if decode_iters else 0.0, e2e, P * O / ((P - 1) / rate + alone),
+                        alone / ((P - 1) / rate + alone) * P, (P - 1) / rate + alone)
     T = 0.0
     admitted = running = 0                               # requests
     batch_time = credit = 0.0
