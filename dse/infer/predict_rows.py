@@ -34,7 +34,11 @@ Blank settings, as a tuned deployment would choose them:
   and the engine's limits allow (:func:`dse.infer.serving.running_batch`); given, it caps
   the engine's running batch (its ``max_batch_size`` / ``max_num_seqs``).
 * ``request_rate``, where given, must be a number > 0 on every row (``inf``: all requests
-  at once, as the offline rows write it); it sets the arrivals of ``poisson_rate`` rows.
+  at once, as the offline rows write it); it sets the arrivals of ``poisson_rate`` rows:
+  a row that states its run length (``num_prompts`` column or ``--num-prompts``) is
+  simulated pass by pass (:mod:`dse.infer.open_loop_run`: its ramp, queue and drain), one
+  that does not gets the steady state of an endless run (:func:`dse.infer.serving.poisson`,
+  a fixed point of the iteration under Poisson arrivals with an M/D/1 prefill wait).
 
 ``latency_stat``: ``median`` end-to-end latency uses the dataset's median output length
 (ShareGPT's output lengths are close to exponential: median = ln 2 x mean); TTFT and
