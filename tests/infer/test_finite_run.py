@@ -164,3 +164,44 @@ def test_no_drain_for_fixed_lengths_or_one_slot():
     assert drain_factor(1, 40, 1000.0, 0.02, 20.0, uniform_o2(0.8)) == 1.0
     assert drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.5)) < drain_factor(8, 80, 1000.0, 0.02, 20.0, uniform_o2(0.9))
     assert drain_factor(8, 80, 1000.0, float("nan"), 20.0, uniform_o2(0.8)) == 1.0   # no number, no drain
+
+
+@pytest.mark.parametrize("cell,P", [(500, 500), ("500", 500), (500.0, 500), (None, None), ("", None),
+                                    (float("nan"), None)])
+def test_num_prompts_column_states_the_run_length(cell, P):
+    """A row's ``num_prompts`` column states P directly (blank: the flags, here none)."""
+    from dse.infer.predict_rows import run_length
+    assert run_length({"engine": "vllm", "notes": "", "num_prompts": cell}) == P
+
+
+@pytest.mark.parametrize("cell", ["abc", 0, -3, 2.5, "inf", float("inf"), 2**40, True, "1e3x"])
+def test_bad_num_prompts_column_is_refused(cell):
+    from dse.infer.predict_rows import run_length
+    with pytest.raises(InputError) as e:
+        run_length({"engine": "", "notes": "", "num_prompts": cell})
+    assert e.value.field == "num_prompts"
+
+
+def test_num_prompts_column_and_flag_must_agree():
+    from dse.infer.predict_rows import run_length
+    row = {"engine": "", "notes": "bench_serving --num-prompts 500", "num_prompts": 500}
+    assert run_length(row) == 500
+    with pytest.raises(InputError) as e:
+        run_length(dict(row, num_prompts=400))
+    assert e.value.field == "num_prompts" and "500" in str(e.value)
+
+
+def test_predict_takes_the_column_and_names_a_bad_cell():
+    """``dse predict``: a Poisson row with ``num_prompts`` pays the run's drain (below the
+    steady ``rate x O``); a bad cell is that row's status, the others are predicted."""
+    import pandas as pd
+    from dse.predict import predict_frame
+    row = dict(id="a", source_id="s", model="meta-llama/Llama-3.1-8B", hardware="h100-sxm-80gb", gpus=1,
+               tp=1, pp=1, precision="bf16", engine="trtllm", scenario="poisson_rate",
+               request_rate=8.0, input_len=512, output_len=256)
+    frame = pd.DataFrame([row, dict(row, id="b", num_prompts=200), dict(row, id="c", num_prompts="x")])
+    p = predict_frame(frame, "runs.csv", intervals=False)
+    assert list(p.status[:2]) == ["ok", "ok"]
+    assert p.predicted_output_tok_s[0] == pytest.approx(8.0 * 256)
+    assert p.predicted_output_tok_s[1] < p.predicted_output_tok_s[0]
+    assert str(p.status[2]).startswith("invalid") and "num_prompts" in str(p.status[2])
