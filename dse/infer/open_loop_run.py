@@ -130,7 +130,7 @@ def simulate_run(table, rate: float, P: int, S: float, O: float, cap: float, bud
     (``max_num_tokens``); ``mixed``: prompts share decode passes and a longer prompt is
     chunked over ``ceil(S / budget)`` of them (else a pass admits every waiting prompt
     that fits the budget, at least one); ``extra_wait_iters``: the scheduler's look-ahead
-    in iterations beyond the half iteration a fluid arrival waits.
+    in iterations beyond the half pass a random arrival waits.
 
     Arrivals are request ``i`` at ``i / rate``; the client's are Poisson, which the first
     pass of each request carries on average (Poisson arrivals see time averages, PASTA:
@@ -147,11 +147,11 @@ def simulate_run(table, rate: float, P: int, S: float, O: float, cap: float, bud
     if rate * alone <= 1.0 and P / rate > 1e9 * alone:
         # requests so sparse that a float clock at P / rate would lose the passes: each
         # is served before the next arrives, by an empty server (closed form)
-        ttft = chunks * _iter_s(table, 1.0, 1.0 / chunks) + extra_wait_iters * _iter_s(table, 1.0, 0.0) + frontend_s
         t1 = _iter_s(table, 1.0, 0.0)
-        e2e = ttft + decode_iters * t1
-        return RunStats(ttft, t1 if decode_iters else 0.0, e2e, P * O / ((P - 1) / rate + alone),
-                        alone / ((P - 1) / rate + alone) * P, (P - 1) / rate + alone)
+        ttft = chunks * _iter_s(table, 1.0, 1.0 / chunks) + extra_wait_iters * t1 + frontend_s
+        span = (P - 1) / rate + alone                     # first arrival to last completion
+        return RunStats(ttft, t1 if decode_iters else 0.0, ttft + decode_iters * t1, P * O / span,
+                        P * alone / span, span)
     T = 0.0
     admitted = running = 0                               # requests
     batch_time = credit = 0.0
