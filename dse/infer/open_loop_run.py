@@ -106,7 +106,6 @@ class RunStats(NamedTuple):
     e2e_s: float
     tokens_per_s: float
     mean_batch: float
-    duration_s: float
 
 
 #: Iterations a simulated run may take (~5 us each): a run longer than this is long
@@ -151,7 +150,7 @@ def simulate_run(table, rate: float, P: int, S: float, O: float, cap: float, bud
         ttft = chunks * _iter_s(table, 1.0, 1.0 / chunks) + extra_wait_iters * t1 + frontend_s
         span = (P - 1) / rate + alone                     # first arrival to last completion
         return RunStats(ttft, t1 if decode_iters else 0.0, ttft + decode_iters * t1, P * O / span,
-                        P * alone / span, span)
+                        P * alone / span)
     T = 0.0
     admitted = running = 0                               # requests
     batch_time = credit = 0.0
@@ -195,7 +194,7 @@ def simulate_run(table, rate: float, P: int, S: float, O: float, cap: float, bud
     w, ttft, span = (np.array(x) for x in zip(*done))
     tpot = span / decode_iters if decode_iters else np.zeros_like(span)
     stat = (lambda v: _weighted_median(v, w)) if median else (lambda v: float(np.dot(v, w) / w.sum()))
-    return RunStats(stat(ttft), stat(tpot), stat(ttft + span), P * O / T, batch_time / T, T)
+    return RunStats(stat(ttft), stat(tpot), stat(ttft + span), P * O / T, batch_time / T)
 
 
 def finite_open_loop(dep, rate: float, P: int, S: float, O: float, replicas: int,
@@ -206,18 +205,16 @@ def finite_open_loop(dep, rate: float, P: int, S: float, O: float, replicas: int
     running-batch limit the tuned deployment sets (:func:`dse.infer.serving.tuned_batch`),
     the engine's token budget (as ``trtllm-bench`` tunes it where it does), scheduling
     look-ahead and front end; ``batch`` is a stream's time-mean running batch.  None
-    where the run is no finite, positive rate or too long to simulate (the caller's
-    steady state stands)."""
+    where the run is no finite, positive rate, has no KV slot or is too long to simulate
+    (the caller's steady state stands, or gives the infeasible status)."""
     from dse.infer.finite_run import _median
-    from dse.infer.serving import (ServingResult, bench_tuned, gpus_per_replica, streams,
-                                   tuned_batch)
+    from dse.infer.serving import ServingResult, bench_tuned, gpus_per_replica, streams, tuned_batch
     if not (math.isfinite(rate) and rate > 0 and P >= 1):
         return None
     units = streams(dep, replicas)
     cap = tuned_batch(dep, S, O, False, o2)
-    if cap < 1:
-        return ServingResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0.0,
-                             "infeasible: the weights leave no KV cache for one sequence")
+    if cap < 1:              # no KV cache for one sequence: the steady state says so
+        return None
     eng = bench_tuned(dep, S, O).engine
     per_stream = max(round(P / units), 1)
     r = simulate_run(iteration_table(dep, cap, S, O, o2), rate / units, per_stream, S, O, cap,
